@@ -22,31 +22,46 @@ export!(Component);
 
 impl From<Reason> for WitReason {
     fn from(r: Reason) -> Self {
-        Self { code: r.code, message: r.message }
+        Self {
+            code: r.code,
+            message: r.message,
+        }
     }
 }
 
 impl From<wit::Checkpoint> for model::Checkpoint {
     fn from(c: wit::Checkpoint) -> Self {
-        Self { xmin: c.xmin, revision: c.revision }
+        Self {
+            xmin: c.xmin,
+            revision: c.revision,
+        }
     }
 }
 
 impl From<model::Checkpoint> for wit::Checkpoint {
     fn from(c: model::Checkpoint) -> Self {
-        Self { xmin: c.xmin, revision: c.revision }
+        Self {
+            xmin: c.xmin,
+            revision: c.revision,
+        }
     }
 }
 
 impl From<wit::TransferBinding> for model::TransferBinding {
     fn from(t: wit::TransferBinding) -> Self {
-        Self { old_state_key: t.old_state_key, old_checkpoint: t.old_checkpoint.into() }
+        Self {
+            old_state_key: t.old_state_key,
+            old_checkpoint: t.old_checkpoint.into(),
+        }
     }
 }
 
 impl From<model::TransferBinding> for wit::TransferBinding {
     fn from(t: model::TransferBinding) -> Self {
-        Self { old_state_key: t.old_state_key, old_checkpoint: t.old_checkpoint.into() }
+        Self {
+            old_state_key: t.old_state_key,
+            old_checkpoint: t.old_checkpoint.into(),
+        }
     }
 }
 

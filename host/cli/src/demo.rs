@@ -1,0 +1,70 @@
+//! `dpone-host demo`: the README's main job at this stage. Loads every shipped policy at its
+//! embedded pin (through the precompiled cache), evaluates the embedded sample decision of each
+//! kind in a fresh sandbox, and prints decisions, evidence and load reports as JSON.
+
+use crate::exit::{Failure, print_json};
+use crate::shipped;
+use clap::Args;
+use dpone_policy_runtime::PolicyKind;
+use std::path::PathBuf;
+
+/// `demo` options.
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Directory of the shipped components.
+    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
+    components_dir: PathBuf,
+    /// Precompiled-code cache directory.
+    #[arg(long, default_value = "target/policy-cache")]
+    cache_dir: PathBuf,
+}
+
+/// The embedded sample facts: (kind, function, JSON).
+const SAMPLES: &[(PolicyKind, &str, &str)] = &[
+    (
+        PolicyKind::Admission,
+        "admit-static",
+        include_str!("../../../fixtures/samples/admission-static.json"),
+    ),
+    (
+        PolicyKind::Admission,
+        "admit-runtime",
+        include_str!("../../../fixtures/samples/admission-runtime.json"),
+    ),
+    (
+        PolicyKind::DeleteMode,
+        "plan",
+        include_str!("../../../fixtures/samples/delete-mode.json"),
+    ),
+    (PolicyKind::Guard, "decide", include_str!("../../../fixtures/samples/guard.json")),
+    (PolicyKind::Scope, "decide", include_str!("../../../fixtures/samples/scope.json")),
+];
+
+/// The embedded sample input of a kind's function.
+pub fn sample_input(kind: PolicyKind, function: &str) -> Result<serde_json::Value, Failure> {
+    let (_, _, text) = SAMPLES
+        .iter()
+        .find(|(k, f, _)| *k == kind && *f == function)
+        .ok_or_else(|| Failure::bad_input("DPONE_CLI_NO_SAMPLE", format!("no sample for {kind} {function}")))?;
+    serde_json::from_str(text).map_err(|e| Failure::internal("DPONE_CLI_SAMPLE_MALFORMED", e.to_string()))
+}
+
+/// Runs the demo.
+pub fn run(args: DemoArgs) -> Result<(), Failure> {
+    let runtime = shipped::runtime(Some(&args.cache_dir))?;
+    let mut loads = Vec::new();
+    let mut decisions = Vec::new();
+    for kind in PolicyKind::ALL {
+        let loaded = shipped::load(&runtime, &args.components_dir, kind)?;
+        loads.push(loaded.report().clone());
+        for (_, function, _) in SAMPLES.iter().filter(|(k, _, _)| *k == kind) {
+            let decided = loaded.decide_json(function, &sample_input(kind, function)?)?;
+            decisions.push(decided.evidence);
+        }
+    }
+    print_json(&serde_json::json!({
+        "engine_fingerprint": runtime.engine_fingerprint(),
+        "pins_verified": loads,
+        "decisions": decisions,
+    }))
+}

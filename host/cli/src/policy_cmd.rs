@@ -1,0 +1,357 @@
+//! `dpone-host policy …`: the policy author's tools.
+
+use crate::exit::{Failure, print_json};
+use crate::shipped;
+use clap::{Args, Subcommand};
+use dpone_decision_table::DecisionTable;
+use dpone_policy_build::{BuildEnv, BuildSpec, ComponentLock};
+use dpone_policy_runtime::{
+    Budget, PolicyKind, PolicyRuntime, SUPPORTED_WIT_PACKAGE, Sha256Digest, component_surface,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Policy subcommands.
+#[derive(Subcommand)]
+pub enum PolicyCommand {
+    /// Build a policy crate into a pure component (wasm32-unknown-unknown + component encoding).
+    Build(BuildArgs),
+    /// Pin components: write (or check) a lock file of their sha256 digests.
+    Lock(LockArgs),
+    /// Show a component's digest, size, imports, exports and which policy kinds it serves.
+    Inspect {
+        /// The component file.
+        component: PathBuf,
+    },
+    /// Evaluate one decision and print it with its evidence.
+    Eval(EvalArgs),
+    /// Run a decision table against a component of the table's kind.
+    Test(TestArgs),
+    /// Measure load and decision times of a component.
+    Bench(BenchArgs),
+}
+
+/// `policy build`.
+#[derive(Args)]
+pub struct BuildArgs {
+    /// Cargo package of the policy crate.
+    #[arg(long)]
+    package: String,
+    /// Directory of the crate or its workspace.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Where to write the component.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// `policy lock`.
+#[derive(Args)]
+pub struct LockArgs {
+    /// Component files; each is pinned under its file stem (e.g. `guard.wasm` → `guard`).
+    #[arg(required = true)]
+    components: Vec<PathBuf>,
+    /// The lock file.
+    #[arg(long)]
+    lock: PathBuf,
+    /// Verify the lock instead of writing it; exit 1 when a digest differs.
+    #[arg(long)]
+    check: bool,
+}
+
+/// `policy eval`.
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Policy kind: admission, guard, delete-mode or scope.
+    kind: PolicyKind,
+    /// JSON file with the facts record.
+    #[arg(long)]
+    input: PathBuf,
+    /// Function to call (needed for admission: admit-static or admit-runtime).
+    #[arg(long)]
+    function: Option<String>,
+    /// Component file; defaults to the shipped component of the kind at its embedded pin.
+    #[arg(long, requires = "pin")]
+    component: Option<PathBuf>,
+    /// Pin of `--component` (sha256:<hex>).
+    #[arg(long)]
+    pin: Option<Sha256Digest>,
+    /// Directory of the shipped components.
+    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
+    components_dir: PathBuf,
+}
+
+/// `policy test`.
+#[derive(Args)]
+pub struct TestArgs {
+    /// The component under test.
+    component: PathBuf,
+    /// The decision table (JSON).
+    table: PathBuf,
+    /// Required digest of the component; when absent, the digest of the bytes read is used and
+    /// reported.
+    #[arg(long)]
+    pin: Option<Sha256Digest>,
+}
+
+/// `policy bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Policy kind.
+    kind: PolicyKind,
+    /// JSON facts for the measured decision; defaults to the embedded sample of the kind.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Function (admission: admit-static or admit-runtime).
+    #[arg(long)]
+    function: Option<String>,
+    /// Directory of the shipped components.
+    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
+    components_dir: PathBuf,
+    /// Decisions to measure.
+    #[arg(long, default_value_t = 10_000)]
+    iterations: u32,
+}
+
+/// Runs a policy subcommand.
+pub fn run(command: PolicyCommand) -> Result<(), Failure> {
+    match command {
+        PolicyCommand::Build(args) => build(args),
+        PolicyCommand::Lock(args) => lock(args),
+        PolicyCommand::Inspect { component } => inspect(&component),
+        PolicyCommand::Eval(args) => eval(args),
+        PolicyCommand::Test(args) => test(args),
+        PolicyCommand::Bench(args) => bench(args),
+    }
+}
+
+fn build(args: BuildArgs) -> Result<(), Failure> {
+    let dir = std::fs::canonicalize(&args.dir).map_err(|e| {
+        Failure::bad_input("DPONE_CLI_INPUT_UNREADABLE", format!("cannot open --dir: {}", e.kind()))
+    })?;
+    let mut env = BuildEnv::new(&dir, &dir.join("target").join("dpone-policy"));
+    env.locked = false;
+    let spec = BuildSpec {
+        name: args.package.clone(),
+        package: args.package,
+        feature: None,
+    };
+    let built = dpone_policy_build::build_components(&env, &[spec])
+        .map_err(|e| Failure::bad_input(e.code(), e.to_string()))?;
+    let (name, bytes) = built
+        .into_iter()
+        .next()
+        .ok_or_else(|| Failure::internal("DPONE_CLI_BUILD_EMPTY", "the build produced nothing"))?;
+    std::fs::write(&args.out, &bytes).map_err(|e| {
+        Failure::bad_input("DPONE_CLI_OUTPUT_UNWRITABLE", format!("cannot write --out: {}", e.kind()))
+    })?;
+    print_json(&serde_json::json!({
+        "built": name,
+        "sha256": Sha256Digest::of(&bytes),
+        "size": bytes.len(),
+        "surface": component_surface(&bytes)?,
+    }))
+}
+
+fn lock(args: LockArgs) -> Result<(), Failure> {
+    let mut components = BTreeMap::new();
+    for path in &args.components {
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .ok_or_else(|| Failure::bad_input("DPONE_CLI_COMPONENT_NAME", "a component file needs a UTF-8 file stem"))?
+            .to_owned();
+        components.insert(name, shipped::read_input(path, "component")?);
+    }
+    let built = ComponentLock::pin(SUPPORTED_WIT_PACKAGE, &components);
+    if args.check {
+        let text = shipped::read_input(&args.lock, "lock file")?;
+        let pinned = ComponentLock::from_json(&String::from_utf8_lossy(&text))
+            .map_err(|e| Failure::bad_input(e.code(), e.to_string()))?;
+        let differing: Vec<&String> = built
+            .components
+            .iter()
+            .filter(|(name, c)| pinned.components.get(*name) != Some(*c))
+            .map(|(name, _)| name)
+            .collect();
+        print_json(&serde_json::json!({ "checked": built.components.len(), "differing": differing }))?;
+        if !differing.is_empty() {
+            return Err(Failure::refused("DPONE_POLICY_LOCK_MISMATCH", "components differ from the lock"));
+        }
+        return Ok(());
+    }
+    std::fs::write(&args.lock, built.to_json()).map_err(|e| {
+        Failure::bad_input("DPONE_CLI_OUTPUT_UNWRITABLE", format!("cannot write --lock: {}", e.kind()))
+    })?;
+    print_json(&built)
+}
+
+#[derive(Serialize)]
+struct Inspection {
+    sha256: Sha256Digest,
+    size: usize,
+    imports: Vec<String>,
+    exports: Vec<String>,
+    /// Kinds whose interface the component exports at the supported version.
+    serves: Vec<PolicyKind>,
+    wit_package: &'static str,
+}
+
+fn inspect(path: &Path) -> Result<(), Failure> {
+    let bytes = shipped::read_input(path, "component")?;
+    let surface = component_surface(&bytes)?;
+    let serves = PolicyKind::ALL
+        .into_iter()
+        .filter(|k| surface.exports.contains(&k.export_name()))
+        .collect();
+    print_json(&Inspection {
+        sha256: Sha256Digest::of(&bytes),
+        size: bytes.len(),
+        imports: surface.imports,
+        exports: surface.exports,
+        serves,
+        wit_package: SUPPORTED_WIT_PACKAGE,
+    })
+}
+
+/// The function to call: explicit, or the kind's only function.
+fn function_for(kind: PolicyKind, function: Option<String>) -> Result<String, Failure> {
+    match (function, kind.functions()) {
+        (Some(f), functions) if functions.contains(&f.as_str()) => Ok(f),
+        (None, [only]) => Ok((*only).to_owned()),
+        (Some(f), functions) => Err(Failure::bad_input(
+            "DPONE_POLICY_UNKNOWN_FUNCTION",
+            format!("{kind} exports {functions:?}, not {f:?}"),
+        )),
+        (None, functions) => Err(Failure::bad_input(
+            "DPONE_CLI_FUNCTION_REQUIRED",
+            format!("{kind} exports {functions:?}; choose one with --function"),
+        )),
+    }
+}
+
+fn read_json(path: &Path, what: &str) -> Result<serde_json::Value, Failure> {
+    let bytes = shipped::read_input(path, what)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Failure::bad_input("DPONE_CLI_INPUT_MALFORMED", format!("{what} is not JSON: {e}")))
+}
+
+fn eval(args: EvalArgs) -> Result<(), Failure> {
+    let function = function_for(args.kind, args.function)?;
+    let input = read_json(&args.input, "input")?;
+    let runtime = shipped::runtime(None)?;
+    let loaded = match (&args.component, args.pin) {
+        (Some(path), Some(pin)) => {
+            let bytes = shipped::read_input(path, "component")?;
+            runtime.load(args.kind, &bytes, pin, Budget::default())?
+        }
+        _ => shipped::load(&runtime, &args.components_dir, args.kind)?,
+    };
+    let decided = loaded.decide_json(&function, &input)?;
+    print_json(&serde_json::json!({ "decision": decided.decision, "evidence": decided.evidence }))
+}
+
+fn test(args: TestArgs) -> Result<(), Failure> {
+    let bytes = shipped::read_input(&args.component, "component")?;
+    let table_text = shipped::read_input(&args.table, "decision table")?;
+    let table = DecisionTable::from_json(&String::from_utf8_lossy(&table_text))
+        .map_err(|e| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e.to_string()))?;
+    let kind: PolicyKind = table
+        .kind
+        .parse()
+        .map_err(|e: String| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e))?;
+    let pin = args.pin.unwrap_or_else(|| Sha256Digest::of(&bytes));
+    let runtime = shipped::runtime(None)?;
+    let loaded = runtime.load(kind, &bytes, pin, Budget::default())?;
+    let outcomes = table.run(|input| {
+        loaded
+            .decide_json(&table.function, input)
+            .map(|d| d.decision)
+            .map_err(|e| e.code().to_owned())
+    });
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    print_json(&serde_json::json!({
+        "component_sha256": pin,
+        "kind": kind,
+        "function": table.function,
+        "rows": outcomes.len(),
+        "passed": outcomes.len() - failed,
+        "failed": failed,
+        "failures": outcomes.iter().filter(|o| !o.passed).collect::<Vec<_>>(),
+    }))?;
+    if failed > 0 {
+        return Err(Failure::refused(
+            "DPONE_POLICY_TABLE_FAILED",
+            format!("{failed} of {} rows disagree", outcomes.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Percentile of sorted nanosecond samples.
+fn percentile(sorted: &[u64], p: usize) -> u64 {
+    let last = sorted.len().saturating_sub(1);
+    sorted.get(last * p / 100).copied().unwrap_or(0)
+}
+
+fn bench(args: BenchArgs) -> Result<(), Failure> {
+    let function = function_for(args.kind, args.function)?;
+    let input = match &args.input {
+        Some(path) => read_json(path, "input")?,
+        None => crate::demo::sample_input(args.kind, &function)?,
+    };
+    let bytes = shipped::read_input(&shipped::component_path(&args.components_dir, args.kind), "component")?;
+    let pin = shipped::pin(args.kind)?;
+
+    let cold = PolicyRuntime::new(Default::default())?;
+    let started = Instant::now();
+    cold.load(args.kind, &bytes, pin, Budget::default())?;
+    let cold_compile_us = started.elapsed().as_secs_f64() * 1e6;
+
+    let cache_dir = std::env::temp_dir().join(format!("dpone-bench-cache-{}", std::process::id()));
+    let warm = shipped::runtime(Some(&cache_dir))?;
+    warm.load(args.kind, &bytes, pin, Budget::default())?;
+    let mut warm_samples = Vec::with_capacity(50);
+    for _ in 0..50 {
+        let t = Instant::now();
+        let loaded = warm.load(args.kind, &bytes, pin, Budget::default());
+        warm_samples.push(t.elapsed().as_nanos() as u64);
+        if let Err(e) = loaded {
+            let _ = std::fs::remove_dir_all(&cache_dir);
+            return Err(e.into());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    warm_samples.sort_unstable();
+
+    let loaded = cold.load(args.kind, &bytes, pin, Budget::default())?;
+    let mut samples = Vec::with_capacity(args.iterations as usize);
+    let mut fuel = 0;
+    for _ in 0..args.iterations {
+        let t = Instant::now();
+        let decided = loaded.decide_json(&function, &input)?;
+        samples.push(t.elapsed().as_nanos() as u64);
+        fuel = decided.evidence.fuel_used;
+    }
+    samples.sort_unstable();
+    print_json(&serde_json::json!({
+        "kind": args.kind,
+        "function": function,
+        "iterations": args.iterations,
+        "fresh_sandbox_decision_ns": {
+            "p50": percentile(&samples, 50),
+            "p99": percentile(&samples, 99),
+            "min": samples.first(),
+            "max": samples.last(),
+        },
+        "fuel_per_decision": fuel,
+        "cold_compile_us": cold_compile_us.round(),
+        "warm_cache_load_us": {
+            "p50": percentile(&warm_samples, 50) as f64 / 1e3,
+            "p99": percentile(&warm_samples, 99) as f64 / 1e3,
+        },
+        "note": "decision time includes JSON parsing of the input; see the runtime bench for the typed path",
+    }))
+}

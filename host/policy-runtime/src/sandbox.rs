@@ -1,0 +1,308 @@
+//! The sandbox: engine configuration, per-decision stores and budgets, and the mapping of every
+//! way a decision can fail onto a typed, fail-closed [`PolicyError`].
+//!
+//! Each decision gets a fresh `Store` instantiated from a prepared `InstancePre`, a fuel budget
+//! (the deterministic limit), an epoch deadline (the wall-clock backstop), a memory limiter, and
+//! the engine-wide wasm stack limit. Nothing survives between decisions.
+
+use crate::digest::Sha256Digest;
+use crate::error::PolicyError;
+use std::hash::Hasher;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    ResourceLimiter, Store, Trap,
+};
+
+/// Host-wide sandbox settings: ceilings that no declared budget may exceed.
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    /// Largest fuel budget a policy may declare.
+    pub max_fuel: u64,
+    /// Largest linear memory a policy may declare (also the pool's slot size).
+    pub max_memory_bytes: u64,
+    /// Engine-wide wasm stack limit.
+    pub max_wasm_stack_bytes: usize,
+    /// Wall-clock backstop for one decision.
+    pub deadline: Duration,
+    /// Period of the epoch ticker.
+    pub epoch_tick: Duration,
+    /// Concurrent sandboxes the pool holds.
+    pub pool_instances: u32,
+    /// Largest decision output accepted, as canonical JSON bytes.
+    pub max_output_bytes: usize,
+    /// Use the pooling allocator (the default); `false` allocates each sandbox on demand.
+    pub pooling: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            max_fuel: 100_000_000,
+            max_memory_bytes: 64 << 20,
+            max_wasm_stack_bytes: 512 << 10,
+            deadline: Duration::from_millis(500),
+            epoch_tick: Duration::from_millis(5),
+            pool_instances: 32,
+            max_output_bytes: 64 << 10,
+            pooling: true,
+        }
+    }
+}
+
+/// What one decision may consume. Declared per policy (bundles carry it in their manifest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Fuel per decision.
+    pub fuel: u64,
+    /// Linear memory per decision, in bytes.
+    pub memory_bytes: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            fuel: 10_000_000,
+            memory_bytes: 16 << 20,
+        }
+    }
+}
+
+impl Budget {
+    /// Refuses a budget above the host's ceilings.
+    pub fn check(&self, config: &SandboxConfig) -> Result<(), PolicyError> {
+        if self.fuel == 0 || self.fuel > config.max_fuel {
+            return Err(PolicyError::BudgetTooLarge(format!(
+                "fuel {} not in 1..={}",
+                self.fuel, config.max_fuel
+            )));
+        }
+        if self.memory_bytes == 0 || self.memory_bytes > config.max_memory_bytes {
+            return Err(PolicyError::BudgetTooLarge(format!(
+                "memory {} bytes not in 1..={}",
+                self.memory_bytes, config.max_memory_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Builds the engine: fuel, epochs, stack limit, pooling allocator, no WASI, no imports.
+pub(crate) fn build_engine(config: &SandboxConfig) -> Result<Engine, PolicyError> {
+    let n = config.pool_instances.max(1);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(n)
+        .total_core_instances(n.saturating_mul(4))
+        .total_memories(n.saturating_mul(2))
+        .total_tables(n.saturating_mul(2))
+        .max_memory_size(usize::try_from(config.max_memory_bytes).unwrap_or(usize::MAX))
+        .linear_memory_keep_resident(64 << 10)
+        .table_keep_resident(16 << 10)
+        .pagemap_scan(Enabled::Auto);
+    let mut c = Config::new();
+    c.wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(config.max_wasm_stack_bytes)
+        .cranelift_opt_level(OptLevel::Speed);
+    if config.pooling {
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    Engine::new(&c).map_err(|e| PolicyError::EngineConfig(e.to_string()))
+}
+
+/// Fingerprint of everything that makes precompiled code compatible: wasmtime's version and the
+/// engine settings that affect compiled code.
+pub(crate) fn engine_fingerprint(engine: &Engine) -> Sha256Digest {
+    use sha2::Digest;
+    use std::hash::Hash;
+    struct ShaHasher(sha2::Sha256);
+    impl Hasher for ShaHasher {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+    }
+    let mut h = ShaHasher(sha2::Sha256::new());
+    h.write(b"dpone-policy-runtime engine fingerprint v1\0");
+    engine.precompile_compatibility_hash().hash(&mut h);
+    Sha256Digest::from(<[u8; 32]>::from(h.0.finalize()))
+}
+
+/// Increments the engine's epoch on a fixed period until dropped.
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub(crate) fn start(engine: Engine, tick: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("dpone-epoch-ticker".to_owned())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    engine.increment_epoch();
+                }
+            })
+            .ok();
+        Self { stop, handle }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Store data of one decision.
+pub(crate) struct SandboxState {
+    limiter: MemoryLimiter,
+}
+
+/// The error a limiter returns so that a memory breach is recognisable in the error chain.
+#[derive(Debug)]
+struct MemoryLimitHit;
+
+impl std::fmt::Display for MemoryLimitHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("memory limit reached")
+    }
+}
+
+impl std::error::Error for MemoryLimitHit {}
+
+struct MemoryLimiter {
+    limit: usize,
+    breached: bool,
+}
+
+/// Tables and instances a policy may create; a pure policy needs very few.
+const MAX_TABLE_ELEMENTS: usize = 10_000;
+const MAX_INSTANCES: usize = 16;
+const MAX_TABLES: usize = 16;
+const MAX_MEMORIES: usize = 4;
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.breached = true;
+            return Err(wasmtime::Error::new(MemoryLimitHit));
+        }
+        Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.breached = true;
+        Err(wasmtime::Error::new(MemoryLimitHit))
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}
+
+/// Which step of a decision failed; instantiation failures classify differently from calls.
+#[derive(Clone, Copy)]
+pub(crate) enum Step {
+    Instantiate,
+    Call,
+}
+
+/// Runs one decision in a fresh store and returns its result and the fuel it used.
+pub(crate) fn run_in_fresh_store<R>(
+    engine: &Engine,
+    config: &SandboxConfig,
+    budget: Budget,
+    decide: impl FnOnce(&mut Store<SandboxState>) -> Result<R, (Step, wasmtime::Error)>,
+) -> Result<(R, u64), PolicyError> {
+    let mut store = Store::new(
+        engine,
+        SandboxState {
+            limiter: MemoryLimiter {
+                limit: usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX),
+                breached: false,
+            },
+        },
+    );
+    store.limiter(|state| &mut state.limiter);
+    store
+        .set_fuel(budget.fuel)
+        .map_err(|e| PolicyError::EngineConfig(e.to_string()))?;
+    let tick_ns = config.epoch_tick.as_nanos().max(1);
+    let ticks = config.deadline.as_nanos().div_ceil(tick_ns);
+    store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX).max(1));
+    store.epoch_deadline_trap();
+    let result = decide(&mut store);
+    let remaining = store.get_fuel().unwrap_or(0);
+    let fuel_used = budget.fuel.saturating_sub(remaining);
+    match result {
+        Ok(value) => Ok((value, fuel_used)),
+        Err((step, error)) => Err(classify(step, &error, store.data(), budget, config)),
+    }
+}
+
+fn classify(
+    step: Step,
+    error: &wasmtime::Error,
+    state: &SandboxState,
+    budget: Budget,
+    config: &SandboxConfig,
+) -> PolicyError {
+    let memory_hit = error
+        .chain()
+        .any(|cause| cause.downcast_ref::<MemoryLimitHit>().is_some());
+    if state.limiter.breached || memory_hit {
+        return PolicyError::MemoryLimitExceeded {
+            limit_bytes: budget.memory_bytes,
+        };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => PolicyError::FuelExhausted {
+            budget: budget.fuel,
+        },
+        Some(Trap::Interrupt) => PolicyError::DeadlineExceeded {
+            deadline_ms: u64::try_from(config.deadline.as_millis()).unwrap_or(u64::MAX),
+        },
+        Some(Trap::StackOverflow) => PolicyError::StackOverflow,
+        Some(trap) => PolicyError::Trapped(trap.to_string()),
+        None => match step {
+            Step::Instantiate => PolicyError::InstantiateFailed(error.to_string()),
+            Step::Call => PolicyError::Trapped(error.to_string()),
+        },
+    }
+}

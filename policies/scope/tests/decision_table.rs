@@ -1,0 +1,63 @@
+//! Runs `fixtures/decision-tables/scope.json` through the native scope policy.
+#![allow(missing_docs)]
+
+use dpone_decision_table::DecisionTable;
+use dpone_policy_model::scope::ScopeFacts;
+
+const TABLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../fixtures/decision-tables/scope.json"
+));
+
+#[test]
+fn scope_decision_table_passes() {
+    let table = DecisionTable::from_json(TABLE).expect("scope.json parses as a decision table");
+    assert_eq!(table.kind, "scope");
+    assert_eq!(table.function, "decide");
+    assert!(!table.rows.is_empty(), "scope.json has no rows");
+
+    let mut names = std::collections::BTreeSet::new();
+    for row in &table.rows {
+        assert!(
+            names.insert(row.name.as_str()),
+            "duplicate row name: {}",
+            row.name
+        );
+    }
+
+    let outcomes = table.run(|input| {
+        let facts: ScopeFacts =
+            serde_json::from_value(input.clone()).map_err(|e| format!("bad input: {e}"))?;
+        serde_json::to_value(dpone_policy_scope::decide(&facts)).map_err(|e| e.to_string())
+    });
+
+    let failures: Vec<_> = outcomes.iter().filter(|o| !o.passed).collect();
+    for failure in &failures {
+        eprintln!(
+            "FAIL {}: {}\n  actual: {}",
+            failure.name,
+            failure.mismatch.as_deref().unwrap_or("?"),
+            failure.actual
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} scope rows failed",
+        failures.len(),
+        outcomes.len()
+    );
+}
+
+#[test]
+fn decide_is_deterministic_over_the_table() {
+    let table = DecisionTable::from_json(TABLE).expect("scope.json parses as a decision table");
+    for row in &table.rows {
+        let facts: ScopeFacts = serde_json::from_value(row.input.clone()).expect("row input");
+        assert_eq!(
+            dpone_policy_scope::decide(&facts),
+            dpone_policy_scope::decide(&facts),
+            "row {}",
+            row.name
+        );
+    }
+}

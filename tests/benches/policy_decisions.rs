@@ -1,0 +1,109 @@
+//! Benchmark of policy decisions, all in one run on the same machine:
+//! native decision (the plain Rust core), fresh-sandbox decision p50/p99 with the pooling
+//! allocator and, as the baseline, with on-demand allocation; warm load from the precompiled
+//! cache; cold compile. Prints one JSON document.
+//!
+//! `cargo bench -p dpone-integration-tests --bench policy_decisions` (needs `cargo xtask policies`).
+
+use dpone_integration_tests::{component, pin, workspace};
+use dpone_policy_model::guard::GuardFacts;
+use dpone_policy_runtime::{
+    Budget, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig,
+};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+fn percentile(sorted: &[Duration], p: usize) -> f64 {
+    let last = sorted.len().saturating_sub(1);
+    sorted.get(last * p / 100).map_or(0.0, |d| d.as_secs_f64() * 1e6)
+}
+
+fn summary(mut samples: Vec<Duration>) -> serde_json::Value {
+    samples.sort_unstable();
+    serde_json::json!({
+        "p50_us": percentile(&samples, 50),
+        "p99_us": percentile(&samples, 99),
+        "min_us": percentile(&samples, 0),
+        "samples": samples.len(),
+    })
+}
+
+fn sandboxed_decisions(pooling: bool, facts: &GuardFacts, n: usize) -> (serde_json::Value, u64) {
+    let runtime = PolicyRuntime::new(SandboxConfig { pooling, ..SandboxConfig::default() }).expect("runtime");
+    let guard = runtime
+        .load(PolicyKind::Guard, &component("guard"), pin(PolicyKind::Guard), Budget::default())
+        .expect("guard loads");
+    for _ in 0..2_000 {
+        black_box(guard.guard_decide(facts).expect("decides"));
+    }
+    let mut fuel = 0;
+    let samples = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            let decided = guard.guard_decide(black_box(facts)).expect("decides");
+            let elapsed = t.elapsed();
+            fuel = decided.evidence.fuel_used;
+            elapsed
+        })
+        .collect();
+    (summary(samples), fuel)
+}
+
+fn main() {
+    let n: usize = std::env::var("DPONE_BENCH_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
+    let facts: GuardFacts = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("fixtures/samples/guard.json")).expect("sample"),
+    )
+    .expect("sample parses");
+
+    // Native: batches of 1,000 calls, per-call time per batch.
+    let batches = (0..(n / 100).max(10))
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..1_000 {
+                black_box(dpone_policy_guard::decide(black_box(&facts)));
+            }
+            t.elapsed() / 1_000
+        })
+        .collect();
+    let native = summary(batches);
+
+    let (pooled, fuel) = sandboxed_decisions(true, &facts, n);
+    let (on_demand, _) = sandboxed_decisions(false, &facts, n / 5);
+
+    // Cold compile: a new runtime without cache each time.
+    let bytes = component("guard");
+    let cold = (0..10)
+        .map(|_| {
+            let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+            let t = Instant::now();
+            black_box(runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load"));
+            t.elapsed()
+        })
+        .collect();
+
+    // Warm load: verified precompiled code from the cache.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).expect("dir");
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime").with_cache(PrecompiledCache::new(cache));
+    runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("first load fills the cache");
+    let warm = (0..200)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load"));
+            t.elapsed()
+        })
+        .collect();
+
+    let report = serde_json::json!({
+        "policy": "guard",
+        "fuel_per_decision": fuel,
+        "native_decision": native,
+        "fresh_sandbox_decision_pooling": pooled,
+        "fresh_sandbox_decision_on_demand_baseline": on_demand,
+        "warm_load_from_cache": summary(warm),
+        "cold_compile": summary(cold),
+        "targets": {"decision_p50_us": 6, "decision_p99_us": 25, "warm_load_us": 1000},
+    });
+    println!("{}", serde_json::to_string_pretty(&report).expect("json"));
+}
