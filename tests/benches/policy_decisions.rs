@@ -28,8 +28,8 @@ fn summary(mut samples: Vec<Duration>) -> serde_json::Value {
     })
 }
 
-fn sandboxed_decisions(pooling: bool, facts: &GuardFacts, n: usize) -> (serde_json::Value, u64) {
-    let runtime = PolicyRuntime::new(SandboxConfig { pooling, ..SandboxConfig::default() }).expect("runtime");
+fn sandboxed_decisions(config: SandboxConfig, facts: &GuardFacts, n: usize) -> (serde_json::Value, u64) {
+    let runtime = PolicyRuntime::new(config).expect("runtime");
     let guard = runtime
         .load(PolicyKind::Guard, &component("guard"), pin(PolicyKind::Guard), Budget::default())
         .expect("guard loads");
@@ -56,6 +56,16 @@ fn main() {
     )
     .expect("sample parses");
 
+    if std::env::var("DPONE_BENCH_ONLY").is_ok_and(|v| v == "pooled") {
+        // Profiling aid: only the pooled sandbox loop.
+        let keep = std::env::var("DPONE_BENCH_KEEP").ok().and_then(|v| v.parse().ok()).unwrap_or(1 << 20);
+        let pagemap = std::env::var("DPONE_BENCH_PAGEMAP").map_or(true, |v| v != "0");
+        let config = SandboxConfig { keep_resident_bytes: keep, pagemap_scan: pagemap, ..SandboxConfig::default() };
+        let (pooled, _) = sandboxed_decisions(config, &facts, n);
+        println!("{pooled}");
+        return;
+    }
+
     // Native: batches of 1,000 calls, per-call time per batch.
     let batches = (0..(n / 100).max(10))
         .map(|_| {
@@ -68,8 +78,20 @@ fn main() {
         .collect();
     let native = summary(batches);
 
-    let (pooled, fuel) = sandboxed_decisions(true, &facts, n);
-    let (on_demand, _) = sandboxed_decisions(false, &facts, n / 5);
+    // Evidence work alone: canonical JSON and sha256 of the input, as every decision does.
+    let evidence_only = (0..n / 10)
+        .map(|_| {
+            let t = Instant::now();
+            let bytes = dpone_policy_runtime::canonical_json(black_box(&facts)).expect("json");
+            black_box(dpone_policy_runtime::Sha256Digest::of(&bytes));
+            t.elapsed()
+        })
+        .collect();
+    let evidence_only = summary(evidence_only);
+
+    let (pooled, fuel) = sandboxed_decisions(SandboxConfig::default(), &facts, n);
+    let on_demand_config = SandboxConfig { pooling: false, ..SandboxConfig::default() };
+    let (on_demand, _) = sandboxed_decisions(on_demand_config, &facts, n / 5);
 
     // Cold compile: a new runtime without cache each time.
     let bytes = component("guard");
@@ -99,6 +121,7 @@ fn main() {
         "policy": "guard",
         "fuel_per_decision": fuel,
         "native_decision": native,
+        "input_digest_only": evidence_only,
         "fresh_sandbox_decision_pooling": pooled,
         "fresh_sandbox_decision_on_demand_baseline": on_demand,
         "warm_load_from_cache": summary(warm),

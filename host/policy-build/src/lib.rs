@@ -14,6 +14,9 @@ use std::process::Command;
 /// The only compilation target policies are built for.
 pub const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
+/// Shadow-stack size linked into policy modules (bytes).
+pub const GUEST_STACK_BYTES: u32 = 32 * 1024;
+
 /// Cargo profile used for policy builds (defined in the workspace `Cargo.toml`).
 pub const PROFILE: &str = "policy";
 
@@ -139,6 +142,9 @@ pub fn build_components(
         format!("--remap-path-prefix={}=/dpone", env.workspace.display()),
         format!("--remap-path-prefix={}=/cargo", env.cargo_home.display()),
         "-Cdebuginfo=0".to_owned(),
+        // A decision needs little stack; a small shadow stack keeps the instance's memory
+        // footprint, and so the work of resetting a sandbox, small.
+        format!("-Clink-arg=-zstack-size={GUEST_STACK_BYTES}"),
     ]
     .join("\u{1f}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());

@@ -7,7 +7,7 @@
 
 use crate::bindings;
 use crate::cache::{Lookup, PrecompiledCache};
-use crate::canonical::canonical_json;
+use crate::canonical::{canonical_json, canonical_value};
 use crate::convert;
 use crate::digest::Sha256Digest;
 use crate::error::PolicyError;
@@ -315,17 +315,18 @@ impl LoadedPolicy {
         })?;
         let (decision, fuel_used) =
             run_in_fresh_store(&self.engine, &self.config, self.budget, call)?;
-        let output_bytes =
-            canonical_json(&decision).map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
-        if output_bytes.len() > self.config.max_output_bytes {
+        let output =
+            serde_json::to_value(&decision).map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
+        let output_len = canonical_value(&output)
+            .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?
+            .len();
+        if output_len > self.config.max_output_bytes {
             return Err(PolicyError::OutputOversized {
-                bytes: output_bytes.len(),
+                bytes: output_len,
                 limit: self.config.max_output_bytes,
             });
         }
         check(input, &decision).map_err(PolicyError::OutputInvalid)?;
-        let output =
-            serde_json::to_value(&decision).map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
         Ok(Decided {
             decision,
             evidence: DecisionEvidence {
