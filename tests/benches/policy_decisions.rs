@@ -5,17 +5,19 @@
 //!
 //! `cargo bench -p dpone-integration-tests --bench policy_decisions` (needs `cargo xtask policies`).
 
+#![allow(clippy::print_stdout)] // the report is this binary's output
+
 use dpone_integration_tests::{component, pin, workspace};
 use dpone_policy_model::guard::GuardFacts;
-use dpone_policy_runtime::{
-    Budget, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig,
-};
+use dpone_policy_runtime::{Budget, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 fn percentile(sorted: &[Duration], p: usize) -> f64 {
     let last = sorted.len().saturating_sub(1);
-    sorted.get(last * p / 100).map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    sorted
+        .get(last * p / 100)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e6)
 }
 
 fn summary(mut samples: Vec<Duration>) -> serde_json::Value {
@@ -28,10 +30,19 @@ fn summary(mut samples: Vec<Duration>) -> serde_json::Value {
     })
 }
 
-fn sandboxed_decisions(config: SandboxConfig, facts: &GuardFacts, n: usize) -> (serde_json::Value, u64) {
+fn sandboxed_decisions(
+    config: SandboxConfig,
+    facts: &GuardFacts,
+    n: usize,
+) -> (serde_json::Value, u64) {
     let runtime = PolicyRuntime::new(config).expect("runtime");
     let guard = runtime
-        .load(PolicyKind::Guard, &component("guard"), pin(PolicyKind::Guard), Budget::default())
+        .load(
+            PolicyKind::Guard,
+            &component("guard"),
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
         .expect("guard loads");
     for _ in 0..2_000 {
         black_box(guard.guard_decide(facts).expect("decides"));
@@ -50,7 +61,10 @@ fn sandboxed_decisions(config: SandboxConfig, facts: &GuardFacts, n: usize) -> (
 }
 
 fn main() {
-    let n: usize = std::env::var("DPONE_BENCH_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
+    let n: usize = std::env::var("DPONE_BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
     let facts: GuardFacts = serde_json::from_str(
         &std::fs::read_to_string(workspace().join("fixtures/samples/guard.json")).expect("sample"),
     )
@@ -58,9 +72,16 @@ fn main() {
 
     if std::env::var("DPONE_BENCH_ONLY").is_ok_and(|v| v == "pooled") {
         // Profiling aid: only the pooled sandbox loop.
-        let keep = std::env::var("DPONE_BENCH_KEEP").ok().and_then(|v| v.parse().ok()).unwrap_or(1 << 20);
+        let keep = std::env::var("DPONE_BENCH_KEEP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 20);
         let pagemap = std::env::var("DPONE_BENCH_PAGEMAP").map_or(true, |v| v != "0");
-        let config = SandboxConfig { keep_resident_bytes: keep, pagemap_scan: pagemap, ..SandboxConfig::default() };
+        let config = SandboxConfig {
+            keep_resident_bytes: keep,
+            pagemap_scan: pagemap,
+            ..SandboxConfig::default()
+        };
         let (pooled, _) = sandboxed_decisions(config, &facts, n);
         println!("{pooled}");
         return;
@@ -90,7 +111,10 @@ fn main() {
     let evidence_only = summary(evidence_only);
 
     let (pooled, fuel) = sandboxed_decisions(SandboxConfig::default(), &facts, n);
-    let on_demand_config = SandboxConfig { pooling: false, ..SandboxConfig::default() };
+    let on_demand_config = SandboxConfig {
+        pooling: false,
+        ..SandboxConfig::default()
+    };
     let (on_demand, _) = sandboxed_decisions(on_demand_config, &facts, n / 5);
 
     // Cold compile: a new runtime without cache each time.
@@ -99,20 +123,48 @@ fn main() {
         .map(|_| {
             let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
             let t = Instant::now();
-            black_box(runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load"));
+            black_box(
+                runtime
+                    .load(
+                        PolicyKind::Guard,
+                        &bytes,
+                        pin(PolicyKind::Guard),
+                        Budget::default(),
+                    )
+                    .expect("load"),
+            );
             t.elapsed()
         })
         .collect();
 
     // Warm load: verified precompiled code from the cache.
     let dir = tempfile::tempdir().expect("tempdir");
-    let cache = cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).expect("dir");
-    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime").with_cache(PrecompiledCache::new(cache));
-    runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("first load fills the cache");
+    let cache =
+        cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).expect("dir");
+    let runtime = PolicyRuntime::new(SandboxConfig::default())
+        .expect("runtime")
+        .with_cache(PrecompiledCache::new(cache));
+    runtime
+        .load(
+            PolicyKind::Guard,
+            &bytes,
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
+        .expect("first load fills the cache");
     let warm = (0..200)
         .map(|_| {
             let t = Instant::now();
-            black_box(runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load"));
+            black_box(
+                runtime
+                    .load(
+                        PolicyKind::Guard,
+                        &bytes,
+                        pin(PolicyKind::Guard),
+                        Budget::default(),
+                    )
+                    .expect("load"),
+            );
             t.elapsed()
         })
         .collect();

@@ -15,7 +15,9 @@ pub fn workspace() -> PathBuf {
 
 /// Reads a built component from `target/components/`. Panics with the command that builds it.
 pub fn component(name: &str) -> Vec<u8> {
-    let path = workspace().join("target/components").join(format!("{name}.wasm"));
+    let path = workspace()
+        .join("target/components")
+        .join(format!("{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{name}.wasm is not built ({e}); run `cargo xtask test` (or `cargo xtask policies` and `cargo xtask hostile`)"
@@ -37,7 +39,12 @@ pub fn pin(kind: PolicyKind) -> Sha256Digest {
 /// Loads the shipped component of `kind` at its locked pin.
 pub fn load_shipped(runtime: &PolicyRuntime, kind: PolicyKind) -> LoadedPolicy {
     runtime
-        .load(kind, &component(kind.as_str()), pin(kind), Budget::default())
+        .load(
+            kind,
+            &component(kind.as_str()),
+            pin(kind),
+            Budget::default(),
+        )
         .unwrap_or_else(|e| panic!("shipped {kind} component loads: {} {e}", e.code()))
 }
 
@@ -51,7 +58,11 @@ pub fn decision_tables() -> Vec<(String, dpone_decision_table::DecisionTable)> {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|p| {
             let text = std::fs::read_to_string(&p).expect("table readable");
-            let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             let table = dpone_decision_table::DecisionTable::from_json(&text)
                 .unwrap_or_else(|e| panic!("{name} parses: {e}"));
             (name, table)

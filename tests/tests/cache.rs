@@ -15,7 +15,8 @@ fn runtime_with_cache(dir: &std::path::Path) -> PolicyRuntime {
 }
 
 fn facts() -> GuardFacts {
-    let text = std::fs::read_to_string(workspace().join("fixtures/samples/guard.json")).expect("sample");
+    let text =
+        std::fs::read_to_string(workspace().join("fixtures/samples/guard.json")).expect("sample");
     serde_json::from_str(&text).expect("parses")
 }
 
@@ -35,11 +36,28 @@ fn cache_hits_after_first_compile() {
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = runtime_with_cache(dir.path());
     let bytes = component("guard");
-    let first = runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load");
+    let first = runtime
+        .load(
+            PolicyKind::Guard,
+            &bytes,
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
+        .expect("load");
     assert_eq!(first.report().code_source, CodeSource::Compiled);
-    let second = runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load");
+    let second = runtime
+        .load(
+            PolicyKind::Guard,
+            &bytes,
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
+        .expect("load");
     assert_eq!(second.report().code_source, CodeSource::Cache);
-    assert_eq!(second.guard_decide(&facts()).expect("decides").decision, dpone_policy_guard::decide(&facts()));
+    assert_eq!(
+        second.guard_decide(&facts()).expect("decides").decision,
+        dpone_policy_guard::decide(&facts())
+    );
 }
 
 #[test]
@@ -47,17 +65,41 @@ fn a_flipped_byte_in_the_artifact_is_detected_and_recompiled() {
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = runtime_with_cache(dir.path());
     let bytes = component("guard");
-    runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load");
+    runtime
+        .load(
+            PolicyKind::Guard,
+            &bytes,
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
+        .expect("load");
     let artifact = artifacts(dir.path()).pop().expect("one artifact");
     let mut tampered = std::fs::read(&artifact).expect("read");
     let at = tampered.len() / 3;
     tampered[at] ^= 0xff;
     std::fs::write(&artifact, &tampered).expect("write");
 
-    let reloaded = runtime.load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), Budget::default()).expect("load");
-    assert_eq!(reloaded.report().code_source, CodeSource::RecompiledAfterTamper);
-    assert_eq!(reloaded.guard_decide(&facts()).expect("decides").decision, dpone_policy_guard::decide(&facts()));
-    assert_ne!(std::fs::read(&artifact).expect("rewritten"), tampered, "the tampered bytes were replaced");
+    let reloaded = runtime
+        .load(
+            PolicyKind::Guard,
+            &bytes,
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
+        .expect("load");
+    assert_eq!(
+        reloaded.report().code_source,
+        CodeSource::RecompiledAfterTamper
+    );
+    assert_eq!(
+        reloaded.guard_decide(&facts()).expect("decides").decision,
+        dpone_policy_guard::decide(&facts())
+    );
+    assert_ne!(
+        std::fs::read(&artifact).expect("rewritten"),
+        tampered,
+        "the tampered bytes were replaced"
+    );
 }
 
 #[test]
@@ -68,10 +110,22 @@ fn another_components_code_swapped_in_is_never_executed() {
     let runtime = runtime_with_cache(dir.path());
     let guard = component("guard");
     let trap = component("hostile-trap");
-    runtime.load(PolicyKind::Guard, &guard, pin(PolicyKind::Guard), Budget::default()).expect("load");
+    runtime
+        .load(
+            PolicyKind::Guard,
+            &guard,
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
+        .expect("load");
     let guard_artifact = artifacts(dir.path()).pop().expect("guard artifact");
     runtime
-        .load(PolicyKind::Guard, &trap, dpone_policy_runtime::Sha256Digest::of(&trap), Budget::default())
+        .load(
+            PolicyKind::Guard,
+            &trap,
+            dpone_policy_runtime::Sha256Digest::of(&trap),
+            Budget::default(),
+        )
         .expect("trap component loads (it traps only when deciding)");
     let trap_artifact = artifacts(dir.path())
         .into_iter()
@@ -79,8 +133,20 @@ fn another_components_code_swapped_in_is_never_executed() {
         .expect("trap artifact");
     std::fs::copy(&trap_artifact, &guard_artifact).expect("swap");
 
-    let reloaded = runtime.load(PolicyKind::Guard, &guard, pin(PolicyKind::Guard), Budget::default()).expect("load");
-    assert_eq!(reloaded.report().code_source, CodeSource::RecompiledAfterTamper);
-    let decided = reloaded.guard_decide(&facts()).expect("the real guard decides, no trap");
+    let reloaded = runtime
+        .load(
+            PolicyKind::Guard,
+            &guard,
+            pin(PolicyKind::Guard),
+            Budget::default(),
+        )
+        .expect("load");
+    assert_eq!(
+        reloaded.report().code_source,
+        CodeSource::RecompiledAfterTamper
+    );
+    let decided = reloaded
+        .guard_decide(&facts())
+        .expect("the real guard decides, no trap");
     assert_eq!(decided.decision, dpone_policy_guard::decide(&facts()));
 }

@@ -24,7 +24,11 @@ fn failure_code(runtime: &PolicyRuntime, kind: PolicyKind, bytes: &[u8]) -> Stri
     match loaded.guard_decide(&sample_facts()) {
         Ok(d) => panic!("hostile component produced a decision: {:?}", d.decision),
         Err(e) => {
-            assert!(e.is_decision_failure(), "{} is a decision failure", e.code());
+            assert!(
+                e.is_decision_failure(),
+                "{} is a decision failure",
+                e.code()
+            );
             format!("decide:{}", e.code())
         }
     }
@@ -47,20 +51,62 @@ fn every_hostile_component_fails_closed_with_its_own_code() {
     one_bit[middle] ^= 0x01;
 
     let cases: Vec<(&str, String)> = vec![
-        ("infinite loop", failure_code(&runtime, PolicyKind::Guard, &component("hostile-spin"))),
-        ("memory growth", failure_code(&runtime, PolicyKind::Guard, &component("hostile-grow-memory"))),
-        ("deep recursion", failure_code(&runtime, PolicyKind::Guard, &component("hostile-recurse"))),
-        ("trap", failure_code(&runtime, PolicyKind::Guard, &component("hostile-trap"))),
-        ("oversized result", failure_code(&runtime, PolicyKind::Guard, &component("hostile-oversized"))),
-        ("imports WASI", failure_code(&runtime, PolicyKind::Guard, &wat("imports-wasi.wat"))),
-        ("wrong version", failure_code(&runtime, PolicyKind::Guard, &wat("wrong-version.wat"))),
-        ("wrong world", failure_code(&runtime, PolicyKind::Guard, &wat("wrong-world.wat"))),
-        ("guard as delete-mode", failure_code(&runtime, PolicyKind::DeleteMode, &real_guard)),
-        ("wrong export types", failure_code(&runtime, PolicyKind::Guard, &wat("wrong-types.wat"))),
-        ("core module", failure_code(&runtime, PolicyKind::Guard, &wat("core-module.wat"))),
+        (
+            "infinite loop",
+            failure_code(&runtime, PolicyKind::Guard, &component("hostile-spin")),
+        ),
+        (
+            "memory growth",
+            failure_code(
+                &runtime,
+                PolicyKind::Guard,
+                &component("hostile-grow-memory"),
+            ),
+        ),
+        (
+            "deep recursion",
+            failure_code(&runtime, PolicyKind::Guard, &component("hostile-recurse")),
+        ),
+        (
+            "trap",
+            failure_code(&runtime, PolicyKind::Guard, &component("hostile-trap")),
+        ),
+        (
+            "oversized result",
+            failure_code(&runtime, PolicyKind::Guard, &component("hostile-oversized")),
+        ),
+        (
+            "imports WASI",
+            failure_code(&runtime, PolicyKind::Guard, &wat("imports-wasi.wat")),
+        ),
+        (
+            "wrong version",
+            failure_code(&runtime, PolicyKind::Guard, &wat("wrong-version.wat")),
+        ),
+        (
+            "wrong world",
+            failure_code(&runtime, PolicyKind::Guard, &wat("wrong-world.wat")),
+        ),
+        (
+            "guard as delete-mode",
+            failure_code(&runtime, PolicyKind::DeleteMode, &real_guard),
+        ),
+        (
+            "wrong export types",
+            failure_code(&runtime, PolicyKind::Guard, &wat("wrong-types.wat")),
+        ),
+        (
+            "core module",
+            failure_code(&runtime, PolicyKind::Guard, &wat("core-module.wat")),
+        ),
         (
             "one bit off the pin",
-            match runtime.load(PolicyKind::Guard, &one_bit, pin(PolicyKind::Guard), Budget::default()) {
+            match runtime.load(
+                PolicyKind::Guard,
+                &one_bit,
+                pin(PolicyKind::Guard),
+                Budget::default(),
+            ) {
                 Ok(_) => panic!("a flipped bit loaded"),
                 Err(e) => format!("load:{}", e.code()),
             },
@@ -76,7 +122,10 @@ fn every_hostile_component_fails_closed_with_its_own_code() {
         ("wrong version", "load:DPONE_POLICY_WIT_VERSION_UNSUPPORTED"),
         ("wrong world", "load:DPONE_POLICY_WORLD_MISMATCH"),
         ("guard as delete-mode", "load:DPONE_POLICY_WORLD_MISMATCH"),
-        ("wrong export types", "load:DPONE_POLICY_EXPORT_TYPE_MISMATCH"),
+        (
+            "wrong export types",
+            "load:DPONE_POLICY_EXPORT_TYPE_MISMATCH",
+        ),
         ("core module", "load:DPONE_POLICY_NOT_A_COMPONENT"),
         ("one bit off the pin", "load:DPONE_POLICY_PIN_MISMATCH"),
     ];
@@ -102,12 +151,17 @@ fn the_wall_clock_deadline_stops_a_loop_that_fuel_alone_would_allow() {
     };
     let runtime = PolicyRuntime::new(config).expect("runtime");
     let bytes = component("hostile-spin");
-    let budget = Budget { fuel: u64::MAX / 2, ..Budget::default() };
+    let budget = Budget {
+        fuel: u64::MAX / 2,
+        ..Budget::default()
+    };
     let loaded = runtime
         .load(PolicyKind::Guard, &bytes, Sha256Digest::of(&bytes), budget)
         .expect("loads");
     let started = std::time::Instant::now();
-    let error = loaded.guard_decide(&sample_facts()).expect_err("the loop never decides");
+    let error = loaded
+        .guard_decide(&sample_facts())
+        .expect_err("the loop never decides");
     assert_eq!(error.code(), "DPONE_POLICY_DEADLINE_EXCEEDED");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     assert_still_serving(&runtime);
@@ -117,7 +171,10 @@ fn the_wall_clock_deadline_stops_a_loop_that_fuel_alone_would_allow() {
 fn a_budget_above_the_host_ceiling_is_refused() {
     let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
     let bytes = component("guard");
-    let budget = Budget { memory_bytes: 1 << 40, ..Budget::default() };
+    let budget = Budget {
+        memory_bytes: 1 << 40,
+        ..Budget::default()
+    };
     let error = runtime
         .load(PolicyKind::Guard, &bytes, pin(PolicyKind::Guard), budget)
         .err()

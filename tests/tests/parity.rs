@@ -19,7 +19,9 @@ fn native(kind: PolicyKind, function: &str, input: &Value) -> Result<Value, Stri
         (PolicyKind::Guard, "decide") => call(input, dpone_policy_guard::decide),
         (PolicyKind::DeleteMode, "plan") => call(input, dpone_policy_delete_mode::plan),
         (PolicyKind::Scope, "decide") => call(input, dpone_policy_scope::decide),
-        (PolicyKind::Admission, "admit-static") => call(input, dpone_policy_admission::admit_static),
+        (PolicyKind::Admission, "admit-static") => {
+            call(input, dpone_policy_admission::admit_static)
+        }
         (PolicyKind::Admission, "admit-runtime") => {
             call(input, dpone_policy_admission::admit_runtime)
         }
@@ -57,11 +59,19 @@ fn every_table_agrees_natively_and_in_the_sandbox() {
                         problems.push(format!("{name} / {}: {m}", row.name));
                     }
                 }
-                _ => problems.push(format!("{name} / {}: native {native:?}, wasm {sandboxed:?}", row.name)),
+                _ => problems.push(format!(
+                    "{name} / {}: native {native:?}, wasm {sandboxed:?}",
+                    row.name
+                )),
             }
         }
     }
     eprintln!("parity: {rows} rows across {} tables", tables.len());
     assert!(rows > 0, "decision tables have rows");
-    assert!(problems.is_empty(), "{} disagreements:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} disagreements:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

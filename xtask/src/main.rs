@@ -49,7 +49,15 @@ fn main() -> Result<()> {
             policies(&root, true)?;
             run(Command::new(&cargo)
                 .current_dir(&root)
-                .args(["run", "--quiet", "--release", "-p", "dpone-host", "--", "demo"])
+                .args([
+                    "run",
+                    "--quiet",
+                    "--release",
+                    "-p",
+                    "dpone-host",
+                    "--",
+                    "demo",
+                ])
                 .args(&args[1..]))
         }
         Some("test") => {
@@ -60,7 +68,9 @@ fn main() -> Result<()> {
                 .args(["test", "--workspace"])
                 .args(&args[1..]))
         }
-        _ => bail!("usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args]>"),
+        _ => bail!(
+            "usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args]>"
+        ),
     }
 }
 
@@ -70,9 +80,14 @@ fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-fn build(root: &Path, target_subdir: &str, specs: &[BuildSpec]) -> Result<BTreeMap<String, Vec<u8>>> {
+fn build(
+    root: &Path,
+    target_subdir: &str,
+    specs: &[BuildSpec],
+) -> Result<BTreeMap<String, Vec<u8>>> {
     let env = BuildEnv::new(root, &root.join("target").join(target_subdir));
-    let components = build_components(&env, specs).map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
+    let components =
+        build_components(&env, specs).map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
     let dir = root.join(COMPONENT_DIR);
     std::fs::create_dir_all(&dir)?;
     for (name, bytes) in &components {
@@ -93,15 +108,21 @@ fn policies(root: &Path, check: bool) -> Result<()> {
     let built = ComponentLock::pin(WIT_PACKAGE, &build(root, "policy-build", &specs)?);
     let lock_path = root.join(LOCK_FILE);
     if check {
-        let text = std::fs::read_to_string(&lock_path)
-            .with_context(|| format!("reading {LOCK_FILE}; run `cargo xtask policies` to create it"))?;
+        let text = std::fs::read_to_string(&lock_path).with_context(|| {
+            format!("reading {LOCK_FILE}; run `cargo xtask policies` to create it")
+        })?;
         let pinned = ComponentLock::from_json(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
         if pinned != built {
             eprintln!("pinned in {LOCK_FILE}:\n{}", pinned.to_json());
             eprintln!("built now:\n{}", built.to_json());
-            bail!("policy components differ from {LOCK_FILE}: the lock is stale or the build is not reproducible");
+            bail!(
+                "policy components differ from {LOCK_FILE}: the lock is stale or the build is not reproducible"
+            );
         }
-        eprintln!("policies: {} components match {LOCK_FILE}", built.components.len());
+        eprintln!(
+            "policies: {} components match {LOCK_FILE}",
+            built.components.len()
+        );
     } else {
         std::fs::write(&lock_path, built.to_json())?;
         eprintln!("policies: wrote {LOCK_FILE}");
@@ -122,6 +143,9 @@ fn hostile(root: &Path) -> Result<()> {
         })
         .collect();
     let built = build(root, "policy-build", &specs)?;
-    eprintln!("hostile: built {} fixture components into {COMPONENT_DIR}", built.len());
+    eprintln!(
+        "hostile: built {} fixture components into {COMPONENT_DIR}",
+        built.len()
+    );
     Ok(())
 }

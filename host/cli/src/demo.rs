@@ -36,8 +36,16 @@ const SAMPLES: &[(PolicyKind, &str, &str)] = &[
         "plan",
         include_str!("../../../fixtures/samples/delete-mode.json"),
     ),
-    (PolicyKind::Guard, "decide", include_str!("../../../fixtures/samples/guard.json")),
-    (PolicyKind::Scope, "decide", include_str!("../../../fixtures/samples/scope.json")),
+    (
+        PolicyKind::Guard,
+        "decide",
+        include_str!("../../../fixtures/samples/guard.json"),
+    ),
+    (
+        PolicyKind::Scope,
+        "decide",
+        include_str!("../../../fixtures/samples/scope.json"),
+    ),
 ];
 
 /// The embedded sample input of a kind's function.
@@ -45,8 +53,14 @@ pub fn sample_input(kind: PolicyKind, function: &str) -> Result<serde_json::Valu
     let (_, _, text) = SAMPLES
         .iter()
         .find(|(k, f, _)| *k == kind && *f == function)
-        .ok_or_else(|| Failure::bad_input("DPONE_CLI_NO_SAMPLE", format!("no sample for {kind} {function}")))?;
-    serde_json::from_str(text).map_err(|e| Failure::internal("DPONE_CLI_SAMPLE_MALFORMED", e.to_string()))
+        .ok_or_else(|| {
+            Failure::bad_input(
+                "DPONE_CLI_NO_SAMPLE",
+                format!("no sample for {kind} {function}"),
+            )
+        })?;
+    serde_json::from_str(text)
+        .map_err(|e| Failure::internal("DPONE_CLI_SAMPLE_MALFORMED", e.to_string()))
 }
 
 /// Runs the demo.

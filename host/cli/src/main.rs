@@ -6,15 +6,19 @@
 //! 5 internal error.
 
 mod demo;
-mod shipped;
 mod exit;
 mod policy_cmd;
+mod shipped;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "dpone-host", version, about = "Data-pipeline safety protocols with sandboxed policy decisions")]
+#[command(
+    name = "dpone-host",
+    version,
+    about = "Data-pipeline safety protocols with sandboxed policy decisions"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -129,7 +129,10 @@ pub fn run(command: PolicyCommand) -> Result<(), Failure> {
 
 fn build(args: BuildArgs) -> Result<(), Failure> {
     let dir = std::fs::canonicalize(&args.dir).map_err(|e| {
-        Failure::bad_input("DPONE_CLI_INPUT_UNREADABLE", format!("cannot open --dir: {}", e.kind()))
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_UNREADABLE",
+            format!("cannot open --dir: {}", e.kind()),
+        )
     })?;
     let mut env = BuildEnv::new(&dir, &dir.join("target").join("dpone-policy"));
     env.locked = false;
@@ -145,7 +148,10 @@ fn build(args: BuildArgs) -> Result<(), Failure> {
         .next()
         .ok_or_else(|| Failure::internal("DPONE_CLI_BUILD_EMPTY", "the build produced nothing"))?;
     std::fs::write(&args.out, &bytes).map_err(|e| {
-        Failure::bad_input("DPONE_CLI_OUTPUT_UNWRITABLE", format!("cannot write --out: {}", e.kind()))
+        Failure::bad_input(
+            "DPONE_CLI_OUTPUT_UNWRITABLE",
+            format!("cannot write --out: {}", e.kind()),
+        )
     })?;
     print_json(&serde_json::json!({
         "built": name,
@@ -161,7 +167,12 @@ fn lock(args: LockArgs) -> Result<(), Failure> {
         let name = path
             .file_stem()
             .and_then(|s| s.to_str())
-            .ok_or_else(|| Failure::bad_input("DPONE_CLI_COMPONENT_NAME", "a component file needs a UTF-8 file stem"))?
+            .ok_or_else(|| {
+                Failure::bad_input(
+                    "DPONE_CLI_COMPONENT_NAME",
+                    "a component file needs a UTF-8 file stem",
+                )
+            })?
             .to_owned();
         components.insert(name, shipped::read_input(path, "component")?);
     }
@@ -176,14 +187,22 @@ fn lock(args: LockArgs) -> Result<(), Failure> {
             .filter(|(name, c)| pinned.components.get(*name) != Some(*c))
             .map(|(name, _)| name)
             .collect();
-        print_json(&serde_json::json!({ "checked": built.components.len(), "differing": differing }))?;
+        print_json(
+            &serde_json::json!({ "checked": built.components.len(), "differing": differing }),
+        )?;
         if !differing.is_empty() {
-            return Err(Failure::refused("DPONE_POLICY_LOCK_MISMATCH", "components differ from the lock"));
+            return Err(Failure::refused(
+                "DPONE_POLICY_LOCK_MISMATCH",
+                "components differ from the lock",
+            ));
         }
         return Ok(());
     }
     std::fs::write(&args.lock, built.to_json()).map_err(|e| {
-        Failure::bad_input("DPONE_CLI_OUTPUT_UNWRITABLE", format!("cannot write --lock: {}", e.kind()))
+        Failure::bad_input(
+            "DPONE_CLI_OUTPUT_UNWRITABLE",
+            format!("cannot write --lock: {}", e.kind()),
+        )
     })?;
     print_json(&built)
 }
@@ -234,8 +253,12 @@ fn function_for(kind: PolicyKind, function: Option<String>) -> Result<String, Fa
 
 fn read_json(path: &Path, what: &str) -> Result<serde_json::Value, Failure> {
     let bytes = shipped::read_input(path, what)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Failure::bad_input("DPONE_CLI_INPUT_MALFORMED", format!("{what} is not JSON: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_MALFORMED",
+            format!("{what} is not JSON: {e}"),
+        )
+    })
 }
 
 fn eval(args: EvalArgs) -> Result<(), Failure> {
@@ -302,7 +325,10 @@ fn bench(args: BenchArgs) -> Result<(), Failure> {
         Some(path) => read_json(path, "input")?,
         None => crate::demo::sample_input(args.kind, &function)?,
     };
-    let bytes = shipped::read_input(&shipped::component_path(&args.components_dir, args.kind), "component")?;
+    let bytes = shipped::read_input(
+        &shipped::component_path(&args.components_dir, args.kind),
+        "component",
+    )?;
     let pin = shipped::pin(args.kind)?;
 
     let cold = PolicyRuntime::new(Default::default())?;

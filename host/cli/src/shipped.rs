@@ -4,8 +4,7 @@
 use crate::exit::Failure;
 use dpone_policy_build::ComponentLock;
 use dpone_policy_runtime::{
-    Budget, LoadedPolicy, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig,
-    Sha256Digest,
+    Budget, LoadedPolicy, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig, Sha256Digest,
 };
 use std::path::{Path, PathBuf};
 
@@ -20,7 +19,10 @@ pub fn pin(kind: PolicyKind) -> Result<Sha256Digest, Failure> {
     let lock = ComponentLock::from_json(EMBEDDED_LOCK)
         .map_err(|e| Failure::internal(e.code(), e.to_string()))?;
     let entry = lock.components.get(kind.as_str()).ok_or_else(|| {
-        Failure::internal("DPONE_CLI_PIN_MISSING", format!("no pin for {kind} in the embedded lock"))
+        Failure::internal(
+            "DPONE_CLI_PIN_MISSING",
+            format!("no pin for {kind} in the embedded lock"),
+        )
     })?;
     entry
         .sha256
@@ -45,16 +47,27 @@ pub fn runtime(cache_dir: Option<&Path>) -> Result<PolicyRuntime, Failure> {
         return Ok(runtime);
     };
     std::fs::create_dir_all(dir).map_err(|e| {
-        Failure::bad_input("DPONE_CLI_CACHE_DIR", format!("cannot create the cache directory: {}", e.kind()))
+        Failure::bad_input(
+            "DPONE_CLI_CACHE_DIR",
+            format!("cannot create the cache directory: {}", e.kind()),
+        )
     })?;
-    let dir = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| {
-        Failure::bad_input("DPONE_CLI_CACHE_DIR", format!("cannot open the cache directory: {}", e.kind()))
-    })?;
+    let dir =
+        cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_CACHE_DIR",
+                format!("cannot open the cache directory: {}", e.kind()),
+            )
+        })?;
     Ok(runtime.with_cache(PrecompiledCache::new(dir)))
 }
 
 /// Loads the shipped component of `kind` from `dir` at its embedded pin.
-pub fn load(runtime: &PolicyRuntime, dir: &Path, kind: PolicyKind) -> Result<LoadedPolicy, Failure> {
+pub fn load(
+    runtime: &PolicyRuntime,
+    dir: &Path,
+    kind: PolicyKind,
+) -> Result<LoadedPolicy, Failure> {
     let bytes = read_input(&component_path(dir, kind), &format!("{kind} component"))?;
     Ok(runtime.load(kind, &bytes, pin(kind)?, Budget::default())?)
 }

@@ -123,10 +123,16 @@ fn run(cmd: &mut Command) -> Result<std::process::Output, BuildError> {
 /// Adds the wasm target through rustup when it is missing. Without rustup the toolchain must
 /// already provide the target; cargo then says so if it does not.
 pub fn ensure_wasm_target() -> Result<(), BuildError> {
-    let Ok(out) = Command::new("rustup").args(["target", "list", "--installed"]).output() else {
+    let Ok(out) = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+    else {
         return Ok(());
     };
-    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == WASM_TARGET) {
+    if String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == WASM_TARGET)
+    {
         return Ok(());
     }
     run(Command::new("rustup").args(["target", "add", WASM_TARGET])).map(|_| ())
@@ -155,7 +161,14 @@ pub fn build_components(
             .env_remove("RUSTFLAGS")
             .env("CARGO_ENCODED_RUSTFLAGS", &rustflags)
             .env("CARGO_TARGET_DIR", &env.target_dir)
-            .args(["build", "--quiet", "--profile", PROFILE, "--target", WASM_TARGET])
+            .args([
+                "build",
+                "--quiet",
+                "--profile",
+                PROFILE,
+                "--target",
+                WASM_TARGET,
+            ])
             .args(["-p", &spec.package]);
         if env.locked {
             cmd.arg("--locked");

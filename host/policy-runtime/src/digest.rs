@@ -50,7 +50,11 @@ impl FromStr for Sha256Digest {
     /// Accepts 64 lowercase hex digits, optionally prefixed by `sha256:`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let hex_part = s.strip_prefix("sha256:").unwrap_or(s);
-        if hex_part.len() != 64 || !hex_part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if hex_part.len() != 64
+            || !hex_part
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
             return Err("a sha256 digest is 64 lowercase hex digits".to_owned());
         }
         let mut out = [0u8; 32];

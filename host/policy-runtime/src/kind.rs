@@ -78,7 +78,11 @@ impl FromStr for PolicyKind {
         Self::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown policy kind {s:?}; expected admission, guard, delete-mode or scope"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown policy kind {s:?}; expected admission, guard, delete-mode or scope"
+                )
+            })
     }
 }
 
@@ -88,7 +92,10 @@ mod tests {
 
     #[test]
     fn export_names_follow_the_package() {
-        assert_eq!(PolicyKind::DeleteMode.export_name(), "dpone:policy/delete-mode@0.1.0");
+        assert_eq!(
+            PolicyKind::DeleteMode.export_name(),
+            "dpone:policy/delete-mode@0.1.0"
+        );
         assert_eq!(PolicyKind::Guard.world(), "guard-policy");
         assert_eq!("scope".parse::<PolicyKind>(), Ok(PolicyKind::Scope));
         assert!("Scope".parse::<PolicyKind>().is_err());

@@ -188,7 +188,8 @@ impl PolicyRuntime {
         digest: &Sha256Digest,
     ) -> Result<(Component, CodeSource), PolicyError> {
         let compile = || {
-            Component::new(&self.engine, bytes).map_err(|e| PolicyError::CompileFailed(e.to_string()))
+            Component::new(&self.engine, bytes)
+                .map_err(|e| PolicyError::CompileFailed(e.to_string()))
         };
         let Some(cache) = &self.cache else {
             return Ok((compile()?, CodeSource::Compiled));
@@ -231,7 +232,7 @@ fn check_surface(kind: PolicyKind, bytes: &[u8]) -> Result<(), PolicyError> {
         return Err(PolicyError::ImportsForbidden(surface.imports));
     }
     let wanted = kind.export_name();
-    if surface.exports.iter().any(|e| *e == wanted) {
+    if surface.exports.contains(&wanted) {
         return Ok(());
     }
     let (wanted_interface, _) = split_version(&wanted);
@@ -254,9 +255,9 @@ fn check_surface(kind: PolicyKind, bytes: &[u8]) -> Result<(), PolicyError> {
 fn prepare(kind: PolicyKind, pre: InstancePre<SandboxState>) -> Result<Prepared, PolicyError> {
     let mismatch = |e: wasmtime::Error| PolicyError::ExportTypeMismatch(e.to_string());
     Ok(match kind {
-        PolicyKind::Admission => {
-            Prepared::Admission(bindings::admission::AdmissionPolicyPre::new(pre).map_err(mismatch)?)
-        }
+        PolicyKind::Admission => Prepared::Admission(
+            bindings::admission::AdmissionPolicyPre::new(pre).map_err(mismatch)?,
+        ),
         PolicyKind::Guard => {
             Prepared::Guard(bindings::guard::GuardPolicyPre::new(pre).map_err(mismatch)?)
         }
@@ -315,8 +316,8 @@ impl LoadedPolicy {
         })?;
         let (decision, fuel_used) =
             run_in_fresh_store(&self.engine, &self.config, self.budget, call)?;
-        let output =
-            serde_json::to_value(&decision).map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
+        let output = serde_json::to_value(&decision)
+            .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
         let output_len = canonical_value(&output)
             .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?
             .len();
@@ -478,7 +479,10 @@ impl LoadedPolicy {
         function: &str,
         input: &serde_json::Value,
     ) -> Result<Decided<serde_json::Value>, PolicyError> {
-        fn parse<T: DeserializeOwned>(function: &str, input: &serde_json::Value) -> Result<T, PolicyError> {
+        fn parse<T: DeserializeOwned>(
+            function: &str,
+            input: &serde_json::Value,
+        ) -> Result<T, PolicyError> {
             T::deserialize(input).map_err(|e| PolicyError::InputInvalid {
                 function: function.to_owned(),
                 message: e.to_string(),

@@ -110,7 +110,11 @@ pub(crate) fn build_engine(config: &SandboxConfig) -> Result<Engine, PolicyError
         .max_memory_size(usize::try_from(config.max_memory_bytes).unwrap_or(usize::MAX))
         .linear_memory_keep_resident(config.keep_resident_bytes)
         .table_keep_resident(16 << 10)
-        .pagemap_scan(if config.pagemap_scan { Enabled::Auto } else { Enabled::No });
+        .pagemap_scan(if config.pagemap_scan {
+            Enabled::Auto
+        } else {
+            Enabled::No
+        });
     let mut c = Config::new();
     c.wasm_component_model(true)
         .consume_fuel(true)

@@ -68,7 +68,11 @@ pub(crate) fn delete_mode(_facts: &DeleteModeFacts, decision: &PlanDecision) -> 
             if plan.rules.len() != KeyState::ALL.len() {
                 return Err("plan has rules beyond the key states".to_owned());
             }
-            if let Some(c) = plan.columns.iter().find(|c| !c.name.starts_with("__dpone__")) {
+            if let Some(c) = plan
+                .columns
+                .iter()
+                .find(|c| !c.name.starts_with("__dpone__"))
+            {
                 return Err(format!(
                     "reserved column {:?} lacks the __dpone__ prefix",
                     truncate(&c.name)
@@ -79,19 +83,28 @@ pub(crate) fn delete_mode(_facts: &DeleteModeFacts, decision: &PlanDecision) -> 
     }
 }
 
-pub(crate) fn admission_static(_facts: &StaticFacts, decision: &StaticDecision) -> Result<(), String> {
+pub(crate) fn admission_static(
+    _facts: &StaticFacts,
+    decision: &StaticDecision,
+) -> Result<(), String> {
     match decision {
         StaticDecision::Blocked(list) => reasons(list),
         StaticDecision::Admitted(d) => {
             if !d.no_fallback || !d.runtime_admission_required {
-                return Err("cluster admission must require runtime admission and forbid fallback".to_owned());
+                return Err(
+                    "cluster admission must require runtime admission and forbid fallback"
+                        .to_owned(),
+                );
             }
             Ok(())
         }
     }
 }
 
-pub(crate) fn admission_runtime(facts: &RuntimeFacts, decision: &RuntimeDecision) -> Result<(), String> {
+pub(crate) fn admission_runtime(
+    facts: &RuntimeFacts,
+    decision: &RuntimeDecision,
+) -> Result<(), String> {
     match decision {
         RuntimeDecision::Blocked(list) => reasons(list),
         RuntimeDecision::Admitted(admission) => {
@@ -122,9 +135,15 @@ pub(crate) fn scope(facts: &ScopeFacts, decision: &ScopeDecision) -> Result<(), 
         ScopeDecision::Admit(admitted) => {
             reason(&admitted.reason)?;
             let e = &admitted.effective_limits;
-            for bound in [&facts.policy.ceilings, &facts.grant.limits, &facts.request.limits] {
+            for bound in [
+                &facts.policy.ceilings,
+                &facts.grant.limits,
+                &facts.request.limits,
+            ] {
                 if !within(e, bound) {
-                    return Err("effective limits exceed a policy, grant or workload limit".to_owned());
+                    return Err(
+                        "effective limits exceed a policy, grant or workload limit".to_owned()
+                    );
                 }
             }
             Ok(())

@@ -121,7 +121,10 @@ mod tests {
     #[test]
     fn subset_match_ignores_omitted_keys_but_not_values() {
         let actual = json!({"deny": {"code": "x", "message": "words"}});
-        assert_eq!(first_mismatch(&json!({"deny": {"code": "x"}}), &actual, "$"), None);
+        assert_eq!(
+            first_mismatch(&json!({"deny": {"code": "x"}}), &actual, "$"),
+            None
+        );
         assert!(first_mismatch(&json!({"deny": {"code": "y"}}), &actual, "$").is_some());
         assert!(first_mismatch(&json!({"allow": {}}), &actual, "$").is_some());
     }
@@ -129,7 +132,10 @@ mod tests {
     #[test]
     fn arrays_must_have_equal_length() {
         let actual = json!([{"code": "a"}, {"code": "b"}]);
-        assert_eq!(first_mismatch(&json!([{"code": "a"}, {}]), &actual, "$"), None);
+        assert_eq!(
+            first_mismatch(&json!([{"code": "a"}, {}]), &actual, "$"),
+            None
+        );
         assert!(first_mismatch(&json!([{"code": "a"}]), &actual, "$").is_some());
     }
 

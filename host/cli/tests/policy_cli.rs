@@ -1,0 +1,212 @@
+//! Tier: CLI end-to-end. Runs the `dpone-host` binary from the workspace root (where
+//! `cargo xtask policies` leaves the components) and checks JSON on stdout, error reports on
+//! stderr and the documented exit codes.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn dpone(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("dpone-host runs")
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn stderr_code(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr);
+    let line = text.lines().last().unwrap_or_default();
+    let report: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("stderr ends with a JSON report ({e}): {text}"));
+    report["error"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn inspect_shows_a_pure_guard_component() {
+    let out = dpone(&["policy", "inspect", "target/components/guard.wasm"]);
+    assert_eq!(out.status.code(), Some(0));
+    let json = stdout_json(&out);
+    assert_eq!(json["imports"], serde_json::json!([]));
+    assert_eq!(json["serves"], serde_json::json!(["guard"]));
+    assert!(
+        json["sha256"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("sha256:")
+    );
+}
+
+#[test]
+fn eval_prints_the_decision_and_its_evidence() {
+    let out = dpone(&[
+        "policy",
+        "eval",
+        "guard",
+        "--input",
+        "fixtures/samples/guard.json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = stdout_json(&out);
+    assert_eq!(json["evidence"]["kind"], "guard");
+    assert_eq!(json["evidence"]["wit_package"], "dpone:policy@0.1.0");
+    assert_eq!(json["evidence"]["output"], json["decision"]);
+    assert!(json["evidence"]["fuel_used"].as_u64().unwrap_or(0) > 0);
+}
+
+#[test]
+fn admission_needs_a_function() {
+    let out = dpone(&[
+        "policy",
+        "eval",
+        "admission",
+        "--input",
+        "fixtures/samples/admission-static.json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLI_FUNCTION_REQUIRED");
+}
+
+#[test]
+fn facts_of_the_wrong_shape_are_bad_input() {
+    let out = dpone(&[
+        "policy",
+        "eval",
+        "guard",
+        "--input",
+        "fixtures/samples/scope.json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_INPUT_INVALID");
+}
+
+#[test]
+fn a_component_off_its_pin_is_refused_with_exit_4() {
+    let wrong_pin = format!("sha256:{}", "0".repeat(64));
+    let out = dpone(&[
+        "policy",
+        "eval",
+        "guard",
+        "--input",
+        "fixtures/samples/guard.json",
+        "--component",
+        "target/components/guard.wasm",
+        "--pin",
+        &wrong_pin,
+    ]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_PIN_MISMATCH");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("target/components"),
+        "no local paths in errors: {stderr}"
+    );
+}
+
+#[test]
+fn the_shipped_table_passes_and_a_wrong_expectation_fails_with_exit_1() {
+    let out = dpone(&[
+        "policy",
+        "test",
+        "target/components/delete-mode.wasm",
+        "fixtures/decision-tables/delete-mode.json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let json = stdout_json(&out);
+    assert_eq!(json["failed"], 0);
+    assert!(json["passed"].as_u64().unwrap_or(0) > 0);
+
+    let table = serde_json::json!({
+        "kind": "delete-mode",
+        "function": "plan",
+        "rows": [{
+            "name": "hard delete is not timestamp_only",
+            "input": {"delete_policy": "hard_delete", "business_columns": ["a"]},
+            "expect": {"plan": {"mode": "timestamp_only"}}
+        }]
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("table.json");
+    std::fs::write(&path, table.to_string()).expect("write table");
+    let out = dpone(&[
+        "policy",
+        "test",
+        "target/components/delete-mode.wasm",
+        path.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout_json(&out)["failed"], 1);
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_TABLE_FAILED");
+}
+
+#[test]
+fn a_table_run_against_the_wrong_kind_is_refused() {
+    let out = dpone(&[
+        "policy",
+        "test",
+        "target/components/guard.wasm",
+        "fixtures/decision-tables/scope.json",
+    ]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_WORLD_MISMATCH");
+}
+
+#[test]
+fn demo_verifies_every_pin_and_decides_one_sample_per_function() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = dpone(&["demo", "--cache-dir", cache.path().to_str().expect("utf-8")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = stdout_json(&out);
+    assert_eq!(json["pins_verified"].as_array().map(Vec::len), Some(4));
+    let decisions = json["decisions"].as_array().expect("decisions");
+    assert_eq!(decisions.len(), 5);
+    for evidence in decisions {
+        assert!(
+            evidence["input_sha256"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("sha256:")
+        );
+    }
+    // A second run takes the code from the verified cache.
+    let again = stdout_json(&dpone(&[
+        "demo",
+        "--cache-dir",
+        cache.path().to_str().expect("utf-8"),
+    ]));
+    assert!(
+        again["pins_verified"]
+            .as_array()
+            .expect("loads")
+            .iter()
+            .all(|l| l["code_source"] == "cache")
+    );
+}
