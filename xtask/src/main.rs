@@ -4,7 +4,8 @@
 //!   (or, with `--check`, verify) their pins in `policies/components.lock.json`.
 //! - `cargo xtask hostile`: build the hostile fixture components used by the sandbox tests.
 //! - `cargo xtask demo`: `policies --check`, then `dpone-host demo` (the README's main job).
-//! - `cargo xtask test`: `policies --check`, `hostile`, then `cargo test --workspace`.
+//! - `cargo xtask test`: `policies --check`, `hostile`, start the local PostgreSQL server the
+//!   database tests use (`.ci/start-postgres`), then `cargo test --workspace`.
 //!
 //! Built components land in `target/components/`.
 
@@ -63,15 +64,43 @@ fn main() -> Result<()> {
         Some("test") => {
             policies(&root, true)?;
             hostile(&root)?;
-            run(Command::new(&cargo)
-                .current_dir(&root)
-                .args(["test", "--workspace"])
-                .args(&args[1..]))
+            let mut test = Command::new(&cargo);
+            test.current_dir(&root).args(["test", "--workspace"]).args(&args[1..]);
+            if let Some(url) = local_postgres(&root) {
+                test.env("DPONE_TEST_PG_URL", url);
+            }
+            run(&mut test)
         }
         _ => bail!(
             "usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args]>"
         ),
     }
+}
+
+/// Starts (or finds) the local PostgreSQL server the database tests use, through
+/// `.ci/start-postgres`, unless `DPONE_TEST_PG_URL` is already set. Returns its URL. When the
+/// server cannot be had, the database tests report SKIP with the reason.
+fn local_postgres(root: &Path) -> Option<String> {
+    if std::env::var_os("DPONE_TEST_PG_URL").is_some() {
+        return None;
+    }
+    let script = root.join(".ci/start-postgres");
+    if !script.exists() {
+        return None;
+    }
+    let output = Command::new("bash").arg(&script).output().ok()?;
+    if !output.status.success() {
+        eprintln!(
+            "test: no local PostgreSQL ({}); database tests will SKIP",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        return None;
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .and_then(|line| line.strip_prefix("DPONE_TEST_PG_URL="))
+        .map(str::to_owned)
 }
 
 fn run(cmd: &mut Command) -> Result<()> {

@@ -5,10 +5,12 @@
 //! verification failed); 2 usage; 3 bad input; 4 a policy was refused at load or failed closed;
 //! 5 internal error.
 
+mod activation;
 mod demo;
 mod exit;
 mod policy_cmd;
 mod shipped;
+mod trust_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -33,6 +35,14 @@ enum Command {
     },
     /// Load the shipped policies at their pins and evaluate a sample decision of each kind.
     Demo(demo::DemoArgs),
+    /// Create, sign, verify, inspect and activate signed policy bundles.
+    Bundle {
+        #[command(subcommand)]
+        cmd: trust_cmd::BundleCommand,
+    },
+    /// Verify a Sigstore bundle offline (Sigstore conformance client protocol); exit 0 only on
+    /// success.
+    VerifyBundle(trust_cmd::VerifyBundleArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +57,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Policy { command } => policy_cmd::run(command),
         Command::Demo(args) => demo::run(args),
+        Command::Bundle { cmd } => return trust_cmd::run_bundle(cmd),
+        Command::VerifyBundle(args) => return trust_cmd::run_verify_bundle(args),
     };
     exit::finish(result)
 }

@@ -1,0 +1,517 @@
+//! [`ClickHouseCluster`]: the engine's authority, inventory, member catalog and cluster DDL
+//! ports over the `clickhouse` crate (HTTP).
+//!
+//! One coordinator endpoint serves `system.clusters`, the KeeperMap authority facade, `ON
+//! CLUSTER` DDL and queue observation; every member is reached directly through its own client
+//! built from the already-resolved credential. Mutations (create, load, drop, authority writes,
+//! cluster DDL) go through one-shot clients whose HTTP layer never retries or replays a request
+//! and keeps no idle connections. The adapter owns a single-threaded Tokio runtime and blocks
+//! on it, so the engine stays synchronous; do not call it from inside another Tokio runtime.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use clickhouse::Client;
+use dpone_engine_clickhouse::contracts::{
+    ClusterStatement, Column, Digest, MemberId, Schema, TargetKey, Uuid, member_id,
+};
+use dpone_engine_clickhouse::ports::{
+    AuthorityStore, CandidateSpec, ClusterDdl, DdlCorrelation, InventoryPort, InventoryRow,
+    LoadTokens, MemberCatalog, MemberProbe, PortError, QueueEntry, QueueHostStatus,
+    TableObservation, Versioned,
+};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::Deserialize;
+
+use crate::error::{class, port_error};
+use crate::sql::{self, Statement};
+
+/// A user name and password resolved once by the composition root. `Debug` never shows the
+/// password.
+#[derive(Clone)]
+pub struct Credential {
+    /// User.
+    pub user: String,
+    /// Password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Where and how to connect.
+#[derive(Clone, Debug)]
+pub struct ClickHouseConfig {
+    /// HTTP URL of the coordinator endpoint.
+    pub coordinator_url: String,
+    /// HTTP URL of each member, keyed by (shard_num, replica_num).
+    pub member_urls: BTreeMap<(u32, u32), String>,
+    /// The resolved credential, copied into every member client.
+    pub credential: Credential,
+    /// Database of the KeeperMap authority facade.
+    pub authority_database: String,
+    /// Table of the KeeperMap authority facade.
+    pub authority_table: String,
+    /// `distributed_ddl_task_timeout` for cluster DDL, in seconds.
+    pub ddl_task_timeout_secs: u64,
+}
+
+struct Clients {
+    read: Client,
+    once: Client,
+}
+
+/// The real cluster behind the engine's ports.
+pub struct ClickHouseCluster {
+    rt: tokio::runtime::Runtime,
+    coordinator: Clients,
+    members: BTreeMap<MemberId, Clients>,
+    authority: (String, String),
+    ddl_timeout: u64,
+    hosts: Mutex<BTreeMap<(String, u16), MemberId>>,
+}
+
+/// A `clickhouse` client whose HTTP layer never retries a request (not even one it believes was
+/// not sent) and keeps no idle connection that a later mutation could be replayed on.
+fn one_shot_client() -> Client {
+    let mut connector = HttpConnector::new();
+    connector.set_keepalive(Some(Duration::from_secs(60)));
+    Client::with_http_client(
+        HttpClient::builder(TokioExecutor::new())
+            .retry_canceled_requests(false)
+            .pool_max_idle_per_host(0)
+            .build(connector),
+    )
+}
+
+fn clients(url: &str, c: &Credential) -> Clients {
+    let build = |client: Client| {
+        client
+            .with_url(url)
+            .with_user(c.user.clone())
+            .with_password(c.password.clone())
+            .with_validation(false)
+    };
+    Clients {
+        read: build(Client::default()),
+        once: build(one_shot_client()),
+    }
+}
+
+#[derive(clickhouse::Row, Deserialize)]
+struct ClusterRow {
+    shard_num: u32,
+    replica_num: u32,
+    host_name: String,
+    port: u16,
+    internal_replication: u8,
+}
+
+#[derive(clickhouse::Row, Deserialize)]
+struct AuthorityRow {
+    value: String,
+    version: u64,
+}
+
+#[derive(clickhouse::Row, Deserialize)]
+struct TableRow {
+    uuid: String,
+    engine: String,
+}
+
+#[derive(clickhouse::Row, Deserialize)]
+struct ColumnRow {
+    name: String,
+    #[serde(rename = "type")]
+    type_name: String,
+}
+
+#[derive(clickhouse::Row, Deserialize)]
+struct QueueRow {
+    entry: String,
+    host: String,
+    port: u16,
+    status: String,
+    exception_code: i64,
+}
+
+fn build(client: &Client, s: &Statement) -> clickhouse::query::Query {
+    let mut q = client.query_raw(&s.sql);
+    for (k, v) in &s.settings {
+        q = q.with_setting(*k, v.clone());
+    }
+    for (k, v) in &s.params {
+        q = q.param(k, v.as_str());
+    }
+    q
+}
+
+fn stmt(r: Result<Statement, sql::SqlError>) -> Result<Statement, PortError> {
+    r.map_err(|_| PortError::rejected(class::STATEMENT))
+}
+
+impl ClickHouseCluster {
+    /// Builds every client; connects lazily.
+    pub fn new(config: &ClickHouseConfig) -> Result<Self, PortError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|_| PortError::unavailable("DPONE_CLICKHOUSE_RUNTIME"))?;
+        let members = config
+            .member_urls
+            .iter()
+            .map(|((s, r), url)| (member_id(*s, *r), clients(url, &config.credential)))
+            .collect();
+        Ok(Self {
+            rt,
+            coordinator: clients(&config.coordinator_url, &config.credential),
+            members,
+            authority: (
+                config.authority_database.clone(),
+                config.authority_table.clone(),
+            ),
+            ddl_timeout: config.ddl_task_timeout_secs,
+            hosts: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn member(&self, id: &MemberId) -> Result<&Clients, PortError> {
+        self.members
+            .get(id)
+            .ok_or(PortError::unavailable(class::UNKNOWN_MEMBER))
+    }
+
+    fn fetch<T>(&self, client: &Client, s: &Statement) -> Result<Vec<T>, PortError>
+    where
+        T: clickhouse::RowOwned + clickhouse::RowRead,
+    {
+        self.rt
+            .block_on(build(client, s).fetch_all::<T>())
+            .map_err(|e| port_error(&e, false))
+    }
+
+    fn execute_once(&self, client: &Client, s: &Statement) -> Result<(), PortError> {
+        self.rt
+            .block_on(build(client, s).execute())
+            .map_err(|e| port_error(&e, true))
+    }
+
+    fn scalar_u64(&self, client: &Client, s: &Statement) -> Result<u64, PortError> {
+        #[derive(clickhouse::Row, Deserialize)]
+        struct N {
+            n: u64,
+        }
+        Ok(self.fetch::<N>(client, s)?.first().map_or(0, |r| r.n))
+    }
+
+    fn table_uuid(
+        &self,
+        client: &Client,
+        database: &str,
+        name: &str,
+    ) -> Result<Option<(Uuid, String)>, PortError> {
+        let rows: Vec<TableRow> = self.fetch(client, &sql::table_info(database, name))?;
+        match rows.first() {
+            None => Ok(None),
+            Some(r) => Ok(Some((
+                Uuid::parse(&r.uuid).ok_or(PortError::rejected(class::DECODE))?,
+                r.engine.clone(),
+            ))),
+        }
+    }
+}
+
+impl AuthorityStore for ClickHouseCluster {
+    fn read(&self, key: &TargetKey) -> Result<Option<Versioned>, PortError> {
+        let s = stmt(sql::authority_read(
+            &self.authority.0,
+            &self.authority.1,
+            &key.to_string(),
+        ))?;
+        let rows: Vec<AuthorityRow> = self.fetch(&self.coordinator.read, &s)?;
+        Ok(rows.into_iter().next().map(|r| Versioned {
+            version: r.version,
+            value: r.value,
+        }))
+    }
+
+    fn insert(&self, key: &TargetKey, value: &str) -> Result<(), PortError> {
+        let s = stmt(sql::authority_insert(
+            &self.authority.0,
+            &self.authority.1,
+            &key.to_string(),
+            value,
+        ))?;
+        self.execute_once(&self.coordinator.once, &s)
+    }
+
+    fn update(&self, key: &TargetKey, expected: u64, value: &str) -> Result<(), PortError> {
+        let s = stmt(sql::authority_update(
+            &self.authority.0,
+            &self.authority.1,
+            &key.to_string(),
+            expected,
+            value,
+        ))?;
+        self.execute_once(&self.coordinator.once, &s)
+    }
+}
+
+impl InventoryPort for ClickHouseCluster {
+    fn observe(&self, cluster: &str) -> Result<(Vec<InventoryRow>, bool), PortError> {
+        let rows: Vec<ClusterRow> = self.fetch(&self.coordinator.read, &sql::inventory(cluster))?;
+        let mut hosts = BTreeMap::new();
+        let mut out = Vec::new();
+        for r in &rows {
+            let id = member_id(r.shard_num, r.replica_num);
+            hosts.insert((r.host_name.clone(), r.port), id);
+            out.push(InventoryRow {
+                shard_num: r.shard_num,
+                replica_num: r.replica_num,
+                internal_replication: r.internal_replication != 0,
+                endpoint_digest: Digest::of(format!("{}:{}", r.host_name, r.port).as_bytes()),
+            });
+        }
+        // Complete only when every row has a configured direct member connection.
+        let complete = !out.is_empty()
+            && out.iter().all(|r| {
+                self.members
+                    .contains_key(&member_id(r.shard_num, r.replica_num))
+            });
+        *self.hosts.lock().unwrap_or_else(|p| p.into_inner()) = hosts;
+        Ok((out, complete))
+    }
+}
+
+/// A blocking `Read` over a streaming `RowBinary` response.
+struct StreamReader<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    cursor: clickhouse::query::BytesCursor,
+    chunk: Bytes,
+    done: bool,
+}
+
+impl Read for StreamReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.chunk.is_empty() && !self.done {
+            match self.rt.block_on(self.cursor.next()) {
+                Ok(Some(b)) => self.chunk = b,
+                Ok(None) => self.done = true,
+                Err(_) => return Err(io::Error::other("row stream failed")),
+            }
+        }
+        let n = buf.len().min(self.chunk.len());
+        buf[..n].copy_from_slice(&self.chunk[..n]);
+        let _ = self.chunk.split_to(n);
+        Ok(n)
+    }
+}
+
+impl MemberCatalog for ClickHouseCluster {
+    fn probe(
+        &self,
+        member: &MemberId,
+        database: &str,
+        target: &str,
+    ) -> Result<MemberProbe, PortError> {
+        let c = self.member(member)?;
+        #[derive(clickhouse::Row, Deserialize)]
+        struct Engine {
+            engine: String,
+        }
+        let db: Vec<Engine> = self.fetch(&c.read, &sql::database_engine(database))?;
+        let keeper = self.scalar_u64(
+            &c.read,
+            &sql::keeper_map_facade(&self.authority.0, &self.authority.1),
+        )?;
+        Ok(MemberProbe {
+            database_engine: db.into_iter().next().map(|e| e.engine).unwrap_or_default(),
+            keeper_map_available: keeper == 1,
+            target_engine: self.table_uuid(&c.read, database, target)?.map(|(_, e)| e),
+        })
+    }
+
+    fn observe_table(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+    ) -> Result<Option<TableObservation>, PortError> {
+        let c = self.member(member)?;
+        let Some((uuid, engine)) = self.table_uuid(&c.read, database, name)? else {
+            return Ok(None);
+        };
+        let columns: Vec<ColumnRow> = self.fetch(&c.read, &sql::table_columns(database, name))?;
+        let row_count = self.scalar_u64(&c.read, &stmt(sql::table_count(database, name))?)?;
+        // The table must still be the one observed.
+        match self.table_uuid(&c.read, database, name)? {
+            Some((u, _)) if u == uuid => {}
+            _ => return Err(PortError::ambiguous(class::UUID_MISMATCH)),
+        }
+        Ok(Some(TableObservation {
+            uuid,
+            engine,
+            columns: columns
+                .into_iter()
+                .map(|c| Column {
+                    name: c.name,
+                    type_name: c.type_name,
+                })
+                .collect(),
+            row_count,
+        }))
+    }
+
+    fn read_rows<'a>(
+        &'a self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+        schema: &Schema,
+    ) -> Result<Box<dyn Read + 'a>, PortError> {
+        let c = self.member(member)?;
+        match self.table_uuid(&c.read, database, name)? {
+            Some((u, _)) if u == uuid => {}
+            _ => return Err(PortError::rejected(class::UUID_MISMATCH)),
+        }
+        let s = stmt(sql::read_rows(database, name, schema))?;
+        let cursor = build(&c.read, &s)
+            .fetch_bytes("RowBinary")
+            .map_err(|e| port_error(&e, false))?;
+        Ok(Box::new(StreamReader {
+            rt: &self.rt,
+            cursor,
+            chunk: Bytes::new(),
+            done: false,
+        }))
+    }
+
+    fn create_candidate(
+        &self,
+        member: &MemberId,
+        spec: &CandidateSpec<'_>,
+    ) -> Result<(), PortError> {
+        let c = self.member(member)?;
+        self.execute_once(&c.once, &stmt(sql::create_candidate(spec))?)
+    }
+
+    fn load(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+        artifact: &mut dyn Read,
+        tokens: &LoadTokens,
+    ) -> Result<(), PortError> {
+        let c = self.member(member)?;
+        match self.table_uuid(&c.read, database, name)? {
+            Some((u, _)) if u == uuid => {}
+            _ => return Err(PortError::rejected(class::UUID_MISMATCH)),
+        }
+        let columns: Vec<ColumnRow> = self.fetch(&c.read, &sql::table_columns(database, name))?;
+        let schema = Schema {
+            columns: columns
+                .into_iter()
+                .map(|c| Column {
+                    name: c.name,
+                    type_name: c.type_name,
+                })
+                .collect(),
+        };
+        let s = stmt(sql::load(database, name, &schema, tokens))?;
+        let mut insert = c.once.insert_formatted_with(s.sql.clone());
+        for (k, v) in &s.settings {
+            insert = insert.with_setting(*k, v.clone());
+        }
+        let mut buf = vec![0u8; 1 << 20];
+        self.rt.block_on(async {
+            loop {
+                let n = artifact
+                    .read(&mut buf)
+                    .map_err(|_| PortError::ambiguous(class::ARTIFACT_READ))?;
+                if n == 0 {
+                    break;
+                }
+                insert
+                    .send(Bytes::copy_from_slice(&buf[..n]))
+                    .await
+                    .map_err(|e| port_error(&e, true))?;
+            }
+            insert.end().await.map_err(|e| port_error(&e, true))
+        })
+    }
+
+    fn drop_exact(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<(), PortError> {
+        let c = self.member(member)?;
+        match self.table_uuid(&c.read, database, name)? {
+            None => Ok(()),
+            Some((u, _)) if u == uuid => {
+                self.execute_once(&c.once, &stmt(sql::drop_candidate(database, name))?)
+            }
+            Some(_) => Err(PortError::rejected(class::UUID_MISMATCH)),
+        }
+    }
+}
+
+impl ClusterDdl for ClickHouseCluster {
+    fn dispatch(
+        &self,
+        cluster: &str,
+        statement: &ClusterStatement,
+        correlation: &DdlCorrelation,
+    ) -> Result<(), PortError> {
+        let s = stmt(sql::cluster_ddl(
+            cluster,
+            statement,
+            correlation,
+            self.ddl_timeout,
+        ))?;
+        self.execute_once(&self.coordinator.once, &s)
+    }
+
+    fn observe_queue(&self, cluster: &str, query_id: &str) -> Result<Vec<QueueEntry>, PortError> {
+        let rows: Vec<QueueRow> =
+            self.fetch(&self.coordinator.read, &sql::ddl_queue(cluster, query_id))?;
+        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut entries: BTreeMap<String, QueueEntry> = BTreeMap::new();
+        for r in rows {
+            let e = entries
+                .entry(r.entry.clone())
+                .or_insert_with(|| QueueEntry {
+                    entry: r.entry.clone(),
+                    members: Vec::new(),
+                    unmapped_hosts: 0,
+                });
+            let status = match (r.status.as_str(), r.exception_code) {
+                ("Finished", 0) => QueueHostStatus::Finished,
+                ("Finished", _) => QueueHostStatus::Failed,
+                ("Active", _) | ("Removing", _) => QueueHostStatus::Active,
+                _ => QueueHostStatus::Queued,
+            };
+            match hosts.get(&(r.host, r.port)) {
+                Some(id) => e.members.push((*id, status)),
+                None => e.unmapped_hosts += 1,
+            }
+        }
+        Ok(entries.into_values().collect())
+    }
+}

@@ -1,0 +1,497 @@
+//! The source boundary: one `REPEATABLE READ READ ONLY` snapshot on a PostgreSQL source.
+//!
+//! Order on one connection:
+//!
+//! 1. `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`;
+//! 2. `LOCK TABLE "schema"."relation" IN ACCESS SHARE MODE` *before* the snapshot exists (a
+//!    `LOCK` statement takes no snapshot), so no DROP, TRUNCATE or rewrite can commit between
+//!    the snapshot and the end of extraction;
+//! 3. the first query fixes the snapshot and reads, under the lock: recovery role, database
+//!    name/OID, effective and session principal names/OIDs, schema and relation OIDs (exact
+//!    names), `standard_conforming_strings`, and `pg_current_snapshot()` with its xmin `U` and
+//!    xmax `H` as 64-bit `xid8`. Version-2 (`catalog_identity`) never calls a control or
+//!    statistics function; version 1 additionally reads `pg_control_system()` and the timeline;
+//! 4. the column projection (built-in types only, so binary COPY round-trips losslessly);
+//! 5. epoch and freeze checks against the previous checkpoint (fail closed);
+//! 6. binary `COPY ... TO STDOUT` of the delta `[previous, H)` (or all rows for a baseline) and,
+//!    for an incremental run, of the complete key set — streamed to artifacts, never held whole;
+//! 7. `ROLLBACK` (the relation lock is held until both artifacts are complete).
+//!
+//! The delta filter compares the row's 32-bit `xmin` with the window `[previous, H)` modulo
+//! 2^32. This is exact because `H - previous < 2^31` is enforced (otherwise the run fails with
+//! `DPONE_XMIN_SOURCE_FREEZE_UNCERTAIN`) and PostgreSQL keeps the raw `xmin` of frozen tuples;
+//! an ancient frozen tuple aliasing into the window is only replayed, which is a strict no-op.
+
+use crate::conn::{Conn, connect};
+use crate::sql::{db_error, ident, literal, qualified};
+use dpone_engine_xmin::artifact::{ArtifactStore, io_error};
+use dpone_engine_xmin::copy_binary::FrameChecker;
+use dpone_engine_xmin::envelope::{
+    ARTIFACT_FORMAT, ENVELOPE_SCHEMA, PayloadReceipt, SnapshotEnvelope, SourceColumn,
+};
+use dpone_engine_xmin::identity::sha256_canonical;
+use dpone_engine_xmin::manifest::Scope;
+use dpone_engine_xmin::ports::{ExtractRequest, SourcePort};
+use dpone_engine_xmin::registry::{AuthorityProfile, RecoveryRole, SelectedSourceAuthority};
+use dpone_engine_xmin::validate::frame_error_to_xmin;
+use dpone_engine_xmin::{ErrorCode, Result, XminError};
+use dpone_policy_model::guard::LoadKind;
+use futures_util::StreamExt;
+use std::io::Write;
+
+/// First OID assigned to user objects; lower OIDs are built-in types.
+const FIRST_NORMAL_OBJECT_ID: u32 = 16384;
+/// Bytes gathered before checking and writing.
+const BLOCK: usize = 1 << 20;
+/// XIDs below this are special (invalid, bootstrap, frozen).
+const FIRST_NORMAL_XID: u64 = 3;
+
+/// The PostgreSQL source port.
+#[derive(Clone, Debug, Default)]
+pub struct PgSource {
+    /// Called with the number of bytes received after each COPY chunk (progress display).
+    progress: Option<fn(u64)>,
+}
+
+impl PgSource {
+    /// A source without progress reporting.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reports received bytes to `f` (the CLI draws a progress bar on a terminal).
+    pub fn with_progress(mut self, f: fn(u64)) -> Self {
+        self.progress = Some(f);
+        self
+    }
+}
+
+fn src_err(code: ErrorCode, step: &str, e: &tokio_postgres::Error) -> XminError {
+    db_error(code, step, e)
+}
+
+fn mismatch(code: ErrorCode, what: &str) -> XminError {
+    XminError::new(code, format!("{what} differs from its signed pin"))
+}
+
+/// What the verification query observed.
+struct Observed {
+    snapshot_text: String,
+    u: u64,
+    h: u64,
+}
+
+impl SourcePort for PgSource {
+    async fn extract(
+        &mut self,
+        req: &ExtractRequest<'_>,
+        store: &dyn ArtifactStore,
+    ) -> Result<SnapshotEnvelope> {
+        let conn = connect(
+            req.endpoint,
+            ErrorCode::SourceConnect,
+            "dpone-host xmin source",
+        )
+        .await?;
+        let result = extract_on(&conn, req, store, self.progress).await;
+        // End the snapshot deterministically; a failure here only means the connection is gone.
+        let _ = conn.client.batch_execute("ROLLBACK").await;
+        result
+    }
+}
+
+async fn extract_on(
+    conn: &Conn,
+    req: &ExtractRequest<'_>,
+    store: &dyn ArtifactStore,
+    progress: Option<fn(u64)>,
+) -> Result<SnapshotEnvelope> {
+    let c = &conn.client;
+    let a = req.authority;
+    c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await
+        .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "begin", &e))?;
+    let relation = qualified(&a.schema, &a.relation);
+    c.batch_execute(&format!("LOCK TABLE {relation} IN ACCESS SHARE MODE"))
+        .await
+        .map_err(|e| match e.code().map(|s| s.code()) {
+            Some("42P01") | Some("3F000") | Some("42501") => XminError::new(
+                ErrorCode::SourceRelationMissing,
+                "source relation does not exist or cannot be locked",
+            ),
+            _ => src_err(ErrorCode::SourceExtractionFailed, "lock relation", &e),
+        })?;
+    let observed = verify_authority(c, a).await?;
+    let columns = project_columns(c, a, req.unique_key, req.business_columns).await?;
+
+    let (u, h) = (observed.u, observed.h);
+    if u > h {
+        return Err(XminError::new(
+            ErrorCode::SourceExtractionFailed,
+            "snapshot xmin above xmax",
+        ));
+    }
+    if u >> 32 != h >> 32 {
+        return Err(XminError::new(
+            ErrorCode::SourceXidEpochChanged,
+            "the XID epoch changes within the snapshot; retry later",
+        ));
+    }
+    let previous = match req.load {
+        LoadKind::FullBaseline => None,
+        LoadKind::Incremental => Some(req.previous.map(|c| c.xmin).ok_or_else(|| {
+            XminError::new(
+                ErrorCode::EnvelopeInvalid,
+                "incremental extraction without a checkpoint",
+            )
+        })?),
+    };
+    if let Some(p) = previous {
+        if p > u {
+            return Err(XminError::new(
+                ErrorCode::SourceCheckpointRegression,
+                "the snapshot's safe XMin is below the stored checkpoint (restore or failover?)",
+            ));
+        }
+        if p >> 32 != h >> 32 {
+            return Err(XminError::new(
+                ErrorCode::SourceXidEpochChanged,
+                "the XID epoch changed since the checkpoint; a repair baseline is required",
+            ));
+        }
+        if h - p >= 1 << 31 {
+            return Err(XminError::new(
+                ErrorCode::SourceFreezeUncertain,
+                "the checkpoint is 2^31 or more XIDs old; row xmin can no longer be placed exactly",
+            ));
+        }
+    }
+
+    let key_list: Vec<String> = req.unique_key.iter().map(|k| ident(k)).collect();
+    let all_list: Vec<String> = req
+        .unique_key
+        .iter()
+        .chain(req.business_columns)
+        .map(|k| ident(k))
+        .collect();
+    let scope = scope_predicate(req.scope)?;
+    let fields = u16::try_from(all_list.len())
+        .map_err(|_| XminError::new(ErrorCode::EnvelopeInvalid, "too many columns"))?;
+    let key_fields = u16::try_from(key_list.len())
+        .map_err(|_| XminError::new(ErrorCode::EnvelopeInvalid, "too many key columns"))?;
+
+    let rows_sql = match previous {
+        None => format!(
+            "COPY (SELECT {} FROM {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
+            all_list.join(", ")
+        ),
+        Some(p) => format!(
+            "COPY (SELECT {} FROM {relation} WHERE {scope} AND {}) TO STDOUT (FORMAT binary)",
+            all_list.join(", "),
+            xmin_window(p, h)
+        ),
+    };
+    let rows = copy_to_artifact(c, &rows_sql, fields, key_fields, store, progress).await?;
+    let keys = match previous {
+        None => None,
+        Some(_) => {
+            let sql = format!(
+                "COPY (SELECT {} FROM {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
+                key_list.join(", ")
+            );
+            match copy_to_artifact(c, &sql, key_fields, key_fields, store, progress).await {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    let _ = store.remove(&rows.artifact.sha256);
+                    return Err(e);
+                }
+            }
+        }
+    };
+    let key_count = keys.as_ref().unwrap_or(&rows).rows;
+    let complete = rows.complete && keys.as_ref().is_none_or(|k| k.complete);
+    let snapshot_token = sha256_canonical(&(
+        "dpone.xmin.snapshot-token.v1",
+        &a.database.name,
+        a.database.oid,
+        &observed.snapshot_text,
+    ));
+    Ok(SnapshotEnvelope {
+        schema: ENVELOPE_SCHEMA.to_owned(),
+        state_key: req.identity.state_key.clone(),
+        scope_hash: req.identity.scope_hash.clone(),
+        source_authority_digest: req.identity.source_authority_digest.clone(),
+        snapshot_token,
+        load: req.load,
+        previous_xmin: previous,
+        safe_checkpoint: u,
+        visible_horizon: h,
+        replay_amplification_xids: h - u,
+        columns,
+        key_columns: key_fields,
+        rows,
+        keys,
+        key_count,
+        complete,
+    })
+}
+
+/// `[previous, H)` on the 32-bit row xmin, modulo 2^32 (see the module docs).
+fn xmin_window(previous: u64, h: u64) -> String {
+    let p = previous & 0xffff_ffff;
+    let hh = h & 0xffff_ffff;
+    let x = "(xmin::text::bigint)";
+    if p <= hh {
+        format!("({x} >= {p} AND {x} < {hh})")
+    } else {
+        format!("({x} >= {p} OR ({x} >= {FIRST_NORMAL_XID} AND {x} < {hh}))")
+    }
+}
+
+fn scope_predicate(scope: &Scope) -> Result<String> {
+    match scope {
+        Scope::Full => Ok("true".to_owned()),
+        Scope::ColumnValues { column, values } => {
+            let lits: Option<Vec<String>> = values.iter().map(|v| literal(v)).collect();
+            let lits = lits.ok_or_else(|| {
+                XminError::new(ErrorCode::ManifestInvalid, "scope value holds NUL")
+            })?;
+            Ok(format!("{}::text IN ({})", ident(column), lits.join(", ")))
+        }
+    }
+}
+
+async fn verify_authority(
+    c: &tokio_postgres::Client,
+    a: &SelectedSourceAuthority,
+) -> Result<Observed> {
+    // First statement of the transaction: fixes the snapshot (the relation is already locked).
+    let row = c
+        .query_one(
+            "SELECT pg_is_in_recovery(), current_database()::text, \
+                    (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database()), \
+                    current_user::text, (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), \
+                    session_user::text, (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), \
+                    (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = $1), \
+                    (SELECT cl.oid FROM pg_catalog.pg_class cl JOIN pg_catalog.pg_namespace n \
+                       ON n.oid = cl.relnamespace WHERE n.nspname = $1 AND cl.relname = $2), \
+                    (SELECT cl.relkind::text FROM pg_catalog.pg_class cl JOIN pg_catalog.pg_namespace n \
+                       ON n.oid = cl.relnamespace WHERE n.nspname = $1 AND cl.relname = $2), \
+                    current_setting('standard_conforming_strings'), \
+                    pg_current_snapshot()::text, \
+                    pg_snapshot_xmin(pg_current_snapshot())::text, \
+                    pg_snapshot_xmax(pg_current_snapshot())::text",
+            &[&a.schema, &a.relation],
+        )
+        .await
+        .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "verify authority", &e))?;
+    let in_recovery: bool = row.get(0);
+    let role = if in_recovery {
+        RecoveryRole::Standby
+    } else {
+        RecoveryRole::Primary
+    };
+    if role != a.recovery_role {
+        return Err(mismatch(
+            ErrorCode::SourceRecoveryRoleMismatch,
+            "recovery role",
+        ));
+    }
+    let db_name: String = row.get(1);
+    let db_oid: Option<u32> = row.get(2);
+    if db_name != a.database.name || db_oid != Some(a.database.oid) {
+        return Err(mismatch(
+            ErrorCode::SourceDatabasePinMismatch,
+            "database name or OID",
+        ));
+    }
+    let eff: (String, Option<u32>) = (row.get(3), row.get(4));
+    let ses: (String, Option<u32>) = (row.get(5), row.get(6));
+    if eff.0 != a.effective_principal.name
+        || eff.1 != Some(a.effective_principal.oid)
+        || ses.0 != a.session_principal.name
+        || ses.1 != Some(a.session_principal.oid)
+    {
+        return Err(mismatch(
+            ErrorCode::SourcePrincipalPinMismatch,
+            "effective or session principal",
+        ));
+    }
+    let schema_oid: Option<u32> = row.get(7);
+    let rel_oid: Option<u32> = row.get(8);
+    let relkind: Option<String> = row.get(9);
+    if schema_oid != Some(a.relation_pin.schema_oid) || rel_oid != Some(a.relation_pin.relation_oid)
+    {
+        return Err(mismatch(
+            ErrorCode::SourceRelationPinMismatch,
+            "schema or relation OID",
+        ));
+    }
+    if relkind.as_deref() != Some("r") {
+        return Err(XminError::new(
+            ErrorCode::SourceRelationMissing,
+            "source relation is not an ordinary table",
+        ));
+    }
+    let scs: String = row.get(10);
+    if scs != "on" {
+        return Err(XminError::new(
+            ErrorCode::SourceSettingsUnsafe,
+            "standard_conforming_strings must be on",
+        ));
+    }
+    let parse = |i: usize| -> Result<u64> {
+        let s: String = row.get(i);
+        s.parse::<u64>().map_err(|_| {
+            XminError::new(
+                ErrorCode::SourceExtractionFailed,
+                "snapshot XID is not a number",
+            )
+        })
+    };
+    let observed = Observed {
+        snapshot_text: row.get(11),
+        u: parse(12)?,
+        h: parse(13)?,
+    };
+    if a.profile == AuthorityProfile::PhysicalCluster {
+        let row = c
+            .query_one(
+                "SELECT (SELECT system_identifier::text FROM pg_catalog.pg_control_system()), \
+                        (SELECT timeline_id FROM pg_catalog.pg_control_checkpoint())",
+                &[],
+            )
+            .await
+            .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "read control data", &e))?;
+        let sys: Option<String> = row.get(0);
+        let tli: Option<i32> = row.get(1);
+        if sys.as_deref() != a.system_identifier.as_deref() {
+            return Err(mismatch(
+                ErrorCode::SourceSystemIdentifierMismatch,
+                "system identifier",
+            ));
+        }
+        if tli.and_then(|t| u32::try_from(t).ok()) != a.timeline {
+            return Err(mismatch(ErrorCode::SourceTimelineMismatch, "timeline"));
+        }
+    }
+    Ok(observed)
+}
+
+async fn project_columns(
+    c: &tokio_postgres::Client,
+    a: &SelectedSourceAuthority,
+    keys: &[String],
+    business: &[String],
+) -> Result<Vec<SourceColumn>> {
+    let rows = c
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.atttypid \
+             FROM pg_catalog.pg_attribute a \
+             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped",
+            &[&a.relation_pin.relation_oid],
+        )
+        .await
+        .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "read columns", &e))?;
+    let mut out = Vec::new();
+    for name in keys.iter().chain(business) {
+        let row = rows
+            .iter()
+            .find(|r| r.get::<_, String>(0) == *name)
+            .ok_or_else(|| {
+                XminError::new(
+                    ErrorCode::SourceColumnMissing,
+                    format!("column {name:?} is not in the source relation"),
+                )
+            })?;
+        let type_oid: u32 = row.get(2);
+        let type_sql: String = row.get(1);
+        if type_oid >= FIRST_NORMAL_OBJECT_ID || !crate::sql::safe_type_sql(&type_sql) {
+            return Err(XminError::new(
+                ErrorCode::SourceUnsupportedColumnType,
+                format!("column {name:?} has a type that is not built in"),
+            ));
+        }
+        out.push(SourceColumn {
+            name: name.clone(),
+            type_sql,
+            type_oid,
+        });
+    }
+    Ok(out)
+}
+
+async fn copy_to_artifact(
+    c: &tokio_postgres::Client,
+    sql: &str,
+    fields: u16,
+    key_fields: u16,
+    store: &dyn ArtifactStore,
+    progress: Option<fn(u64)>,
+) -> Result<PayloadReceipt> {
+    let stream = c
+        .copy_out(sql)
+        .await
+        .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "copy out", &e))?;
+    let mut stream = std::pin::pin!(stream);
+    let mut writer = store
+        .create()
+        .map_err(|e| io_error("create artifact", &e))?;
+    let mut checker = FrameChecker::new(fields, key_fields);
+    // The server sends one message per row: gather them so framing checks, hashing and writes
+    // work on large blocks.
+    let mut block: Vec<u8> = Vec::with_capacity(BLOCK);
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "copy out stream", &e))?;
+        block.extend_from_slice(&chunk);
+        if block.len() >= BLOCK {
+            flush_block(&mut block, &mut checker, writer.as_mut(), progress)?;
+        }
+    }
+    flush_block(&mut block, &mut checker, writer.as_mut(), progress)?;
+    let complete = checker.complete();
+    let artifact = writer
+        .finish()
+        .map_err(|e| io_error("publish artifact", &e))?;
+    Ok(PayloadReceipt {
+        artifact,
+        format: ARTIFACT_FORMAT.to_owned(),
+        rows: checker.rows(),
+        fields,
+        complete,
+    })
+}
+
+fn flush_block(
+    block: &mut Vec<u8>,
+    checker: &mut FrameChecker,
+    writer: &mut dyn Write,
+    progress: Option<fn(u64)>,
+) -> Result<()> {
+    checker.push(block).map_err(frame_error_to_xmin)?;
+    writer
+        .write_all(block)
+        .map_err(|e| io_error("write artifact", &e))?;
+    if let Some(f) = progress {
+        f(block.len() as u64);
+    }
+    block.clear();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xmin_window_wraps() {
+        assert_eq!(
+            xmin_window((1 << 32) + 100, (1 << 32) + 200),
+            "((xmin::text::bigint) >= 100 AND (xmin::text::bigint) < 200)"
+        );
+        let w = xmin_window((1 << 32) - 10, (1 << 32) + 5);
+        assert!(w.contains(">= 4294967286 OR"), "{w}");
+        assert!(w.contains("< 5"), "{w}");
+    }
+}

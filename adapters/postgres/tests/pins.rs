@@ -1,0 +1,280 @@
+//! Pins and source authority profiles on a real PostgreSQL server: wrong pins are refused with
+//! their own codes before any row is read or any target mutation; version 1 verifies the
+//! system identifier; version 2 runs with a least-privilege principal.
+//!
+//! Tier: real PostgreSQL integration.
+
+mod support;
+
+use dpone_engine_xmin::ErrorCode;
+use dpone_engine_xmin::engine::Phase;
+use dpone_engine_xmin::registry::AuthorityProfile;
+use support::{Fixture, Options, prepare};
+
+fn artifact_count(f: &Fixture) -> usize {
+    std::fs::read_dir(f.artifacts_dir.path())
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+async fn refused(f: &Fixture, route: &dpone_engine_xmin::Route, code: ErrorCode, phase: Phase) {
+    let before = f.target_fingerprint().await;
+    let cp = f.checkpoint().await;
+    let req = dpone_engine_xmin::RunRequest {
+        invocation_id: support::new_invocation(),
+        repair_authority_ref: None,
+    };
+    let mut target = dpone_adapter_postgres::target::PgTarget::for_route(route).expect("target");
+    let err = dpone_engine_xmin::run(
+        route,
+        &req,
+        &mut dpone_adapter_postgres::source::PgSource::new(),
+        &mut target,
+        &f.store,
+        &support::NativePolicies,
+    )
+    .await
+    .expect_err("must be refused");
+    assert_eq!(err.code(), code, "{err}");
+    assert_eq!(err.phase, phase, "{err}");
+    assert_eq!(artifact_count(f), 0, "no payload may be extracted");
+    assert_eq!(f.target_fingerprint().await, before);
+    assert_eq!(f.checkpoint().await, cp);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_pins_are_refused_with_distinct_codes() {
+    let Some(f) = Fixture::new("pins", Options::default()).await else {
+        return;
+    };
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    f.run().await.expect("baseline");
+
+    // Relation recreated under the same name: new OID.
+    f.src_sql(&format!("DROP TABLE public.items; {}", support::SOURCE_DDL))
+        .await;
+    refused(
+        &f,
+        &f.route,
+        ErrorCode::SourceRelationPinMismatch,
+        Phase::Extraction,
+    )
+    .await;
+
+    // Wrong database OID in the source pin (database recreated).
+    let reg = f.registry_yaml.replacen(
+        &format!("oid: {}}}", source_db_oid(&f).await),
+        "oid: 4242}",
+        1,
+    );
+    let route = prepare(&f.manifest_yaml, &reg, &f.env).expect("route");
+    refused(
+        &f,
+        &route,
+        ErrorCode::SourceDatabasePinMismatch,
+        Phase::Extraction,
+    )
+    .await;
+
+    // Principal changed (pinned OID differs).
+    let user = f.src.endpoint_spec().user;
+    let user_oid: u32 =
+        f.sc.query_one("SELECT oid FROM pg_roles WHERE rolname = $1", &[&user])
+            .await
+            .expect("role")
+            .get(0);
+    let reg = f.registry_yaml.replace(
+        &format!("effective_principal: {{name: '{user}', oid: {user_oid}}}"),
+        &format!("effective_principal: {{name: '{user}', oid: 4243}}"),
+    );
+    let route = prepare(&f.manifest_yaml, &reg, &f.env).expect("route");
+    refused(
+        &f,
+        &route,
+        ErrorCode::SourcePrincipalPinMismatch,
+        Phase::Extraction,
+    )
+    .await;
+
+    // Target database recreated: its pinned OID no longer matches (refused before source I/O).
+    let tgt_oid: u32 =
+        f.tc.query_one(
+            "SELECT oid FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
+        .await
+        .expect("oid")
+        .get(0);
+    let reg = f
+        .registry_yaml
+        .replace(&format!("oid: {tgt_oid},"), "oid: 4244,");
+    let route = prepare(&f.manifest_yaml, &reg, &f.env).expect("route");
+    refused(
+        &f,
+        &route,
+        ErrorCode::TargetDatabasePinMismatch,
+        Phase::Preflight,
+    )
+    .await;
+
+    // Wrong target system identifier.
+    let sys: String =
+        f.tc.query_one(
+            "SELECT system_identifier::text FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .expect("sysid")
+        .get(0);
+    let reg = f.registry_yaml.replace(
+        &format!("system_identifier: '{sys}'}}"),
+        "system_identifier: '1'}",
+    );
+    let route = prepare(&f.manifest_yaml, &reg, &f.env).expect("route");
+    refused(
+        &f,
+        &route,
+        ErrorCode::TargetSystemIdentifierMismatch,
+        Phase::Preflight,
+    )
+    .await;
+
+    // Missing state table.
+    f.tc.batch_execute("ALTER TABLE dpone_state.dpone_run_state RENAME TO other_run_state")
+        .await
+        .expect("rename");
+    refused(
+        &f,
+        &f.route,
+        ErrorCode::StateCatalogInvalid,
+        Phase::Preflight,
+    )
+    .await;
+}
+
+async fn source_db_oid(f: &Fixture) -> u32 {
+    f.sc.query_one(
+        "SELECT oid FROM pg_database WHERE datname = current_database()",
+        &[],
+    )
+    .await
+    .expect("oid")
+    .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_1_physical_cluster_verifies_system_identifier() {
+    let options = Options {
+        profile: AuthorityProfile::PhysicalCluster,
+        ..Options::default()
+    };
+    let Some(f) = Fixture::new("v1", options).await else {
+        return;
+    };
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    f.run().await.expect("v1 baseline");
+    let sys: String =
+        f.sc.query_one(
+            "SELECT system_identifier::text FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .expect("sysid")
+        .get(0);
+    let reg = f.registry_yaml.replacen(
+        &format!("system_identifier: '{sys}'\n"),
+        "system_identifier: '12345'\n",
+        1,
+    );
+    assert_ne!(reg, f.registry_yaml);
+    let route = prepare(&f.manifest_yaml, &reg, &f.env).expect("route");
+    refused(
+        &f,
+        &route,
+        ErrorCode::SourceSystemIdentifierMismatch,
+        Phase::Extraction,
+    )
+    .await;
+    let reg = f
+        .registry_yaml
+        .replacen("      timeline: 1\n", "      timeline: 7\n", 1);
+    let route = prepare(&f.manifest_yaml, &reg, &f.env).expect("route");
+    refused(
+        &f,
+        &route,
+        ErrorCode::SourceTimelineMismatch,
+        Phase::Extraction,
+    )
+    .await;
+}
+
+/// Version 2 needs only CONNECT, USAGE and SELECT: a least-privilege principal extracts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_2_runs_with_least_privilege_principal() {
+    let Some(f) = Fixture::new("v2lp", Options::default()).await else {
+        return;
+    };
+    let Some(password) = f.src.password() else {
+        support::skip("least-privilege test needs a password-authenticated server URL");
+        return;
+    };
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1), (2, 'b', 2, 2)")
+        .await;
+    let role = format!("{}_reader", f.src.name);
+    let pw = password.replace('\'', "''");
+    f.src_sql(&format!(
+        "CREATE ROLE \"{role}\" LOGIN PASSWORD '{pw}' NOSUPERUSER NOINHERIT; \
+         REVOKE ALL ON DATABASE \"{db}\" FROM PUBLIC; \
+         GRANT CONNECT ON DATABASE \"{db}\" TO \"{role}\"; \
+         GRANT USAGE ON SCHEMA public TO \"{role}\"; \
+         GRANT SELECT ON public.items TO \"{role}\";",
+        db = f.src.name
+    ))
+    .await;
+    let oid: u32 =
+        f.sc.query_one("SELECT oid FROM pg_roles WHERE rolname = $1", &[&role])
+            .await
+            .expect("oid")
+            .get(0);
+    let admin = f.src.endpoint_spec().user;
+    let admin_oid: u32 =
+        f.sc.query_one("SELECT oid FROM pg_roles WHERE rolname = $1", &[&admin])
+            .await
+            .expect("oid")
+            .get(0);
+    // The source connection logs in as the reader; its principals are pinned to the reader.
+    let reg = f
+        .registry_yaml
+        .replacen(
+            &format!("user: '{admin}'}}"),
+            &format!("user: '{role}'}}"),
+            1,
+        )
+        .replace(
+            &format!("principal: {{name: '{admin}', oid: {admin_oid}}}"),
+            &format!("principal: {{name: '{role}', oid: {oid}}}"),
+        );
+    let route = prepare(&f.manifest_yaml, &reg, &f.env).expect("route");
+    let req = dpone_engine_xmin::RunRequest {
+        invocation_id: support::new_invocation(),
+        repair_authority_ref: None,
+    };
+    let mut target = dpone_adapter_postgres::target::PgTarget::for_route(&route).expect("target");
+    let out = dpone_engine_xmin::run(
+        &route,
+        &req,
+        &mut dpone_adapter_postgres::source::PgSource::new(),
+        &mut target,
+        &f.store,
+        &support::NativePolicies,
+    )
+    .await
+    .expect("least-privilege extraction");
+    assert_eq!(out.receipt.metrics.inserted, 2);
+    // The same principal cannot read control data: version 1 would fail, version 2 never asks.
+    drop(target);
+    f.src_sql(&format!("DROP OWNED BY \"{role}\"")).await;
+    let _ = f.sc.batch_execute(&format!("DROP ROLE \"{role}\"")).await;
+}

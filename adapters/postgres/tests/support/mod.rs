@@ -1,0 +1,613 @@
+//! Test support: a real PostgreSQL server, a fresh pair of databases per test, and a harness
+//! that wires the engine with the PostgreSQL adapter and the native policy cores.
+//!
+//! The server URL comes from `DPONE_TEST_PG_URL`, or from the env file `.ci/start-postgres`
+//! writes (`target/dpone-test-pg.env`). Without a reachable server a test prints
+//! `SKIP: <reason>` and returns; CI runs `.ci/start-postgres` first, so there the tests run.
+//!
+//! Tier: *real PostgreSQL integration* with the guard and delete-mode decisions made by the
+//! policies' native cores through the same `PolicyPort` the WebAssembly components fill.
+#![allow(dead_code)]
+
+use dpone_adapter_postgres::artifacts::DirArtifactStore;
+use dpone_adapter_postgres::ddl::{default_state_tables, render_state_ddl, render_target_ddl};
+use dpone_adapter_postgres::discover::{discover_database_pin, discover_source_authority};
+use dpone_adapter_postgres::source::PgSource;
+use dpone_adapter_postgres::target::PgTarget;
+use dpone_engine_xmin::engine::{RunFailure, RunOutcome, RunRequest};
+use dpone_engine_xmin::ports::{Judged, PolicyPort, TargetPort};
+use dpone_engine_xmin::registry::{AuthorityProfile, Endpoint, EndpointSpec, Secret};
+use dpone_engine_xmin::state::{AUTHORITY_SCHEMA, AuthorityDocument};
+use dpone_engine_xmin::{Manifest, Registry, Route};
+use dpone_policy_model::delete_mode::{DeleteModeFacts, PlanDecision};
+use dpone_policy_model::guard::{
+    AuthorityAllow, Checkpoint, GuardDecision, GuardFacts, TransferBinding,
+};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio_postgres::{Client, Config, NoTls};
+
+/// Environment variable holding the test password in the map environment.
+pub const PASSWORD_VAR: &str = "DPONE_TEST_PG_PASSWORD";
+
+/// The server URL, if configured.
+pub fn server_url() -> Option<String> {
+    if let Ok(u) = std::env::var("DPONE_TEST_PG_URL")
+        && !u.is_empty()
+    {
+        return Some(u);
+    }
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("export DPONE_TEST_PG_URL=")
+            .map(str::to_owned)
+    })
+}
+
+/// Prints the skip line.
+#[allow(clippy::print_stdout)]
+pub fn skip(reason: &str) {
+    println!("SKIP: {reason}");
+    eprintln!("SKIP: {reason}");
+}
+
+/// Connects with a URL's settings to a given database.
+pub async fn connect_to(cfg: &Config, db: &str) -> Client {
+    let mut c = cfg.clone();
+    c.dbname(db);
+    let (client, conn) = c.connect(NoTls).await.expect("connect");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+/// A uniquely named database, dropped (with FORCE) when this value is dropped.
+pub struct TestDb {
+    /// Database name.
+    pub name: String,
+    /// Server config (admin).
+    pub cfg: Config,
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn unique(prefix: &str) -> String {
+    let mut r = [0u8; 4];
+    getrandom::fill(&mut r).expect("random");
+    format!(
+        "dpone_t_{prefix}_{}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst),
+        hex::encode(r)
+    )
+}
+
+impl TestDb {
+    /// Creates a database on the test server, or returns `None` after printing SKIP.
+    pub async fn create(prefix: &str) -> Option<Self> {
+        let Some(url) = server_url() else {
+            skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
+            return None;
+        };
+        let cfg = match Config::from_str(&url) {
+            Ok(c) => c,
+            Err(_) => {
+                skip("DPONE_TEST_PG_URL is not a valid connection URL");
+                return None;
+            }
+        };
+        let mut admin = cfg.clone();
+        admin.dbname("postgres");
+        let (client, conn) = match admin.connect(NoTls).await {
+            Ok(x) => x,
+            Err(_) => {
+                skip("PostgreSQL server in DPONE_TEST_PG_URL is not reachable");
+                return None;
+            }
+        };
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let name = unique(prefix);
+        client
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .await
+            .expect("create database");
+        Some(Self { name, cfg })
+    }
+
+    /// A client on this database.
+    pub async fn client(&self) -> Client {
+        connect_to(&self.cfg, &self.name).await
+    }
+
+    /// The registry endpoint of this database.
+    pub fn endpoint_spec(&self) -> EndpointSpec {
+        let host = match self.cfg.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            #[cfg(unix)]
+            Some(tokio_postgres::config::Host::Unix(p)) => p.to_string_lossy().into_owned(),
+            None => "127.0.0.1".into(),
+        };
+        EndpointSpec {
+            host,
+            port: self.cfg.get_ports().first().copied().unwrap_or(5432),
+            database: self.name.clone(),
+            user: self.cfg.get_user().unwrap_or("postgres").to_owned(),
+        }
+    }
+
+    /// The endpoint with its credential.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            spec: self.endpoint_spec(),
+            password: self.password().map(Secret::new),
+        }
+    }
+
+    /// The password of the URL, if any.
+    pub fn password(&self) -> Option<String> {
+        self.cfg
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let cfg = self.cfg.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async move {
+                    let mut admin = cfg.clone();
+                    admin.dbname("postgres");
+                    if let Ok((client, conn)) = admin.connect(NoTls).await {
+                        tokio::spawn(async move {
+                            let _ = conn.await;
+                        });
+                        let _ = client
+                            .batch_execute(&format!(
+                                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                            ))
+                            .await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}
+
+/// Native policy cores behind the policy port (tier: native policies).
+pub struct NativePolicies;
+
+impl PolicyPort for NativePolicies {
+    fn guard(&self, facts: &GuardFacts) -> dpone_engine_xmin::Result<Judged<GuardDecision>> {
+        let decision = dpone_policy_guard::decide(facts);
+        Ok(Judged {
+            evidence: serde_json::json!({"tier": "native", "kind": "guard", "output": &decision}),
+            decision,
+        })
+    }
+    fn delete_mode(
+        &self,
+        facts: &DeleteModeFacts,
+    ) -> dpone_engine_xmin::Result<Judged<PlanDecision>> {
+        let decision = dpone_policy_delete_mode::plan(facts);
+        Ok(Judged {
+            evidence: serde_json::json!({"tier": "native", "kind": "delete_mode", "output": &decision}),
+            decision,
+        })
+    }
+}
+
+/// Options of a fixture.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `delete_policy` line content (None = omitted).
+    pub delete_policy: Option<&'static str>,
+    /// `soft_delete_mode`.
+    pub soft_delete_mode: Option<&'static str>,
+    /// Extra YAML under `reconciliation:` (indented 2 spaces), e.g. guards.
+    pub reconciliation_extra: String,
+    /// Profile of the source authority.
+    pub profile: AuthorityProfile,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            delete_policy: None,
+            soft_delete_mode: None,
+            reconciliation_extra: String::new(),
+            profile: AuthorityProfile::CatalogIdentity,
+        }
+    }
+}
+
+/// Source table, target table, state tables, registry and manifest on two fresh databases.
+pub struct Fixture {
+    /// Source database.
+    pub src: TestDb,
+    /// Target and state database.
+    pub tgt: TestDb,
+    /// Source client.
+    pub sc: Client,
+    /// Target client.
+    pub tc: Client,
+    /// Artifact directory.
+    pub artifacts_dir: tempfile::TempDir,
+    /// Artifact store.
+    pub store: DirArtifactStore,
+    /// Registry YAML.
+    pub registry_yaml: String,
+    /// Manifest YAML.
+    pub manifest_yaml: String,
+    /// Credentials.
+    pub env: BTreeMap<String, String>,
+    /// Prepared route.
+    pub route: Route,
+    /// Options used.
+    pub options: Options,
+}
+
+/// Source DDL used by every fixture.
+pub const SOURCE_DDL: &str = "CREATE TABLE public.items (id bigint PRIMARY KEY, name text NOT NULL, qty integer, price numeric(10,2));";
+
+impl Fixture {
+    /// Builds a fixture, or `None` (SKIP printed) without a server.
+    pub async fn new(prefix: &str, options: Options) -> Option<Self> {
+        let src = TestDb::create(&format!("{prefix}_s")).await?;
+        let tgt = TestDb::create(&format!("{prefix}_t")).await?;
+        let sc = src.client().await;
+        let tc = tgt.client().await;
+        sc.batch_execute(SOURCE_DDL).await.expect("source ddl");
+        let mut env = BTreeMap::new();
+        if let Some(pw) = src.password() {
+            env.insert(PASSWORD_VAR.to_owned(), pw);
+        }
+        let registry_yaml = registry_yaml(&src, &tgt, options.profile).await;
+        let manifest_yaml = manifest_yaml(&options);
+        let route = prepare(&manifest_yaml, &registry_yaml, &env).expect("route");
+        // Provision target table and state (reviewed DDL; the runtime never creates them).
+        let cols = [
+            ("id", "bigint"),
+            ("name", "text"),
+            ("qty", "integer"),
+            ("price", "numeric(10,2)"),
+        ];
+        tc.batch_execute(&render_target_ddl("dwh", "items", &cols, 1, &route.plan))
+            .await
+            .expect("target ddl");
+        tc.batch_execute(&render_state_ddl("dpone_state", &default_state_tables()))
+            .await
+            .expect("state ddl");
+        let artifacts_dir = tempfile::tempdir().expect("tempdir");
+        let store = DirArtifactStore::open(artifacts_dir.path()).expect("store");
+        Some(Self {
+            src,
+            tgt,
+            sc,
+            tc,
+            artifacts_dir,
+            store,
+            registry_yaml,
+            manifest_yaml,
+            env,
+            route,
+            options,
+        })
+    }
+
+    /// A target port for the route.
+    pub fn target(&self) -> PgTarget {
+        PgTarget::for_route(&self.route).expect("target")
+    }
+
+    /// Runs once with a fresh invocation id.
+    pub async fn run(&self) -> Result<RunOutcome, RunFailure> {
+        self.run_with(None).await
+    }
+
+    /// Runs once selecting an authority.
+    pub async fn run_with(&self, authority: Option<&str>) -> Result<RunOutcome, RunFailure> {
+        let mut target = self.target();
+        self.run_on(&mut target, &new_invocation(), authority).await
+    }
+
+    /// Runs on a given target port and invocation.
+    pub async fn run_on<T: TargetPort>(
+        &self,
+        target: &mut T,
+        invocation: &str,
+        authority: Option<&str>,
+    ) -> Result<RunOutcome, RunFailure> {
+        let req = RunRequest {
+            invocation_id: invocation.to_owned(),
+            repair_authority_ref: authority.map(str::to_owned),
+        };
+        dpone_engine_xmin::run(
+            &self.route,
+            &req,
+            &mut PgSource::new(),
+            target,
+            &self.store,
+            &NativePolicies,
+        )
+        .await
+    }
+
+    /// Executes SQL on the source.
+    pub async fn src_sql(&self, sql: &str) {
+        self.sc.batch_execute(sql).await.expect("source sql");
+    }
+
+    /// Sorted source keys.
+    pub async fn source_keys(&self) -> Vec<i64> {
+        let rows = self
+            .sc
+            .query("SELECT id FROM public.items ORDER BY id", &[])
+            .await
+            .expect("keys");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// Sorted active target keys.
+    pub async fn active_keys(&self) -> Vec<i64> {
+        let pred = match self.route.plan.active_predicate {
+            dpone_policy_model::delete_mode::ActivePredicate::DeletedAtIsNull => {
+                "__dpone__deleted_at IS NULL"
+            }
+            dpone_policy_model::delete_mode::ActivePredicate::FlagIsFalse => {
+                "NOT __dpone__is_deleted"
+            }
+            dpone_policy_model::delete_mode::ActivePredicate::EveryRow => "true",
+        };
+        let rows = self
+            .tc
+            .query(
+                &format!("SELECT id FROM dwh.items WHERE {pred} ORDER BY id"),
+                &[],
+            )
+            .await
+            .expect("active");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// Source rows as text, sorted by key.
+    pub async fn source_rows(&self) -> Vec<String> {
+        let rows = self
+            .sc
+            .query(
+                "SELECT (id, name, qty, price)::text FROM public.items ORDER BY id",
+                &[],
+            )
+            .await
+            .expect("rows");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// Active target business rows as text, sorted by key.
+    pub async fn active_rows(&self) -> Vec<String> {
+        let keys = self.active_keys().await;
+        let rows = self
+            .tc
+            .query(
+                "SELECT (id, name, qty, price)::text FROM dwh.items WHERE id = ANY($1) ORDER BY id",
+                &[&keys],
+            )
+            .await
+            .expect("rows");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// Target rows with lineage and row xmin (for strict no-op checks).
+    pub async fn target_fingerprint(&self) -> Vec<String> {
+        let rows = self
+            .tc
+            .query(
+                "SELECT (t.*)::text || '|' || t.xmin::text FROM dwh.items t ORDER BY id",
+                &[],
+            )
+            .await
+            .expect("fingerprint");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The stored checkpoint.
+    pub async fn checkpoint(&self) -> Option<Checkpoint> {
+        let row = self
+            .tc
+            .query_opt(
+                "SELECT safe_xmin, revision FROM dpone_state.dpone_source_state WHERE state_key = $1",
+                &[&self.route.identity.state_key],
+            )
+            .await
+            .expect("checkpoint");
+        row.map(|r| Checkpoint {
+            xmin: r.get::<_, i64>(0) as u64,
+            revision: r.get::<_, i64>(1) as u64,
+        })
+    }
+
+    /// Number of receipts for the state key.
+    pub async fn receipt_count(&self) -> i64 {
+        self.tc
+            .query_one(
+                "SELECT count(*) FROM dpone_state.dpone_commit_receipt WHERE state_key = $1",
+                &[&self.route.identity.state_key],
+            )
+            .await
+            .expect("receipts")
+            .get(0)
+    }
+
+    /// Creates an authority bound to this route.
+    pub async fn create_authority(
+        &self,
+        id: &str,
+        checkpoint: Option<Checkpoint>,
+        allow: AuthorityAllow,
+        window: (i64, i64),
+        transfer: Option<TransferBinding>,
+    ) -> String {
+        let doc = AuthorityDocument {
+            schema: AUTHORITY_SCHEMA.into(),
+            authority_id: id.into(),
+            state_key: self.route.identity.state_key.clone(),
+            scope_hash: self.route.identity.scope_hash.clone(),
+            checkpoint,
+            not_before: window.0,
+            expires_at: window.1,
+            allow,
+            transfer,
+            approved_by: "environment-owner".into(),
+            reason: "test".into(),
+        };
+        self.target()
+            .create_authority(&doc)
+            .await
+            .expect("create authority")
+    }
+}
+
+/// A fresh invocation id.
+pub fn new_invocation() -> String {
+    let mut r = [0u8; 8];
+    getrandom::fill(&mut r).expect("random");
+    format!("inv-{}", hex::encode(r))
+}
+
+/// Prepares a route from YAML texts.
+pub fn prepare(
+    manifest: &str,
+    registry: &str,
+    env: &BTreeMap<String, String>,
+) -> dpone_engine_xmin::Result<Route> {
+    let m = Manifest::from_yaml(manifest)?;
+    let r = Registry::from_yaml(registry)?;
+    Route::prepare(m, &r, env, &NativePolicies)
+}
+
+/// The manifest of a fixture.
+pub fn manifest_yaml(o: &Options) -> String {
+    let mut rec = String::new();
+    if let Some(p) = o.delete_policy {
+        rec.push_str(&format!("  delete_policy: {p}\n"));
+    }
+    if let Some(m) = o.soft_delete_mode {
+        rec.push_str(&format!("  soft_delete_mode: {m}\n"));
+    }
+    rec.push_str(&o.reconciliation_extra);
+    format!(
+        "version: 1
+name: items_to_dwh
+source:
+  connection_ref: pg_source
+  relation: public.items
+  columns: [id, name, qty, price]
+  unique_key: [id]
+target:
+  type: postgres
+  connection_ref: pg_target
+  schema: dwh
+  table: items
+reconciliation:
+  enabled: true
+  mode: key_snapshot
+  cadence: every_run
+  consistency: same_source_snapshot
+{rec}state:
+  type: postgres
+  connection_ref: pg_state
+  atomicity: target_atomic
+  table: {{name: dpone_source_state}}
+  run_table: {{name: dpone_run_state}}
+  receipt_table: {{name: dpone_commit_receipt}}
+  repair_authority_table: {{name: dpone_repair_authority}}
+  repair_consumption_table: {{name: dpone_repair_authority_consumption}}
+"
+    )
+}
+
+fn endpoint_yaml(db: &TestDb) -> String {
+    let e = db.endpoint_spec();
+    let pw = if db.password().is_some() {
+        format!("    password_env: {PASSWORD_VAR}\n")
+    } else {
+        String::new()
+    };
+    format!(
+        "    endpoint: {{host: '{}', port: {}, database: '{}', user: '{}'}}\n{pw}",
+        e.host, e.port, e.database, e.user
+    )
+}
+
+/// A registry with pins discovered from the live databases (the environment owner's review step).
+pub async fn registry_yaml(src: &TestDb, tgt: &TestDb, profile: AuthorityProfile) -> String {
+    let a = discover_source_authority(&src.endpoint(), profile, &["public.items"])
+        .await
+        .expect("discover source");
+    let pin = discover_database_pin(&tgt.endpoint())
+        .await
+        .expect("discover pin");
+    let rel = &a.relations["public.items"];
+    let v1 = match profile {
+        AuthorityProfile::PhysicalCluster => format!(
+            "      system_identifier: '{}'\n      timeline: {}\n",
+            a.system_identifier.clone().unwrap_or_default(),
+            a.timeline.unwrap_or(0)
+        ),
+        AuthorityProfile::CatalogIdentity => String::new(),
+    };
+    let (version, prof) = match profile {
+        AuthorityProfile::PhysicalCluster => (1, "physical_cluster"),
+        AuthorityProfile::CatalogIdentity => (2, "catalog_identity"),
+    };
+    let tpin = format!(
+        "    database_pin: {{name: '{}', oid: {}, system_identifier: '{}'}}\n",
+        pin.name, pin.oid, pin.system_identifier
+    );
+    format!(
+        "version: 1
+environment: test
+connections:
+  pg_source:
+    kind: postgres_source
+{src_ep}    postgres_source_authority:
+      version: {version}
+      profile: {prof}
+      recovery_role: primary
+      database: {{name: '{db}', oid: {dboid}}}
+      effective_principal: {{name: '{eu}', oid: {euoid}}}
+      session_principal: {{name: '{su}', oid: {suoid}}}
+      relations:
+        public.items: {{schema_oid: {so}, relation_oid: {ro}}}
+{v1}  pg_target:
+    kind: postgres_target
+{tgt_ep}    default_schema: dpone_state
+{tpin}  pg_state:
+    kind: postgres_target
+{tgt_ep}    default_schema: dpone_state
+{tpin}",
+        src_ep = endpoint_yaml(src),
+        tgt_ep = endpoint_yaml(tgt),
+        db = a.database.name,
+        dboid = a.database.oid,
+        eu = a.effective_principal.name,
+        euoid = a.effective_principal.oid,
+        su = a.session_principal.name,
+        suoid = a.session_principal.oid,
+        so = rel.schema_oid,
+        ro = rel.relation_oid,
+    )
+}

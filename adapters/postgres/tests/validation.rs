@@ -1,0 +1,136 @@
+//! Snapshot validation on a real PostgreSQL server: null and duplicate keys are refused before
+//! any target mutation; `state show` reads state and receipts.
+//!
+//! Tier: real PostgreSQL integration; native policy cores.
+
+mod support;
+
+use dpone_adapter_postgres::ddl::render_target_ddl;
+use dpone_adapter_postgres::source::PgSource;
+use dpone_adapter_postgres::target::PgTarget;
+use dpone_engine_xmin::engine::Phase;
+use dpone_engine_xmin::{ErrorCode, RunRequest};
+use support::{Fixture, NativePolicies, Options, new_invocation, prepare};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_and_duplicate_keys_are_refused_before_mutation() {
+    let Some(f) = Fixture::new("keys", Options::default()).await else {
+        return;
+    };
+    // A route keyed on a nullable, non-unique source column.
+    let manifest = f
+        .manifest_yaml
+        .replace(
+            "columns: [id, name, qty, price]",
+            "columns: [qty, id, name, price]",
+        )
+        .replace("unique_key: [id]", "unique_key: [qty]")
+        .replace("table: items", "table: items_by_qty");
+    let route = prepare(&manifest, &f.registry_yaml, &f.env).expect("route");
+    let cols = [
+        ("qty", "integer"),
+        ("id", "bigint"),
+        ("name", "text"),
+        ("price", "numeric(10,2)"),
+    ];
+    f.tc.batch_execute(&render_target_ddl(
+        "dwh",
+        "items_by_qty",
+        &cols,
+        1,
+        &route.plan,
+    ))
+    .await
+    .expect("target ddl");
+    let run = async || {
+        let req = RunRequest {
+            invocation_id: new_invocation(),
+            repair_authority_ref: None,
+        };
+        let mut target = PgTarget::for_route(&route).expect("target");
+        dpone_engine_xmin::run(
+            &route,
+            &req,
+            &mut PgSource::new(),
+            &mut target,
+            &f.store,
+            &NativePolicies,
+        )
+        .await
+    };
+    let rows = async || -> i64 {
+        f.tc.query_one("SELECT count(*) FROM dwh.items_by_qty", &[])
+            .await
+            .expect("count")
+            .get(0)
+    };
+
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', NULL, 1), (2, 'b', 2, 2)")
+        .await;
+    let e = run().await.expect_err("null key");
+    assert_eq!(
+        (e.code(), e.phase),
+        (ErrorCode::SnapshotNullKey, Phase::Extraction),
+        "{e}"
+    );
+    assert_eq!(rows().await, 0);
+
+    f.src_sql("UPDATE public.items SET qty = 2 WHERE id = 1")
+        .await;
+    let e = run().await.expect_err("duplicate key");
+    assert_eq!(
+        (e.code(), e.phase),
+        (ErrorCode::SnapshotDuplicateKey, Phase::TargetTransaction),
+        "{e}"
+    );
+    assert!(e.rolled_back);
+    assert_eq!(rows().await, 0);
+
+    f.src_sql("UPDATE public.items SET qty = 1 WHERE id = 1")
+        .await;
+    let out = run().await.expect("valid keys");
+    assert_eq!(out.receipt.metrics.inserted, 2);
+    assert_eq!(
+        std::fs::read_dir(f.artifacts_dir.path())
+            .map(|d| d.count())
+            .unwrap_or(9),
+        0,
+        "artifacts cleaned up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_show_reports_checkpoint_and_receipts() {
+    let Some(f) = Fixture::new("show", Options::default()).await else {
+        return;
+    };
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    let first = f.run().await.expect("baseline");
+    let second = f.run().await.expect("no-op");
+    let report = dpone_engine_xmin::state_show(&f.route, &mut f.target(), 10)
+        .await
+        .expect("state show");
+    let state = report.state.expect("state row");
+    assert_eq!(state.checkpoint, second.receipt.checkpoint);
+    assert_eq!(state.last_receipt_id, second.receipt.receipt_id);
+    let ids: Vec<_> = report
+        .receipts
+        .iter()
+        .map(|r| r.receipt_id.clone())
+        .collect();
+    assert_eq!(ids, [second.receipt.receipt_id, first.receipt.receipt_id]);
+    // Failed runs are recorded after rollback.
+    f.src_sql("DELETE FROM public.items").await;
+    f.run().await.expect_err("empty snapshot refused");
+    let failed: i64 = f
+        .tc
+        .query_one(
+            "SELECT count(*) FROM dpone_state.dpone_run_state WHERE status = 'rolled_back' AND code = 'DPONE_XMIN_GUARD_DENIED'",
+            &[],
+        )
+        .await
+        .expect("runs")
+        .get(0);
+    assert_eq!(failed, 1);
+}

@@ -1,0 +1,686 @@
+//! `dpone-host bundle …` and `dpone-host verify-bundle`: signed policy bundles and offline
+//! Sigstore verification on the command line.
+//!
+//! Results are JSON on stdout; diagnostics are one JSON object `{"error": CODE, "message": …}`
+//! on stderr. Neither ever contains a local path or key material. Exit codes: 0 success (and
+//! only on success), 1 refused / verification failed, 3 bad input (unreadable or malformed
+//! input the operator gave), 4 a component of a verified bundle was refused by the policy
+//! runtime (`bundle activate`), 5 internal error. Usage errors are clap's (2).
+
+use crate::activation::{self, ActivationError};
+use clap::{ArgGroup, Args, Subcommand};
+use dpone_policy_runtime::{PolicyError, PolicyRuntime, PrecompiledCache, SandboxConfig};
+use dpone_trust::archive;
+use dpone_trust::bundle::{self, BundleBuilder, BundleFiles};
+use dpone_trust::keys::{self, SecretKey};
+use dpone_trust::manifest::{PolicyKind, ResourceBudget};
+use dpone_trust::policy::TrustPolicy;
+use dpone_trust::sigstore::{self, Artifact, Signer};
+use dpone_trust::trusted_root::{self, PinnedTrustedRoot};
+use dpone_trust::{ErrorClass, Sha256Digest, TrustError};
+use serde_json::{Value, json};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Exit status: verification refused.
+const EXIT_REFUSED: u8 = 1;
+/// Exit status: bad input.
+const EXIT_BAD_INPUT: u8 = 3;
+/// Exit status: a component was refused by the policy runtime at load.
+const EXIT_POLICY_FAILED: u8 = 4;
+/// Exit status: internal error.
+const EXIT_INTERNAL: u8 = 5;
+
+/// Largest public key file read for `--key`.
+const MAX_KEY_BYTES: u64 = 16 * 1024;
+/// Largest input file read by `bundle create` (components and tables are bounded again later).
+const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// `dpone-host bundle` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum BundleCommand {
+    /// Generate an ed25519 signing key: a PKCS#8 private key file (mode 0600, never
+    /// overwritten) and `<out>.pub` beside it. Prints the key id and public key.
+    Keygen {
+        /// Private key file to create.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Assemble a new, unsigned bundle directory with a canonical manifest.
+    Create {
+        /// Bundle directory to create (must not exist).
+        #[arg(long)]
+        out: PathBuf,
+        /// Bundle name, `[a-z0-9][a-z0-9._-]{0,63}`.
+        #[arg(long)]
+        name: String,
+        /// Bundle version.
+        #[arg(long)]
+        version: String,
+        /// A component, as `KIND=FILE` (kind: admission, guard, delete-mode, scope).
+        #[arg(long = "policy", value_name = "KIND=FILE", required = true)]
+        policies: Vec<String>,
+        /// A decision table, as `KIND=FILE`; stored as `tables/<file stem>.json`.
+        #[arg(long = "table", value_name = "KIND=FILE")]
+        tables: Vec<String>,
+        /// Fuel budget declared for every policy.
+        #[arg(long, default_value_t = 10_000_000)]
+        fuel: u64,
+        /// Memory budget declared for every policy, in bytes.
+        #[arg(long, default_value_t = 16 * 1024 * 1024)]
+        memory_bytes: u64,
+        /// Wasm stack budget declared for every policy, in bytes.
+        #[arg(long, default_value_t = 512 * 1024)]
+        wasm_stack_bytes: u64,
+    },
+    /// Sign a bundle directory: adds (or replaces) this key's signature in `signatures.json`.
+    Sign {
+        /// Bundle directory.
+        bundle: PathBuf,
+        /// Private key file (PKCS#8 PEM, mode 0600).
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Verify a bundle directory or archive against a trust policy; exit 0 only if it verifies.
+    Verify {
+        /// Bundle directory or archive file.
+        bundle: PathBuf,
+        /// Trust policy file.
+        #[arg(long)]
+        trust_policy: PathBuf,
+    },
+    /// The activation gate: verify a bundle, load every component at its verified pin and run
+    /// every shipped decision table; exit 0 only if the bundle would be activated.
+    Activate {
+        /// Bundle directory or archive file.
+        bundle: PathBuf,
+        /// Trust policy file.
+        #[arg(long)]
+        trust_policy: PathBuf,
+        /// After activation, evaluate one decision of this policy kind.
+        #[arg(long, requires_all = ["function", "input"])]
+        eval: Option<String>,
+        /// Function for `--eval`, e.g. `decide`, `plan`, `admit-static`.
+        #[arg(long, requires = "eval")]
+        function: Option<String>,
+        /// JSON facts for `--eval`.
+        #[arg(long, requires = "eval")]
+        input: Option<PathBuf>,
+        /// Precompiled-code cache directory (created if absent), as for `demo`.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+    },
+    /// Show a bundle's manifest, claimed signers and whether its files match. Makes no trust
+    /// decision: the output says `"verified": false`.
+    Inspect {
+        /// Bundle directory or archive file.
+        bundle: PathBuf,
+    },
+    /// Pack a bundle directory into the canonical single-file archive.
+    Pack {
+        /// Bundle directory.
+        bundle: PathBuf,
+        /// Archive file to create (must not exist).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Unpack an archive (strictly) into a new directory; the result still needs `verify`.
+    Unpack {
+        /// Archive file.
+        archive: PathBuf,
+        /// Directory to create (must not exist).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print a trust policy for the given public key files (and pinned trusted roots).
+    TrustPolicy {
+        /// Public key file (SubjectPublicKeyInfo PEM); repeat for several signers.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        /// Signatures required (k of n).
+        #[arg(long)]
+        threshold: usize,
+        /// Sigstore trusted root file to pin by its sha256; repeatable.
+        #[arg(long = "trusted-root")]
+        trusted_roots: Vec<PathBuf>,
+    },
+}
+
+/// `dpone-host verify-bundle`: the Sigstore conformance client protocol.
+///
+/// `verify-bundle --bundle F (--certificate-identity I --certificate-oidc-issuer U | --key K)
+/// [--trusted-root F] FILE_OR_sha256:DIGEST`
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("signer").required(true).args(["certificate_identity", "key"])))]
+pub struct VerifyBundleArgs {
+    /// The Sigstore bundle (JSON).
+    #[arg(long)]
+    pub bundle: PathBuf,
+    /// Exact certificate identity (SAN).
+    #[arg(long, requires = "certificate_oidc_issuer", conflicts_with = "key")]
+    pub certificate_identity: Option<String>,
+    /// Exact OIDC issuer.
+    #[arg(long, requires = "certificate_identity", conflicts_with = "key")]
+    pub certificate_oidc_issuer: Option<String>,
+    /// Managed public key (PEM) instead of a certificate identity.
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+    /// Sigstore trusted root file; required (nothing is fetched, nothing is embedded).
+    #[arg(long)]
+    pub trusted_root: Option<PathBuf>,
+    /// Pin: the trusted root's sha256 must equal this (64 lowercase hex).
+    #[arg(long)]
+    pub trusted_root_sha256: Option<String>,
+    /// Trust policy whose `sigstore_trusted_roots` pins the trusted root.
+    #[arg(long)]
+    pub trust_policy: Option<PathBuf>,
+    /// The artifact file, or `sha256:<hex>` / `sha512:<hex>`.
+    #[arg(value_name = "FILE_OR_DIGEST")]
+    pub artifact: String,
+}
+
+/// A command failure: stable code, message, exit status.
+struct Failure {
+    code: &'static str,
+    message: String,
+    exit: u8,
+}
+
+impl Failure {
+    fn from_class(class: ErrorClass) -> u8 {
+        match class {
+            ErrorClass::Refused => EXIT_REFUSED,
+            ErrorClass::BadInput => EXIT_BAD_INPUT,
+            ErrorClass::Internal => EXIT_INTERNAL,
+        }
+    }
+}
+
+impl From<TrustError> for Failure {
+    fn from(err: TrustError) -> Self {
+        Self {
+            code: err.code(),
+            message: err.to_string(),
+            exit: Self::from_class(err.class()),
+        }
+    }
+}
+
+fn bad_input(code: &'static str, message: impl Into<String>) -> Failure {
+    Failure {
+        code,
+        message: message.into(),
+        exit: EXIT_BAD_INPUT,
+    }
+}
+
+fn emit_stdout(value: &Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|err| Failure {
+        code: "DPONE_CLI_OUTPUT",
+        message: err.to_string(),
+        exit: EXIT_INTERNAL,
+    })?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}").map_err(|err| Failure {
+        code: "DPONE_CLI_OUTPUT",
+        message: format!("cannot write the result: {}", err.kind()),
+        exit: EXIT_INTERNAL,
+    })
+}
+
+fn finish(
+    result: Result<Value, Failure>,
+    refusal_output: impl FnOnce(&Failure) -> Option<Value>,
+) -> ExitCode {
+    match result.and_then(|value| emit_stdout(&value)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            if let Some(value) = refusal_output(&failure) {
+                // Best effort: the exit status and stderr carry the outcome regardless.
+                let _ = emit_stdout(&value);
+            }
+            let report = json!({"error": failure.code, "message": failure.message});
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "{report}");
+            ExitCode::from(failure.exit)
+        }
+    }
+}
+
+/// Runs a `bundle` subcommand.
+pub fn run_bundle(cmd: BundleCommand) -> ExitCode {
+    let verifying = matches!(
+        cmd,
+        BundleCommand::Verify { .. } | BundleCommand::Activate { .. }
+    );
+    finish(bundle_command(cmd), |failure| {
+        verifying.then(|| json!({"verified": false, "error": failure.code}))
+    })
+}
+
+/// Runs `verify-bundle` (Sigstore conformance client protocol). Exit 0 only on success.
+pub fn run_verify_bundle(args: VerifyBundleArgs) -> ExitCode {
+    finish(verify_bundle(args), |failure| {
+        Some(json!({"verified": false, "error": failure.code}))
+    })
+}
+
+fn bundle_command(cmd: BundleCommand) -> Result<Value, Failure> {
+    match cmd {
+        BundleCommand::Keygen { out } => keygen(&out),
+        BundleCommand::Create {
+            out,
+            name,
+            version,
+            policies,
+            tables,
+            fuel,
+            memory_bytes,
+            wasm_stack_bytes,
+        } => {
+            let budget = ResourceBudget {
+                fuel,
+                memory_bytes,
+                wasm_stack_bytes,
+            };
+            create(&out, &name, &version, &policies, &tables, budget)
+        }
+        BundleCommand::Sign { bundle, key } => sign(&bundle, &key),
+        BundleCommand::Verify {
+            bundle,
+            trust_policy,
+        } => verify(&bundle, &trust_policy),
+        BundleCommand::Activate {
+            bundle,
+            trust_policy,
+            eval,
+            function,
+            input,
+            cache_dir,
+        } => {
+            let decision = match (eval, function, input) {
+                (Some(kind), Some(function), Some(input)) => Some((kind, function, input)),
+                _ => None,
+            };
+            activate(&bundle, &trust_policy, decision, cache_dir.as_deref())
+        }
+        BundleCommand::Inspect { bundle } => inspect(&bundle),
+        BundleCommand::Pack { bundle, out } => pack(&bundle, &out),
+        BundleCommand::Unpack { archive, out } => unpack(&archive, &out),
+        BundleCommand::TrustPolicy {
+            keys,
+            threshold,
+            trusted_roots,
+        } => trust_policy(&keys, threshold, &trusted_roots),
+    }
+}
+
+fn keygen(out: &Path) -> Result<Value, Failure> {
+    let key = SecretKey::generate()?;
+    let public = key.public_key()?;
+    let mut public_path = out.as_os_str().to_owned();
+    public_path.push(".pub");
+    let public_path = PathBuf::from(public_path);
+    if public_path.exists() {
+        return Err(TrustError::KeyFileExists.into());
+    }
+    keys::write_secret_key_file(out, &key)?;
+    keys::write_public_key_file(&public_path, &public)?;
+    Ok(json!({
+        "key_id": public.id().as_str(),
+        "public_key": public.to_hex(),
+        "algorithm": "ed25519",
+    }))
+}
+
+fn read_input(path: &Path, what: &'static str) -> Result<Vec<u8>, Failure> {
+    read_bounded(path, MAX_INPUT_BYTES, what)
+}
+
+fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, Failure> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(|err| {
+            bad_input(
+                "DPONE_CLI_INPUT_UNREADABLE",
+                format!("cannot read the {what}: {}", err.kind()),
+            )
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(bad_input(
+            "DPONE_CLI_INPUT_TOO_LARGE",
+            format!("the {what} is larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn parse_kind_file(spec: &str) -> Result<(PolicyKind, PathBuf), Failure> {
+    let (kind, file) = spec
+        .split_once('=')
+        .ok_or_else(|| bad_input("DPONE_CLI_ARGUMENT", "expected KIND=FILE"))?;
+    let kind = PolicyKind::parse(kind).ok_or_else(|| {
+        bad_input(
+            "DPONE_CLI_ARGUMENT",
+            "the kind must be admission, guard, delete-mode or scope",
+        )
+    })?;
+    Ok((kind, PathBuf::from(file)))
+}
+
+fn create(
+    out: &Path,
+    name: &str,
+    version: &str,
+    policies: &[String],
+    tables: &[String],
+    budget: ResourceBudget,
+) -> Result<Value, Failure> {
+    let mut builder = BundleBuilder::new(name, version);
+    for spec in policies {
+        let (kind, file) = parse_kind_file(spec)?;
+        builder = builder.policy(kind, read_input(&file, "component")?, budget);
+    }
+    for spec in tables {
+        let (kind, file) = parse_kind_file(spec)?;
+        let stem = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .filter(|s| dpone_trust::manifest::is_name(s))
+            .ok_or_else(|| {
+                bad_input(
+                    "DPONE_CLI_ARGUMENT",
+                    "a table file name must be <stem>.json with stem [a-z0-9][a-z0-9._-]{0,63}",
+                )
+            })?
+            .to_owned();
+        builder = builder.table(&stem, kind, read_input(&file, "decision table")?);
+    }
+    let files = builder.build()?;
+    files.write_dir(out)?;
+    let inspection = bundle::inspect(&files)?;
+    Ok(json!({
+        "created": true,
+        "manifest_sha256": inspection.manifest_sha256.to_hex(),
+        "files": files.iter().map(|(name, bytes)| json!({"file": name, "size": bytes.len()})).collect::<Vec<_>>(),
+    }))
+}
+
+fn sign(dir: &Path, key_path: &Path) -> Result<Value, Failure> {
+    let key = keys::read_secret_key_file(key_path)?;
+    let mut files = BundleFiles::read_dir(dir)?;
+    let signatures = bundle::sign(&mut files, &key)?;
+    let bytes = files
+        .get(bundle::SIGNATURES_FILE)
+        .ok_or_else(|| Failure {
+            code: "DPONE_CLI_INTERNAL",
+            message: "signing produced no signatures file".into(),
+            exit: EXIT_INTERNAL,
+        })?
+        .to_vec();
+    bundle::write_signatures_file(dir, &bytes)?;
+    Ok(json!({
+        "signed": true,
+        "key_id": key.public_key()?.id().as_str(),
+        "manifest_sha256": signatures.manifest_sha256.to_hex(),
+        "signatures": signatures.signatures.len(),
+    }))
+}
+
+/// A bundle directory, or an archive file.
+fn load_bundle(path: &Path) -> Result<BundleFiles, Failure> {
+    let meta = std::fs::metadata(path).map_err(|err| {
+        bad_input(
+            "DPONE_CLI_INPUT_UNREADABLE",
+            format!("cannot read the bundle: {}", err.kind()),
+        )
+    })?;
+    if meta.is_dir() {
+        Ok(BundleFiles::read_dir(path)?)
+    } else {
+        let bytes = read_bounded(path, archive::MAX_ARCHIVE_BYTES, "bundle archive")?;
+        Ok(archive::unpack(&bytes)?)
+    }
+}
+
+fn verify(path: &Path, policy_path: &Path) -> Result<Value, Failure> {
+    let policy_bytes = read_input(policy_path, "trust policy")?;
+    let policy = TrustPolicy::parse(&policy_bytes)?;
+    let files = load_bundle(path)?;
+    let verified = bundle::verify(&files, &policy)?;
+    Ok(json!({"verified": true, "evidence": verified.evidence().to_json()}))
+}
+
+fn activate(
+    path: &Path,
+    policy_path: &Path,
+    decision: Option<(String, String, PathBuf)>,
+    cache_dir: Option<&Path>,
+) -> Result<Value, Failure> {
+    let policy = TrustPolicy::parse(&read_input(policy_path, "trust policy")?)?;
+    let files = load_bundle(path)?;
+    let mut runtime = PolicyRuntime::new(SandboxConfig::default()).map_err(|err| Failure {
+        code: err.code(),
+        message: err.to_string(),
+        exit: EXIT_INTERNAL,
+    })?;
+    if let Some(dir) = cache_dir {
+        let cache_error = |err: std::io::Error| {
+            bad_input(
+                "DPONE_CLI_CACHE_DIR",
+                format!("cannot open the cache directory: {}", err.kind()),
+            )
+        };
+        std::fs::create_dir_all(dir).map_err(cache_error)?;
+        let dir = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+            .map_err(cache_error)?;
+        runtime = runtime.with_cache(PrecompiledCache::new(dir));
+    }
+    let activated =
+        activation::activate_bundle(&runtime, &files, &policy).map_err(activation_failure)?;
+    let Some((kind, function, input_path)) = decision else {
+        return Ok(json!({"activated": true, "evidence": activated.activation_evidence()}));
+    };
+    let kind: dpone_policy_runtime::PolicyKind = kind
+        .parse()
+        .map_err(|message: String| bad_input("DPONE_CLI_ARGUMENT", message))?;
+    let input: Value =
+        serde_json::from_slice(&read_input(&input_path, "facts input")?).map_err(|err| {
+            bad_input(
+                "DPONE_CLI_INPUT_MALFORMED",
+                format!("the facts input is not JSON: {err}"),
+            )
+        })?;
+    let decided = activated
+        .decide_json(kind, &function, &input)
+        .map_err(activation_failure)?;
+    Ok(json!({
+        "activated": true,
+        "evidence": activated.activation_evidence(),
+        "decision": decided,
+    }))
+}
+
+fn activation_failure(err: ActivationError) -> Failure {
+    let exit = match &err {
+        ActivationError::Trust(trust) => Failure::from_class(trust.class()),
+        ActivationError::Load {
+            source: PolicyError::InputInvalid { .. } | PolicyError::UnknownFunction { .. },
+            ..
+        } => EXIT_BAD_INPUT,
+        ActivationError::Load { .. } => EXIT_POLICY_FAILED,
+        other if other.is_refusal() => EXIT_REFUSED,
+        _ => EXIT_INTERNAL,
+    };
+    Failure {
+        code: err.code(),
+        message: err.to_string(),
+        exit,
+    }
+}
+
+fn inspect(path: &Path) -> Result<Value, Failure> {
+    let files = load_bundle(path)?;
+    let inspection = bundle::inspect(&files)?;
+    let m = &inspection.manifest;
+    Ok(json!({
+        "verified": false,
+        "note": "inspect makes no trust decision; use `bundle verify` with a trust policy",
+        "bundle": {"name": m.name, "version": m.version},
+        "wit_package": m.wit_package,
+        "manifest_sha256": inspection.manifest_sha256.to_hex(),
+        "policies": m.policies.iter().map(|p| json!({
+            "kind": p.kind.as_str(), "file": p.file, "sha256": p.sha256.to_hex(), "size": p.size,
+            "budget": {"fuel": p.budget.fuel, "memory_bytes": p.budget.memory_bytes,
+                       "wasm_stack_bytes": p.budget.wasm_stack_bytes},
+        })).collect::<Vec<_>>(),
+        "tables": m.tables.iter().map(|t| json!({
+            "kind": t.kind.as_str(), "file": t.file, "sha256": t.sha256.to_hex(), "size": t.size,
+        })).collect::<Vec<_>>(),
+        "claimed_signers": inspection.claimed_signers.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+        "contents": match inspection.contents { Ok(()) => "match".to_owned(), Err(code) => code.to_owned() },
+    }))
+}
+
+fn pack(dir: &Path, out: &Path) -> Result<Value, Failure> {
+    let files = BundleFiles::read_dir(dir)?;
+    // Refuse to pack something that is not even a well-formed bundle.
+    bundle::inspect(&files)?;
+    let bytes = archive::pack(&files)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(out)
+        .map_err(|err| {
+            bad_input(
+                "DPONE_CLI_OUTPUT_UNWRITABLE",
+                format!("cannot create the archive: {}", err.kind()),
+            )
+        })?;
+    file.write_all(&bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|err| {
+            bad_input(
+                "DPONE_CLI_OUTPUT_UNWRITABLE",
+                format!("cannot write the archive: {}", err.kind()),
+            )
+        })?;
+    Ok(json!({
+        "packed": true,
+        "archive_sha256": Sha256Digest::of(&bytes).to_hex(),
+        "size": bytes.len(),
+        "members": files.len(),
+    }))
+}
+
+fn unpack(archive_path: &Path, out: &Path) -> Result<Value, Failure> {
+    let bytes = read_bounded(archive_path, archive::MAX_ARCHIVE_BYTES, "bundle archive")?;
+    let files = archive::unpack(&bytes)?;
+    files.write_dir(out)?;
+    Ok(json!({"unpacked": true, "members": files.len(), "verified": false}))
+}
+
+fn trust_policy(
+    key_paths: &[PathBuf],
+    threshold: usize,
+    roots: &[PathBuf],
+) -> Result<Value, Failure> {
+    let keys = key_paths
+        .iter()
+        .map(|path| keys::read_public_key_file(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let pins = roots
+        .iter()
+        .map(|path| {
+            trusted_root::read_trusted_root_file(path).map(|bytes| Sha256Digest::of(&bytes))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let policy = TrustPolicy::new(keys, threshold, pins)?;
+    let bytes = policy.to_json_bytes()?;
+    serde_json::from_slice(&bytes).map_err(|err| Failure {
+        code: "DPONE_CLI_INTERNAL",
+        message: err.to_string(),
+        exit: EXIT_INTERNAL,
+    })
+}
+
+fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
+    let bundle_bytes = read_bounded(
+        &args.bundle,
+        sigstore::MAX_SIGSTORE_BUNDLE_BYTES as u64,
+        "Sigstore bundle",
+    )?;
+    let signer = match (
+        &args.key,
+        args.certificate_identity,
+        args.certificate_oidc_issuer,
+    ) {
+        (Some(key), None, None) => {
+            let pem = read_bounded(key, MAX_KEY_BYTES, "public key")?;
+            let pem = String::from_utf8(pem).map_err(|_| {
+                bad_input(
+                    "DPONE_SIGSTORE_KEY_INVALID",
+                    "the public key is not PEM text",
+                )
+            })?;
+            Signer::PublicKey { pem }
+        }
+        (None, Some(identity), Some(issuer)) => Signer::Identity { identity, issuer },
+        _ => {
+            return Err(bad_input(
+                "DPONE_CLI_ARGUMENT",
+                "give --certificate-identity with --certificate-oidc-issuer, or --key",
+            ));
+        }
+    };
+    let root_path = args.trusted_root.as_ref().ok_or_else(|| {
+        bad_input(
+            "DPONE_CLI_TRUSTED_ROOT_REQUIRED",
+            "--trusted-root is required: trust roots are never fetched",
+        )
+    })?;
+    let root_bytes = trusted_root::read_trusted_root_file(root_path)?;
+    let mut pins = Vec::new();
+    if let Some(hex) = &args.trusted_root_sha256 {
+        pins.push(Sha256Digest::parse_hex(hex).ok_or_else(|| {
+            bad_input(
+                "DPONE_CLI_ARGUMENT",
+                "--trusted-root-sha256 must be 64 lowercase hex characters",
+            )
+        })?);
+    }
+    let mut pinned_by_policy = false;
+    if let Some(path) = &args.trust_policy {
+        let policy = TrustPolicy::parse(&read_input(path, "trust policy")?)?;
+        pins.extend_from_slice(policy.trusted_root_pins());
+        pinned_by_policy = true;
+    }
+    let root = if pins.is_empty() && !pinned_by_policy {
+        PinnedTrustedRoot::unpinned(&root_bytes)?
+    } else {
+        PinnedTrustedRoot::from_bytes(&root_bytes, &pins)?
+    };
+
+    let artifact_bytes;
+    let artifact = if args.artifact.starts_with("sha256:") || args.artifact.starts_with("sha512:") {
+        Artifact::parse_digest(&args.artifact).ok_or_else(|| {
+            bad_input(
+                "DPONE_SIGSTORE_ARTIFACT_INVALID",
+                "a digest is sha256:<64 hex> or sha512:<128 hex>, lowercase",
+            )
+        })?
+    } else {
+        artifact_bytes = std::fs::read(&args.artifact).map_err(|err| {
+            bad_input(
+                "DPONE_SIGSTORE_ARTIFACT_INVALID",
+                format!("cannot read the artifact: {}", err.kind()),
+            )
+        })?;
+        Artifact::Bytes(&artifact_bytes)
+    };
+    let outcome = sigstore::verify(&bundle_bytes, artifact, &signer, &root)?;
+    Ok(json!({"verified": true, "outcome": outcome.to_json()}))
+}

@@ -1,0 +1,390 @@
+//! End to end: a bundle of the shipped components and decision tables is signed in the test,
+//! activated through the gate, and asked for a decision whose evidence carries the bundle's
+//! verification; then tampered with in several ways, each refused with its code. A second test
+//! drives the same flow through the `dpone-host` binary's `bundle` and `verify-bundle`
+//! commands.
+//!
+//! Built components come from `target/components/` (`cargo xtask policies`); without them the
+//! tests print SKIP and assert nothing.
+
+#[allow(dead_code)]
+#[path = "../src/activation.rs"]
+mod activation;
+
+use activation::activate_bundle;
+use dpone_decision_table::{DecisionTable, first_mismatch};
+use dpone_policy_runtime::{PolicyKind as RuntimeKind, PolicyRuntime, SandboxConfig};
+use dpone_trust::bundle::{self, BundleBuilder, BundleFiles};
+use dpone_trust::keys::SecretKey;
+use dpone_trust::manifest::{PolicyKind, ResourceBudget};
+use dpone_trust::policy::TrustPolicy;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BUDGET: ResourceBudget = ResourceBudget {
+    fuel: 10_000_000,
+    memory_bytes: 16 << 20,
+    wasm_stack_bytes: 512 << 10,
+};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The built component of `kind`, or `None` (the caller prints SKIP).
+fn component(kind: &str) -> Option<Vec<u8>> {
+    std::fs::read(
+        workspace()
+            .join("target/components")
+            .join(format!("{kind}.wasm")),
+    )
+    .ok()
+}
+
+fn table(name: &str) -> Vec<u8> {
+    std::fs::read(
+        workspace()
+            .join("fixtures/decision-tables")
+            .join(format!("{name}.json")),
+    )
+    .expect("decision table fixture")
+}
+
+/// Test-only signer from a fixed seed.
+fn signer() -> SecretKey {
+    SecretKey::from_seed(&[42; 32])
+}
+
+fn trust() -> TrustPolicy {
+    TrustPolicy::new(vec![signer().public_key().expect("key")], 1, Vec::new()).expect("policy")
+}
+
+fn signed(builder: BundleBuilder) -> BundleFiles {
+    let mut files = builder.build().expect("bundle builds");
+    bundle::sign(&mut files, &signer()).expect("signs");
+    files
+}
+
+fn code(runtime: &PolicyRuntime, files: &BundleFiles) -> &'static str {
+    match activate_bundle(runtime, files, &trust()) {
+        Ok(_) => "OK",
+        Err(err) => err.code(),
+    }
+}
+
+#[test]
+fn a_signed_bundle_activates_decides_with_evidence_and_refuses_tampering() {
+    let (Some(guard), Some(delete_mode)) = (component("guard"), component("delete-mode")) else {
+        eprintln!(
+            "SKIP: target/components/{{guard,delete-mode}}.wasm not built (run `cargo xtask policies`)"
+        );
+        return;
+    };
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    let builder = || {
+        BundleBuilder::new("shipped", "0.1.0")
+            .policy(PolicyKind::Guard, guard.clone(), BUDGET)
+            .policy(PolicyKind::DeleteMode, delete_mode.clone(), BUDGET)
+            .table("guard", PolicyKind::Guard, table("guard"))
+            .table("delete-mode", PolicyKind::DeleteMode, table("delete-mode"))
+    };
+    let files = signed(builder());
+
+    // Activate: verified, loaded at the manifest's pins, every table row agreed.
+    let activated = activate_bundle(&runtime, &files, &trust()).expect("activates");
+    let evidence = activated.activation_evidence();
+    let rows: u64 = evidence["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .map(|t| t["agreed"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(rows > 10, "the shipped tables have rows: {evidence}");
+    assert!(activated.policy(RuntimeKind::Scope).is_none());
+
+    // Decide: the decision's evidence names the component and the verified bundle.
+    let guard_table = DecisionTable::from_json(std::str::from_utf8(&table("guard")).expect("utf8"))
+        .expect("table parses");
+    let row = &guard_table.rows[0];
+    let decided = activated
+        .decide_json(RuntimeKind::Guard, "decide", &row.input)
+        .expect("decides");
+    assert_eq!(first_mismatch(&row.expect, &decided["decision"], "$"), None);
+    let manifest_sha256 =
+        dpone_trust::Sha256Digest::of(files.get("manifest.json").expect("m")).to_hex();
+    assert_eq!(
+        decided["bundle"]["manifest_sha256"],
+        Value::String(manifest_sha256)
+    );
+    assert_eq!(
+        decided["evidence"]["component_sha256"],
+        Value::String(format!(
+            "sha256:{}",
+            dpone_trust::Sha256Digest::of(&guard).to_hex()
+        ))
+    );
+    assert_eq!(
+        decided["bundle"]["signers"][0],
+        Value::String(signer().public_key().expect("key").id().to_string())
+    );
+    assert_eq!(
+        activated
+            .decide_json(RuntimeKind::Scope, "decide", &row.input)
+            .err()
+            .map(|e| e.code()),
+        Some("DPONE_ACTIVATION_POLICY_ABSENT")
+    );
+
+    // Tamper: a flipped bit in a component.
+    let mut flipped = files.clone();
+    let mut bytes = guard.clone();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    flipped.insert("guard.wasm", bytes).expect("insert");
+    assert_eq!(
+        code(&runtime, &flipped),
+        "DPONE_BUNDLE_FILE_DIGEST_MISMATCH"
+    );
+
+    // Tamper: signature removed.
+    let mut unsigned = files.clone();
+    unsigned.remove("signatures.json");
+    assert_eq!(code(&runtime, &unsigned), "DPONE_BUNDLE_UNSIGNED");
+
+    // A properly signed bundle whose table disagrees with its component is still refused.
+    let mut wrong: Value = serde_json::from_slice(&table("guard")).expect("json");
+    wrong["rows"][0]["expect"] =
+        serde_json::json!({"deny": {"code": "DPONE_NOT_WHAT_THE_POLICY_SAYS"}});
+    let disagreeing = signed(
+        BundleBuilder::new("shipped", "0.1.1")
+            .policy(PolicyKind::Guard, guard.clone(), BUDGET)
+            .table(
+                "guard",
+                PolicyKind::Guard,
+                serde_json::to_vec(&wrong).expect("json"),
+            ),
+    );
+    assert_eq!(
+        code(&runtime, &disagreeing),
+        "DPONE_ACTIVATION_TABLE_DISAGREES"
+    );
+
+    // A signed bundle that ships the guard component as its delete-mode policy: the runtime
+    // refuses the component for the declared kind.
+    let swapped = signed(
+        BundleBuilder::new("shipped", "0.1.2")
+            .policy(PolicyKind::DeleteMode, guard.clone(), BUDGET)
+            .table("delete-mode", PolicyKind::DeleteMode, table("delete-mode")),
+    );
+    let swapped_code = code(&runtime, &swapped);
+    assert!(swapped_code.starts_with("DPONE_POLICY_"), "{swapped_code}");
+
+    // A component without a table is not activated.
+    let untested = signed(BundleBuilder::new("shipped", "0.1.3").policy(
+        PolicyKind::Guard,
+        guard.clone(),
+        BUDGET,
+    ));
+    assert_eq!(
+        code(&runtime, &untested),
+        "DPONE_ACTIVATION_COMPONENT_UNTESTED"
+    );
+
+    // Budgets beyond what the host provides.
+    let big_stack = signed(
+        BundleBuilder::new("shipped", "0.1.4")
+            .policy(
+                PolicyKind::Guard,
+                guard.clone(),
+                ResourceBudget {
+                    wasm_stack_bytes: 64 << 20,
+                    ..BUDGET
+                },
+            )
+            .table("guard", PolicyKind::Guard, table("guard")),
+    );
+    assert_eq!(
+        code(&runtime, &big_stack),
+        "DPONE_ACTIVATION_STACK_UNAVAILABLE"
+    );
+    let big_fuel = signed(
+        BundleBuilder::new("shipped", "0.1.5")
+            .policy(
+                PolicyKind::Guard,
+                guard.clone(),
+                ResourceBudget {
+                    fuel: 1 << 50,
+                    ..BUDGET
+                },
+            )
+            .table("guard", PolicyKind::Guard, table("guard")),
+    );
+    assert!(code(&runtime, &big_fuel).starts_with("DPONE_POLICY_"));
+}
+
+/// Runs the binary; returns (exit code, stdout, stderr).
+fn run(args: &[&str], dir: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_bundle_commands_work_end_to_end() {
+    let dir = tempfile_dir();
+    if run(&["bundle", "--help"], &dir).0 != 0 {
+        eprintln!("SKIP: this dpone-host build does not wire the `bundle` subcommand yet");
+        return;
+    }
+    let Some(_) = component("guard") else {
+        eprintln!("SKIP: target/components/guard.wasm not built (run `cargo xtask policies`)");
+        return;
+    };
+    let guard = workspace().join("target/components/guard.wasm");
+    let guard_table = workspace().join("fixtures/decision-tables/guard.json");
+    let (guard, guard_table) = (guard.to_string_lossy(), guard_table.to_string_lossy());
+
+    let (rc, out, _) = run(&["bundle", "keygen", "--out", "signer.key"], &dir);
+    assert_eq!(rc, 0);
+    assert!(
+        !out.contains("PRIVATE"),
+        "keygen never prints the private key"
+    );
+    let policy_arg = format!("guard={guard}");
+    let table_arg = format!("guard={guard_table}");
+    let (rc, _, err) = run(
+        &[
+            "bundle",
+            "create",
+            "--out",
+            "b",
+            "--name",
+            "e2e",
+            "--version",
+            "1.0.0",
+            "--policy",
+            &policy_arg,
+            "--table",
+            &table_arg,
+        ],
+        &dir,
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(
+        run(&["bundle", "sign", "b", "--key", "signer.key"], &dir).0,
+        0
+    );
+    let (rc, policy, _) = run(
+        &[
+            "bundle",
+            "trust-policy",
+            "--key",
+            "signer.key.pub",
+            "--threshold",
+            "1",
+        ],
+        &dir,
+    );
+    assert_eq!(rc, 0);
+    std::fs::write(dir.join("policy.json"), policy).expect("write policy");
+
+    let (rc, out, err) = run(
+        &["bundle", "verify", "b", "--trust-policy", "policy.json"],
+        &dir,
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("\"verified\": true"));
+    assert!(
+        !out.contains(&dir.to_string_lossy().to_string()),
+        "no local paths in output"
+    );
+    let (rc, out, err) = run(
+        &["bundle", "activate", "b", "--trust-policy", "policy.json"],
+        &dir,
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("\"activated\": true"));
+
+    assert_eq!(run(&["bundle", "pack", "b", "--out", "b.tar"], &dir).0, 0);
+    assert_eq!(
+        run(
+            &["bundle", "verify", "b.tar", "--trust-policy", "policy.json"],
+            &dir
+        )
+        .0,
+        0
+    );
+
+    let path = dir.join("b/guard.wasm");
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[100] ^= 1;
+    std::fs::write(&path, bytes).expect("write");
+    let (rc, _, err) = run(
+        &["bundle", "verify", "b", "--trust-policy", "policy.json"],
+        &dir,
+    );
+    assert_eq!(rc, 1);
+    assert!(err.contains("DPONE_BUNDLE_FILE_DIGEST_MISMATCH"), "{err}");
+    let (rc, _, err) = run(
+        &["bundle", "activate", "b", "--trust-policy", "policy.json"],
+        &dir,
+    );
+    assert_eq!(rc, 1);
+    assert!(err.contains("DPONE_BUNDLE_FILE_DIGEST_MISMATCH"), "{err}");
+
+    let cases = workspace().join("../shared/conformance/sigstore");
+    if cases.is_dir() {
+        let bundle = cases.join("cases/happy-path-v0.3/bundle.sigstore.json");
+        let root = cases.join("production_trusted_root.json");
+        let artifact = cases.join("cases/a.txt");
+        let identity = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
+        let args = |id: &'static str| -> Vec<String> {
+            vec![
+                "verify-bundle".into(),
+                "--bundle".into(),
+                bundle.to_string_lossy().into_owned(),
+                "--certificate-identity".into(),
+                id.into(),
+                "--certificate-oidc-issuer".into(),
+                "https://token.actions.githubusercontent.com".into(),
+                "--trusted-root".into(),
+                root.to_string_lossy().into_owned(),
+                artifact.to_string_lossy().into_owned(),
+            ]
+        };
+        let ok: Vec<String> = args(identity);
+        let ok: Vec<&str> = ok.iter().map(String::as_str).collect();
+        assert_eq!(run(&ok, &dir).0, 0);
+        let wrong: Vec<String> = args("https://github.com/someone/else");
+        let wrong: Vec<&str> = wrong.iter().map(String::as_str).collect();
+        assert_eq!(run(&wrong, &dir).0, 1);
+    } else {
+        eprintln!(
+            "SKIP (verify-bundle part): conformance corpus not found at {}",
+            cases.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fresh directory under the system temp dir.
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "dpone-bundle-e2e-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}

@@ -1,0 +1,275 @@
+//! Authority: fencing, one-shot CAS confirmed by exact version + 1 read-back.
+//!
+//! On KeeperMap an update with a stale `_version` is a silent no-op, so no write is trusted
+//! until a read-back shows the exact value at exactly `expected + 1`. A lost acknowledgement
+//! whose write did land is recognised by that read-back (the value carries a fresh random
+//! token or a fresh `keeper_version`, so only this writer could have produced it); a write
+//! that did not land is reported, never assumed.
+
+use super::{Coordinator, Op};
+use crate::contracts::{
+    self, AuthoritySlot, EXTERNAL_AUTHORITY_SCHEMA, ExternalAuthorityRecord, MemberCleanup,
+    MemberPublication, MemberRecord, Phase, PreviousOperation, StageState, TargetKey, Token,
+    V1_AUTHORITY_SCHEMA,
+};
+use crate::error::EngineError;
+use crate::ports::PortErrorKind;
+
+/// The record this run holds, at the version it was read or written at.
+#[derive(Clone, Debug)]
+pub(crate) struct Held {
+    pub version: u64,
+    pub record: ExternalAuthorityRecord,
+}
+
+impl Coordinator<'_> {
+    pub(crate) fn read_slot(
+        &self,
+        key: &TargetKey,
+    ) -> Result<Option<(u64, AuthoritySlot)>, EngineError> {
+        let v = self.ports.authority.read(key).map_err(|e| {
+            super::interrupted_or(e.kind, "authority read", || {
+                EngineError::AuthorityUnconfirmed {
+                    phase: "read",
+                    source: e.clone(),
+                }
+            })
+        })?;
+        match v {
+            None => Ok(None),
+            Some(v) => {
+                let slot =
+                    contracts::decode_slot(&v.value).map_err(EngineError::AuthorityCorrupt)?;
+                Ok(Some((v.version, slot)))
+            }
+        }
+    }
+
+    /// Creates or resumes this operation's record in LOCKED (spec section 2).
+    pub(crate) fn lock(&self, op: &Op<'_>) -> Result<Held, EngineError> {
+        match self.read_slot(&op.target_key)? {
+            None => self.write(op, None, self.fresh_record(op, None), "LOCKED"),
+            Some((version, AuthoritySlot::V1(v1))) => {
+                if !v1.phase.is_resolved() {
+                    return Err(EngineError::V1Unresolved);
+                }
+                // Version-checked mode-migration CAS from a resolved V1 record.
+                let previous = PreviousOperation {
+                    schema_version: V1_AUTHORITY_SCHEMA.into(),
+                    operation_id: v1.operation_id.to_string(),
+                    phase: v1.phase.as_str().into(),
+                    keeper_version: version,
+                };
+                self.write(
+                    op,
+                    Some(version),
+                    self.fresh_record(op, Some(previous)),
+                    "LOCKED",
+                )
+            }
+            Some((version, AuthoritySlot::External(r))) => {
+                let r = *r;
+                if r.operation_id == op.operation_id {
+                    if r.target_key != op.target_key || r.plan_digest != op.req.plan_digest {
+                        return Err(EngineError::AuthorityMismatch("target or plan"));
+                    }
+                    if r.phase == Phase::Aborted {
+                        return Err(EngineError::OperationAborted);
+                    }
+                    if r.phase != Phase::Completed && r.inventory_digest != op.inventory_digest {
+                        return Err(EngineError::InventoryDrift);
+                    }
+                    let ids: Vec<_> = r.members.iter().map(|m| m.member_id).collect();
+                    let want: Vec<_> = op.members.iter().map(|m| m.0).collect();
+                    if ids != want && r.phase != Phase::Completed {
+                        return Err(EngineError::InventoryDrift);
+                    }
+                    Ok(Held { version, record: r })
+                } else if r.phase.is_resolved() {
+                    let previous = PreviousOperation {
+                        schema_version: EXTERNAL_AUTHORITY_SCHEMA.into(),
+                        operation_id: r.operation_id.to_string(),
+                        phase: r.phase.as_str().into(),
+                        keeper_version: version,
+                    };
+                    self.write(
+                        op,
+                        Some(version),
+                        self.fresh_record(op, Some(previous)),
+                        "LOCKED",
+                    )
+                } else {
+                    Err(EngineError::OperationFenced {
+                        other: r.operation_id.0.hex_prefix(16),
+                    })
+                }
+            }
+        }
+    }
+
+    fn fresh_record(
+        &self,
+        op: &Op<'_>,
+        previous: Option<PreviousOperation>,
+    ) -> ExternalAuthorityRecord {
+        let now = self.ports.env.now_unix();
+        ExternalAuthorityRecord {
+            schema_version: EXTERNAL_AUTHORITY_SCHEMA.into(),
+            replication_mode: "external".into(),
+            target_key: op.target_key,
+            operation_id: op.operation_id,
+            fence_token: Token(self.ports.env.random16()),
+            phase: Phase::Locked,
+            dispatch_epoch: 0,
+            keeper_version: 0,
+            inventory_digest: op.inventory_digest,
+            plan_digest: op.req.plan_digest,
+            admission: Some(op.admission.clone()),
+            previous,
+            artifact: None,
+            artifact_content_digest: None,
+            generation_id: None,
+            target_present: None,
+            members: op
+                .members
+                .iter()
+                .map(|(id, s, r)| MemberRecord {
+                    member_id: *id,
+                    shard_num: *s,
+                    replica_num: *r,
+                    predecessor: None,
+                    stage: StageState::Pending,
+                    candidate_uuid: None,
+                    candidate_content_digest: None,
+                    rebuilds: 0,
+                    publication: MemberPublication::Pending,
+                    cleanup: MemberCleanup::Pending,
+                })
+                .collect(),
+            publication: None,
+            cleanup: None,
+            receipt: None,
+            error_class: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// One CAS from `held` to `next`, confirmed by read-back.
+    pub(crate) fn cas(
+        &self,
+        op: &Op<'_>,
+        held: &Held,
+        next: ExternalAuthorityRecord,
+    ) -> Result<Held, EngineError> {
+        if !held.record.phase.may_move_to(next.phase) {
+            return Err(EngineError::AuthorityMismatch("illegal phase transition"));
+        }
+        let label = next.phase.as_str();
+        self.write(op, Some(held.version), next, label)
+    }
+
+    fn write(
+        &self,
+        op: &Op<'_>,
+        expected: Option<u64>,
+        mut next: ExternalAuthorityRecord,
+        label: &'static str,
+    ) -> Result<Held, EngineError> {
+        let version = expected.map_or(0, |v| v + 1);
+        next.keeper_version = version;
+        next.updated_at = self.ports.env.now_unix();
+        contracts::validate_external(&next).map_err(EngineError::AuthorityCorrupt)?;
+        let text = contracts::encode_external(&next);
+        let sent = match expected {
+            None => self.ports.authority.insert(&op.target_key, &text),
+            Some(v) => self.ports.authority.update(&op.target_key, v, &text),
+        };
+        if let Err(e) = &sent
+            && e.kind == PortErrorKind::Interrupted
+        {
+            return Err(EngineError::Interrupted { step: label });
+        }
+        // Read back: only the exact value at exactly version + 1 confirms the write.
+        let back = self.ports.authority.read(&op.target_key).map_err(|e| {
+            super::interrupted_or(e.kind, label, || EngineError::AuthorityUnconfirmed {
+                phase: label,
+                source: sent.clone().err().unwrap_or(e.clone()),
+            })
+        })?;
+        match back {
+            Some(v) if v.version == version => match contracts::decode_slot(&v.value) {
+                Ok(AuthoritySlot::External(r)) if *r == next => Ok(Held {
+                    version,
+                    record: next,
+                }),
+                _ => Err(EngineError::AuthorityConflict { phase: label }),
+            },
+            Some(v) if expected == Some(v.version) => match sent {
+                // Unchanged: the write did not land. With an ack, the version was stale.
+                Ok(()) => Err(EngineError::AuthorityConflict { phase: label }),
+                Err(e) => Err(EngineError::AuthorityUnconfirmed {
+                    phase: label,
+                    source: e,
+                }),
+            },
+            None => match sent {
+                Err(e) => Err(EngineError::AuthorityUnconfirmed {
+                    phase: label,
+                    source: e,
+                }),
+                Ok(()) => Err(EngineError::AuthorityConflict { phase: label }),
+            },
+            Some(_) => Err(EngineError::AuthorityConflict { phase: label }),
+        }
+    }
+
+    /// Re-reads the record and requires it unchanged since `held` (same version, same fence).
+    pub(crate) fn reread(&self, op: &Op<'_>, held: &Held) -> Result<Held, EngineError> {
+        match self.read_slot(&op.target_key)? {
+            Some((version, AuthoritySlot::External(r)))
+                if version == held.version
+                    && r.operation_id == held.record.operation_id
+                    && r.fence_token == held.record.fence_token
+                    && r.inventory_digest == held.record.inventory_digest
+                    && r.artifact == held.record.artifact
+                    && r.phase == held.record.phase =>
+            {
+                Ok(Held {
+                    version,
+                    record: *r,
+                })
+            }
+            _ => Err(EngineError::AuthorityConflict {
+                phase: held.record.phase.as_str(),
+            }),
+        }
+    }
+
+    /// This operation's record as it is now, if the slot still holds it.
+    pub(crate) fn current(&self, op: &Op<'_>) -> Option<Held> {
+        match self.read_slot(&op.target_key) {
+            Ok(Some((version, AuthoritySlot::External(r))))
+                if r.operation_id == op.operation_id =>
+            {
+                Some(Held {
+                    version,
+                    record: *r,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Best effort: stores a stable error class on the record (same phase) for status evidence.
+    pub(crate) fn record_error(&self, op: &Op<'_>, held: &Held, err: &EngineError) {
+        if held.record.error_class.as_deref() == Some(err.code()) {
+            return;
+        }
+        let mut next = held.record.clone();
+        next.error_class = Some(err.code().into());
+        if held.record.phase.may_move_to(held.record.phase) {
+            let _ = self.cas(op, held, next);
+        }
+    }
+}

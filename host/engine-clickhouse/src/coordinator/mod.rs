@@ -1,0 +1,414 @@
+//! The coordinator: admission, fencing, staging, publication, cleanup and status (spec 000,
+//! "Detailed algorithm" sections 1–6).
+//!
+//! [`Coordinator::run`] is re-entrant: every call reads the authority record and resumes the
+//! phase it finds, so "retry" is simply calling `run` again with the same request. Each run
+//! builds its state from authority and observation only; nothing in memory survives a run.
+
+mod authority;
+mod publish;
+mod stage;
+mod status;
+
+use dpone_policy_model::admission::{
+    ColumnFacts, MemberFacts, ReplicationDecision, ReplicationMode, RuntimeDecision, RuntimeFacts,
+    StaticDecision, StaticFacts, V1AuthorityState,
+};
+use serde::Serialize;
+
+use crate::contracts::{
+    self, AdmissionEvidence, AuthoritySlot, Digest, ExternalReceipt, InventoryEntry, MemberId,
+    OperationId, Phase, Schema, TargetKey,
+};
+use crate::error::EngineError;
+use crate::ports::{
+    AdmissionGate, ArtifactSource, AuthorityStore, ClusterDdl, Environment, Gated, InventoryPort,
+    MemberCatalog, PortErrorKind, ProgressObserver,
+};
+
+pub use status::{ExternalSlot, MemberObservation, SlotStatus, StatusReport};
+
+/// The ports a coordinator drives; the composition root fills them.
+#[derive(Clone, Copy)]
+pub struct Ports<'a> {
+    /// KeeperMap authority.
+    pub authority: &'a dyn AuthorityStore,
+    /// `system.clusters` inventory.
+    pub inventory: &'a dyn InventoryPort,
+    /// Member-local staging catalog.
+    pub catalog: &'a dyn MemberCatalog,
+    /// Cluster DDL and queue observation.
+    pub ddl: &'a dyn ClusterDdl,
+    /// Replayable artifact.
+    pub artifacts: &'a dyn ArtifactSource,
+    /// Admission policy.
+    pub admission: &'a dyn AdmissionGate,
+    /// Clock and randomness.
+    pub env: &'a dyn Environment,
+    /// Per-member progress.
+    pub progress: &'a dyn ProgressObserver,
+}
+
+/// Budgets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoordinatorConfig {
+    /// Memory bound of one canonical sort, in bytes.
+    pub digest_sort_budget: u64,
+    /// Observe/act iterations per member per run before giving up (retryable).
+    pub member_step_limit: u32,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        Self {
+            digest_sort_budget: 1 << 30,
+            member_step_limit: 12,
+        }
+    }
+}
+
+/// One full-refresh operation as the CLI describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationRequest {
+    /// Manifest facts for admission (cluster, database, engine, `max_source_bytes`, …).
+    pub static_facts: StaticFacts,
+    /// Target table name.
+    pub target_table: String,
+    /// Scheduler-stable invocation id (not a worker try number).
+    pub scheduler_invocation: String,
+    /// Digest of the normalized plan.
+    pub plan_digest: Digest,
+    /// Target schema in declared order.
+    pub schema: Schema,
+    /// `ORDER BY` columns for a candidate (empty means `tuple()`).
+    pub order_by: Vec<String>,
+}
+
+/// What a run achieved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every member holds the desired generation and cleanup is proven.
+    Completed {
+        /// The commit receipt.
+        receipt: Box<ExternalReceipt>,
+    },
+    /// The cluster is still executing the bound DDL; call `run` again later.
+    InProgress {
+        /// Phase held.
+        phase: Phase,
+        /// Members not yet at the desired state.
+        waiting: Vec<MemberId>,
+    },
+}
+
+/// The exact safe recovery action that status evidence names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryAction {
+    /// Nothing to do: this operation completed.
+    None,
+    /// The slot is free: `run` starts this operation.
+    Run,
+    /// Call `run` again with the same request; it resumes the phase.
+    ResumeSameOperation,
+    /// The bound DDL is still executing; wait, then call `run` again.
+    WaitThenResume,
+    /// Another unresolved operation holds the target; let it finish.
+    WaitForOwningOperation,
+    /// The inventory drifted; restore the admitted topology, then resume.
+    RestoreInventoryThenResume,
+    /// Resolve the V1 (internal) operation first.
+    ResolveV1First,
+    /// Fail-closed evidence: retain every object and escalate; no automatic action is safe.
+    HoldForOperator,
+    /// The manifest or source needs a change.
+    FixManifest,
+    /// This operation was aborted; start a new scheduler invocation.
+    StartNewOperation,
+}
+
+/// Drives one external full-refresh operation through its ports.
+pub struct Coordinator<'a> {
+    ports: Ports<'a>,
+    config: CoordinatorConfig,
+}
+
+/// The admitted, derived context of one run.
+pub(crate) struct Op<'r> {
+    pub req: &'r OperationRequest,
+    pub cluster: &'r str,
+    pub database: &'r str,
+    pub target: &'r str,
+    pub engine: &'r str,
+    pub max_bytes: u64,
+    pub target_key: TargetKey,
+    pub operation_id: OperationId,
+    pub candidate: String,
+    pub schema_digest: Digest,
+    /// (member id, shard, replica) in member-id order.
+    pub members: Vec<(MemberId, u32, u32)>,
+    pub inventory_digest: Digest,
+    pub admission: AdmissionEvidence,
+}
+
+pub(crate) fn interrupted_or<F>(kind: PortErrorKind, step: &'static str, f: F) -> EngineError
+where
+    F: FnOnce() -> EngineError,
+{
+    if kind == PortErrorKind::Interrupted {
+        EngineError::Interrupted { step }
+    } else {
+        f()
+    }
+}
+
+impl<'a> Coordinator<'a> {
+    /// A coordinator over `ports`.
+    pub fn new(ports: Ports<'a>, config: CoordinatorConfig) -> Self {
+        Self { ports, config }
+    }
+
+    /// Static admission (`check` / `plan`): the replication decision, never a fallback.
+    pub fn check(&self, facts: &StaticFacts) -> Result<Gated<ReplicationDecision>, EngineError> {
+        let gated = self
+            .ports
+            .admission
+            .admit_static(facts)
+            .map_err(EngineError::AdmissionUnavailable)?;
+        match gated.decision {
+            StaticDecision::Blocked(reasons) => Err(EngineError::AdmissionBlocked(reasons)),
+            StaticDecision::Admitted(d) => {
+                if d.replication_mode != ReplicationMode::External {
+                    return Err(EngineError::ModeNotExternal);
+                }
+                if !d.no_fallback || !d.runtime_admission_required {
+                    return Err(EngineError::AdmissionInconsistent);
+                }
+                Ok(Gated {
+                    decision: d,
+                    evidence: gated.evidence,
+                })
+            }
+        }
+    }
+
+    /// Runs (or resumes) the operation until it completes, waits on the cluster, or stops.
+    pub fn run(&self, req: &OperationRequest) -> Result<RunOutcome, EngineError> {
+        let op = self.admit(req)?;
+        let mut held = self.lock(&op)?;
+        let mut cleanup_reauthorized = false;
+        loop {
+            self.ports.progress.phase(held.record.phase);
+            held = match held.record.phase {
+                Phase::Locked => self.bind_stage(&op, held)?,
+                Phase::Staging => self.stage_all(&op, held)?,
+                Phase::Staged => self.authorize_publication(&op, held)?,
+                Phase::PublicationDispatching => match self.reconcile_publication(&op, held)? {
+                    Ok(next) => next,
+                    Err(wait) => return Ok(wait),
+                },
+                Phase::Committed => self.start_cleanup(&op, held)?,
+                Phase::CleanupDispatching => {
+                    let may = !cleanup_reauthorized;
+                    cleanup_reauthorized = true;
+                    match self.reconcile_cleanup(&op, held, may)? {
+                        Ok(next) => next,
+                        Err(wait) => return Ok(wait),
+                    }
+                }
+                Phase::Completed => {
+                    let receipt = held
+                        .record
+                        .receipt
+                        .clone()
+                        .ok_or(EngineError::AuthorityMismatch("completed without receipt"))?;
+                    return Ok(RunOutcome::Completed {
+                        receipt: Box::new(receipt),
+                    });
+                }
+                Phase::Aborted => return Err(EngineError::OperationAborted),
+            };
+        }
+    }
+
+    fn validate_request(req: &OperationRequest) -> Result<(), EngineError> {
+        let f = &req.static_facts;
+        if !contracts::valid_name(&f.cluster_name)
+            || !contracts::valid_name(&f.target_database)
+            || !contracts::valid_name(&req.target_table)
+        {
+            return Err(EngineError::RequestInvalid(
+                "cluster, database or table name",
+            ));
+        }
+        if req.scheduler_invocation.is_empty() || req.scheduler_invocation.len() > 512 {
+            return Err(EngineError::RequestInvalid("scheduler invocation"));
+        }
+        if req.schema.columns.is_empty()
+            || req
+                .schema
+                .columns
+                .iter()
+                .any(|c| !contracts::valid_name(&c.name))
+        {
+            return Err(EngineError::RequestInvalid("schema"));
+        }
+        if req.order_by.iter().any(|c| !contracts::valid_name(c)) {
+            return Err(EngineError::RequestInvalid("order_by"));
+        }
+        crate::canonical::column_types(&req.schema).map_err(|e| match e {
+            crate::canonical::DigestError::UnsupportedType { column } => {
+                EngineError::UnsupportedColumnType { column }
+            }
+            _ => EngineError::RequestInvalid("schema"),
+        })?;
+        Ok(())
+    }
+
+    /// Static and runtime admission over the complete inventory; before any source I/O.
+    fn admit<'r>(&self, req: &'r OperationRequest) -> Result<Op<'r>, EngineError> {
+        self.check(&req.static_facts)?;
+        Self::validate_request(req)?;
+        let f = &req.static_facts;
+        let max_bytes = match f.max_source_bytes {
+            Some(n) if n > 0 => n as u64,
+            _ => return Err(EngineError::RequestInvalid("max_source_bytes")),
+        };
+        let target_key =
+            contracts::target_key(&f.cluster_name, &f.target_database, &req.target_table);
+        let (entries, complete) = self.observe_inventory(&f.cluster_name)?;
+
+        let mut facts_members = Vec::new();
+        for e in &entries {
+            let id = contracts::member_id(e.shard_num, e.replica_num);
+            let probe = self
+                .ports
+                .catalog
+                .probe(&id, &f.target_database, &req.target_table);
+            if let Err(e) = &probe
+                && e.kind == PortErrorKind::Interrupted
+            {
+                return Err(EngineError::Interrupted { step: "probe" });
+            }
+            let probe = probe.ok();
+            facts_members.push(MemberFacts {
+                member_id: id.to_string(),
+                shard_num: e.shard_num,
+                replica_num: e.replica_num,
+                internal_replication: e.internal_replication,
+                database_engine: probe
+                    .as_ref()
+                    .map(|p| p.database_engine.clone())
+                    .unwrap_or_default(),
+                target_engine: probe.as_ref().and_then(|p| p.target_engine.clone()),
+                keeper_map_available: probe.as_ref().is_some_and(|p| p.keeper_map_available),
+                direct_connection: probe.is_some(),
+            });
+        }
+        let v1 = match self.read_slot(&target_key)? {
+            Some((_, AuthoritySlot::V1(r))) if r.phase.is_resolved() => V1AuthorityState::Completed,
+            Some((_, AuthoritySlot::V1(_))) => V1AuthorityState::Unresolved,
+            _ => V1AuthorityState::Absent,
+        };
+        let facts = RuntimeFacts {
+            static_facts: f.clone(),
+            members: facts_members,
+            inventory_complete: complete,
+            columns: req
+                .schema
+                .columns
+                .iter()
+                .map(|c| ColumnFacts {
+                    name: c.name.clone(),
+                    type_name: c.type_name.clone(),
+                })
+                .collect(),
+            v1_authority: v1,
+        };
+        let gated = self
+            .ports
+            .admission
+            .admit_runtime(&facts)
+            .map_err(EngineError::AdmissionUnavailable)?;
+        let admitted = match gated.decision {
+            RuntimeDecision::Blocked(reasons) => {
+                return Err(EngineError::AdmissionBlocked(reasons));
+            }
+            RuntimeDecision::Admitted(a) => a,
+        };
+        if admitted.replication_mode != ReplicationMode::External {
+            return Err(EngineError::ModeNotExternal);
+        }
+        // The policy's answer must be exactly the inventory, in member-id order.
+        let mut expected: Vec<(MemberId, u32, u32)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    contracts::member_id(e.shard_num, e.replica_num),
+                    e.shard_num,
+                    e.replica_num,
+                )
+            })
+            .collect();
+        expected.sort();
+        let got: Vec<(String, u32, u32)> = admitted
+            .members
+            .iter()
+            .map(|m| (m.member_id.clone(), m.shard_num, m.replica_num))
+            .collect();
+        let want: Vec<(String, u32, u32)> = expected
+            .iter()
+            .map(|(id, s, r)| (id.to_string(), *s, *r))
+            .collect();
+        if got != want || expected.len() < 2 {
+            return Err(EngineError::AdmissionInconsistent);
+        }
+        let operation_id =
+            contracts::operation_id(&req.scheduler_invocation, &target_key, &req.plan_digest);
+        Ok(Op {
+            req,
+            cluster: &f.cluster_name,
+            database: &f.target_database,
+            target: &req.target_table,
+            engine: &f.engine,
+            max_bytes,
+            target_key,
+            candidate: contracts::candidate_name(&req.target_table, &operation_id),
+            operation_id,
+            schema_digest: contracts::schema_digest(&req.schema),
+            members: expected,
+            inventory_digest: contracts::inventory_digest(&entries),
+            admission: gated.evidence,
+        })
+    }
+
+    /// The inventory as digest entries; incomplete or failing observation is reported as such.
+    fn observe_inventory(&self, cluster: &str) -> Result<(Vec<InventoryEntry>, bool), EngineError> {
+        match self.ports.inventory.observe(cluster) {
+            Ok((rows, complete)) => Ok((
+                rows.into_iter()
+                    .map(|r| InventoryEntry {
+                        shard_num: r.shard_num,
+                        replica_num: r.replica_num,
+                        internal_replication: r.internal_replication,
+                        endpoint_digest: r.endpoint_digest,
+                    })
+                    .collect(),
+                complete,
+            )),
+            Err(e) if e.kind == PortErrorKind::Interrupted => {
+                Err(EngineError::Interrupted { step: "inventory" })
+            }
+            Err(_) => Ok((Vec::new(), false)),
+        }
+    }
+
+    /// Re-observes the inventory and requires the bound digest (drift fences the operation).
+    pub(crate) fn require_inventory(&self, op: &Op<'_>) -> Result<(), EngineError> {
+        let (entries, complete) = self.observe_inventory(op.cluster)?;
+        if !complete || contracts::inventory_digest(&entries) != op.inventory_digest {
+            return Err(EngineError::InventoryDrift);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,524 @@
+//! Artifact sealing, baseline binding and per-member staging (spec sections 3 and 4).
+
+use super::authority::Held;
+use super::{Coordinator, Op};
+use crate::canonical::{self, DigestError};
+use crate::contracts::{
+    self, ArtifactIdentity, Digest, MemberCleanup, MemberId, Phase, PhysicalTable, StageState, Uuid,
+};
+use crate::error::EngineError;
+use crate::ports::{CandidateSpec, LoadTokens, PortError, TableObservation};
+
+fn digest_error(e: DigestError) -> EngineError {
+    match e {
+        DigestError::UnsupportedType { column } => EngineError::UnsupportedColumnType { column },
+        DigestError::EmptySchema => EngineError::RequestInvalid("schema"),
+        DigestError::BudgetExceeded { budget } => EngineError::DigestBudgetExceeded { budget },
+        DigestError::Decode(canonical::rowbinary::DecodeError::Read(_)) => {
+            EngineError::ContentDecode("the row stream failed while reading")
+        }
+        DigestError::Decode(_) => EngineError::ContentDecode("malformed typed row stream"),
+    }
+}
+
+/// What staging found for one member's owned candidate.
+enum Content {
+    Exact(Digest),
+    Incomplete,
+    Divergent,
+}
+
+impl Coordinator<'_> {
+    pub(crate) fn member_err(
+        member: &MemberId,
+        step: &'static str,
+    ) -> impl FnOnce(PortError) -> EngineError {
+        let member = member.0.hex_prefix(16);
+        move |e| {
+            super::interrupted_or(e.kind, step, || EngineError::MemberUnavailable {
+                member,
+                step,
+                source: e,
+            })
+        }
+    }
+
+    pub(crate) fn observe(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+    ) -> Result<Option<TableObservation>, EngineError> {
+        self.ports
+            .catalog
+            .observe_table(member, op.database, name)
+            .map_err(Self::member_err(member, "observe"))
+    }
+
+    /// Canonical content digest of one member table, read by exact UUID.
+    pub(crate) fn digest_table(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<canonical::ContentSummary, EngineError> {
+        let open = || {
+            self.ports
+                .catalog
+                .read_rows(member, op.database, name, uuid, &op.req.schema)
+        };
+        let summary =
+            canonical::content_digest_reopen(&op.req.schema, open, self.config.digest_sort_budget)
+                .map_err(Self::member_err(member, "read rows"))?;
+        summary.map_err(|e| match e {
+            DigestError::Decode(canonical::rowbinary::DecodeError::Read(_)) => {
+                EngineError::MemberUnavailable {
+                    member: member.0.hex_prefix(16),
+                    step: "read rows",
+                    source: PortError::ambiguous("DPONE_CLICKHOUSE_STREAM_FAILED"),
+                }
+            }
+            other => digest_error(other),
+        })
+    }
+
+    fn artifact_digest(
+        &self,
+        op: &Op<'_>,
+        id: &ArtifactIdentity,
+    ) -> Result<canonical::ContentSummary, EngineError> {
+        self.ports.artifacts.revalidate(id).map_err(|e| {
+            super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
+        })?;
+        let open = || self.ports.artifacts.open(id);
+        canonical::content_digest_reopen(&op.req.schema, open, self.config.digest_sort_budget)
+            .map_err(|e| {
+                super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
+            })?
+            .map_err(digest_error)
+    }
+
+    fn abort(&self, op: &Op<'_>, held: &Held, err: EngineError) -> EngineError {
+        let mut next = held.record.clone();
+        next.phase = Phase::Aborted;
+        next.error_class = Some(err.code().into());
+        match self.cas(op, held, next) {
+            Ok(_) => {
+                if let Some(a) = &held.record.artifact {
+                    let _ = self.ports.artifacts.release(a);
+                }
+                err
+            }
+            Err(cas_err) => cas_err,
+        }
+    }
+
+    /// STAGING → ABORTED after removing every exact owned candidate (publication has not
+    /// started). A foreign or unprovable candidate keeps the operation in STAGING.
+    fn abort_staging(&self, op: &Op<'_>, held: Held, err: EngineError) -> EngineError {
+        if held.record.phase != Phase::Staging {
+            return err;
+        }
+        for m in &held.record.members {
+            let Some(u) = m.candidate_uuid else { continue };
+            let step = || -> Result<(), EngineError> {
+                match self.observe(op, &m.member_id, &op.candidate)? {
+                    None => return Ok(()),
+                    Some(o) if o.uuid != u => {
+                        return Err(EngineError::CandidateForeign {
+                            member: m.member_id.0.hex_prefix(16),
+                        });
+                    }
+                    Some(_) => {}
+                }
+                self.ports
+                    .catalog
+                    .drop_exact(&m.member_id, op.database, &op.candidate, u)
+                    .map_err(Self::member_err(&m.member_id, "drop candidate"))?;
+                match self.observe(op, &m.member_id, &op.candidate)? {
+                    None => Ok(()),
+                    Some(_) => Err(EngineError::MemberUnavailable {
+                        member: m.member_id.0.hex_prefix(16),
+                        step: "prove candidate absence",
+                        source: PortError::ambiguous("DPONE_CANDIDATE_STILL_PRESENT"),
+                    }),
+                }
+            };
+            if let Err(e) = step() {
+                return e;
+            }
+        }
+        self.abort(op, &held, err)
+    }
+
+    /// LOCKED → STAGING: seal the artifact, observe the baseline, bind both (or ABORT when the
+    /// artifact is unsupported; nothing has been mutated yet).
+    pub(crate) fn bind_stage(&self, op: &Op<'_>, held: Held) -> Result<Held, EngineError> {
+        let artifact = self.ports.artifacts.seal(&op.req.schema, op.max_bytes);
+        let artifact = match artifact {
+            Ok(a) => a,
+            Err(e) if e.class == crate::ports::ARTIFACT_TOO_LARGE => {
+                let err = EngineError::ArtifactTooLarge { max: op.max_bytes };
+                return Err(self.abort(op, &held, err));
+            }
+            Err(e) => {
+                return Err(super::interrupted_or(e.kind, "seal", || {
+                    EngineError::ArtifactUnavailable(e)
+                }));
+            }
+        };
+        if artifact.byte_size > op.max_bytes {
+            let err = EngineError::ArtifactTooLarge { max: op.max_bytes };
+            return Err(self.abort(op, &held, err));
+        }
+        if artifact.schema_digest != op.schema_digest {
+            return Err(self.abort(op, &held, EngineError::ArtifactInvalid("schema digest")));
+        }
+        let content = match self.artifact_digest(op, &artifact) {
+            Ok(c) => c,
+            Err(e @ (EngineError::ArtifactUnavailable(_) | EngineError::Interrupted { .. })) => {
+                return Err(e);
+            }
+            Err(e) => return Err(self.abort(op, &held, e)),
+        };
+        if content.row_count != artifact.row_count {
+            return Err(self.abort(op, &held, EngineError::ArtifactInvalid("row count")));
+        }
+
+        // Baseline: every member's target, adopted only when all are equal.
+        let mut baseline: Vec<Option<PhysicalTable>> = Vec::new();
+        for (id, _, _) in &op.members {
+            if self.observe(op, id, &op.candidate)?.is_some() {
+                return Err(EngineError::CandidateForeign {
+                    member: id.0.hex_prefix(16),
+                });
+            }
+            baseline.push(match self.observe(op, id, op.target)? {
+                None => None,
+                Some(t) => {
+                    if t.columns != op.req.schema.columns {
+                        return Err(EngineError::TargetDivergent {
+                            member: id.0.hex_prefix(16),
+                        });
+                    }
+                    let s = self.digest_table(op, id, op.target, t.uuid)?;
+                    Some(PhysicalTable {
+                        uuid: t.uuid,
+                        row_count: s.row_count,
+                        content_digest: s.digest,
+                    })
+                }
+            });
+        }
+        let present = baseline.iter().filter(|b| b.is_some()).count();
+        if present != 0 && present != baseline.len() {
+            return Err(EngineError::TargetPresenceMixed);
+        }
+        if let Some(Some(first)) = baseline.first() {
+            for ((id, _, _), b) in op.members.iter().zip(&baseline) {
+                if b.map(|b| (b.content_digest, b.row_count))
+                    != Some((first.content_digest, first.row_count))
+                {
+                    return Err(EngineError::TargetDivergent {
+                        member: id.0.hex_prefix(16),
+                    });
+                }
+            }
+        }
+
+        let mut next = held.record.clone();
+        next.phase = Phase::Staging;
+        next.artifact = Some(artifact);
+        next.artifact_content_digest = Some(content.digest);
+        next.generation_id = Some(contracts::generation_id(
+            &op.operation_id,
+            &artifact.sha256,
+            &artifact.schema_digest,
+            artifact.row_count,
+        ));
+        next.target_present = Some(present != 0);
+        for (m, b) in next.members.iter_mut().zip(&baseline) {
+            m.predecessor = *b;
+            if b.is_none() {
+                m.cleanup = MemberCleanup::NotRequired;
+            }
+        }
+        self.cas(op, &held, next)
+    }
+
+    /// STAGING → STAGED: every member in member-id order, then the barrier.
+    pub(crate) fn stage_all(&self, op: &Op<'_>, mut held: Held) -> Result<Held, EngineError> {
+        let artifact = held
+            .record
+            .artifact
+            .ok_or(EngineError::AuthorityMismatch("staging without artifact"))?;
+        for (id, _, _) in &op.members {
+            held = match self.stage_member(op, held.clone(), id, &artifact) {
+                Ok(h) => h,
+                Err(e @ EngineError::ArtifactInvalid(_)) => {
+                    // The sealed artifact cannot be replayed: before publication only, drop
+                    // every exact owned candidate, prove absence, then ABORT.
+                    return Err(match self.current(op) {
+                        Some(current) => self.abort_staging(op, current, e),
+                        None => e,
+                    });
+                }
+                Err(e) => {
+                    if !e.is_retryable()
+                        && let Some(current) = self.current(op)
+                    {
+                        self.record_error(op, &current, &e);
+                    }
+                    return Err(e);
+                }
+            };
+        }
+        if held
+            .record
+            .members
+            .iter()
+            .any(|m| m.stage != StageState::Ready)
+        {
+            return Err(EngineError::AuthorityMismatch(
+                "barrier with a member not READY",
+            ));
+        }
+        self.require_inventory(op)?;
+        let mut next = held.record.clone();
+        next.phase = Phase::Staged;
+        next.error_class = None;
+        let held = self.cas(op, &held, next)?;
+        let _ = self.ports.artifacts.release(&artifact);
+        Ok(held)
+    }
+
+    fn classify(
+        &self,
+        op: &Op<'_>,
+        held: &Held,
+        id: &MemberId,
+        obs: &TableObservation,
+    ) -> Result<Content, EngineError> {
+        let artifact = held
+            .record
+            .artifact
+            .ok_or(EngineError::AuthorityMismatch("no artifact"))?;
+        if obs.columns != op.req.schema.columns {
+            return Ok(Content::Divergent);
+        }
+        if obs.row_count < artifact.row_count {
+            return Ok(Content::Incomplete);
+        }
+        if obs.row_count > artifact.row_count {
+            return Ok(Content::Divergent);
+        }
+        let s = self.digest_table(op, id, &op.candidate, obs.uuid)?;
+        if s.row_count == artifact.row_count
+            && Some(s.digest) == held.record.artifact_content_digest
+        {
+            Ok(Content::Exact(s.digest))
+        } else if s.row_count < artifact.row_count {
+            Ok(Content::Incomplete)
+        } else {
+            Ok(Content::Divergent)
+        }
+    }
+
+    fn set_member(
+        &self,
+        op: &Op<'_>,
+        held: &Held,
+        id: &MemberId,
+        f: impl FnOnce(&mut contracts::MemberRecord),
+    ) -> Result<Held, EngineError> {
+        let mut next = held.record.clone();
+        let m = next
+            .member_mut(id)
+            .ok_or(EngineError::AuthorityMismatch("member not bound"))?;
+        f(m);
+        self.cas(op, held, next)
+    }
+
+    /// Stages one member: observe, then exactly one safe step, until READY.
+    fn stage_member(
+        &self,
+        op: &Op<'_>,
+        held: Held,
+        id: &MemberId,
+        artifact: &ArtifactIdentity,
+    ) -> Result<Held, EngineError> {
+        let foreign = || EngineError::CandidateForeign {
+            member: id.0.hex_prefix(16),
+        };
+        let mut held = held;
+        // True right after this run created the candidate: its emptiness is then not ambiguous.
+        let mut fresh = false;
+        for _ in 0..self.config.member_step_limit {
+            held = self.reread(op, &held)?;
+            if held.record.phase != Phase::Staging {
+                return Err(EngineError::AuthorityMismatch("staging outside STAGING"));
+            }
+            let rec = held
+                .record
+                .member(id)
+                .cloned()
+                .ok_or(EngineError::AuthorityMismatch("member not bound"))?;
+            if rec.stage == StageState::Ready {
+                return Ok(held);
+            }
+            let obs = self.observe(op, id, &op.candidate)?;
+            match (rec.stage, rec.candidate_uuid, obs) {
+                (StageState::Pending, _, Some(_)) => return Err(foreign()),
+                (StageState::Pending, _, None) => {
+                    let u = Uuid::from_random(self.ports.env.random16());
+                    self.ports.progress.member_step(id, "candidate intent");
+                    held = self.set_member(op, &held, id, |m| {
+                        m.stage = StageState::Intent;
+                        m.candidate_uuid = Some(u);
+                    })?;
+                }
+                (_, None, _) => {
+                    return Err(EngineError::AuthorityMismatch("staged member without uuid"));
+                }
+                (StageState::Intent | StageState::Created, Some(u), Some(o)) if o.uuid != u => {
+                    return Err(foreign());
+                }
+                (StageState::Intent, Some(u), None) => {
+                    self.ports.progress.member_step(id, "create candidate");
+                    let spec = CandidateSpec {
+                        database: op.database,
+                        name: &op.candidate,
+                        uuid: u,
+                        schema: &op.req.schema,
+                        engine: op.engine,
+                        order_by: &op.req.order_by,
+                    };
+                    self.ports
+                        .catalog
+                        .create_candidate(id, &spec)
+                        .map_err(Self::member_err(id, "create candidate"))?;
+                }
+                (StageState::Intent, Some(_), Some(o)) => {
+                    if o.columns != op.req.schema.columns {
+                        return Err(EngineError::CandidateDivergent {
+                            member: id.0.hex_prefix(16),
+                        });
+                    }
+                    fresh = o.row_count == 0;
+                    held = self.set_member(op, &held, id, |m| m.stage = StageState::Created)?;
+                }
+                (StageState::Created, Some(_), None) => {
+                    // The owned, unpublished candidate is gone (e.g. a rebuild dropped it and
+                    // the run stopped): reserve a new UUID and rebuild.
+                    let u = Uuid::from_random(self.ports.env.random16());
+                    held = self.set_member(op, &held, id, |m| {
+                        m.stage = StageState::Intent;
+                        m.candidate_uuid = Some(u);
+                        m.rebuilds += 1;
+                    })?;
+                }
+                (StageState::Created, Some(u), Some(o)) => {
+                    if fresh && o.row_count == 0 && artifact.row_count > 0 {
+                        fresh = false;
+                        self.load(op, &held, id, u, artifact)?;
+                        continue;
+                    }
+                    fresh = false;
+                    match self.classify(op, &held, id, &o)? {
+                        Content::Exact(digest) => {
+                            self.ports.progress.member_step(id, "ready");
+                            held = self.set_member(op, &held, id, |m| {
+                                m.stage = StageState::Ready;
+                                m.candidate_content_digest = Some(digest);
+                            })?;
+                        }
+                        Content::Incomplete => {
+                            // Never append to an ambiguous candidate: drop the exact owned
+                            // candidate (publication has not started: phase is STAGING),
+                            // prove absence, then reserve a new UUID.
+                            self.ports
+                                .progress
+                                .member_step(id, "drop incomplete candidate");
+                            self.ports
+                                .catalog
+                                .drop_exact(id, op.database, &op.candidate, u)
+                                .map_err(Self::member_err(id, "drop candidate"))?;
+                            if self.observe(op, id, &op.candidate)?.is_some() {
+                                return Err(EngineError::MemberUnavailable {
+                                    member: id.0.hex_prefix(16),
+                                    step: "prove candidate absence",
+                                    source: PortError::ambiguous("DPONE_CANDIDATE_STILL_PRESENT"),
+                                });
+                            }
+                            let u2 = Uuid::from_random(self.ports.env.random16());
+                            held = self.set_member(op, &held, id, |m| {
+                                m.stage = StageState::Intent;
+                                m.candidate_uuid = Some(u2);
+                                m.rebuilds += 1;
+                            })?;
+                        }
+                        Content::Divergent => {
+                            return Err(EngineError::CandidateDivergent {
+                                member: id.0.hex_prefix(16),
+                            });
+                        }
+                    }
+                }
+                (StageState::Ready, _, _) => return Ok(held),
+            }
+        }
+        Err(EngineError::MemberUnavailable {
+            member: id.0.hex_prefix(16),
+            step: "stage",
+            source: PortError::ambiguous("DPONE_STAGE_STEP_LIMIT"),
+        })
+    }
+
+    /// Exactly one load of the revalidated artifact. An error is not retried here: the next
+    /// observation decides (exact → READY, incomplete → rebuild).
+    fn load(
+        &self,
+        op: &Op<'_>,
+        held: &Held,
+        id: &MemberId,
+        uuid: Uuid,
+        artifact: &ArtifactIdentity,
+    ) -> Result<(), EngineError> {
+        self.ports.artifacts.revalidate(artifact).map_err(|e| {
+            if e.class == crate::ports::ARTIFACT_TAMPERED {
+                EngineError::ArtifactInvalid("the sealed artifact no longer matches its identity")
+            } else {
+                super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
+            }
+        })?;
+        let mut reader = self.ports.artifacts.open(artifact).map_err(|e| {
+            super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
+        })?;
+        let generation = held
+            .record
+            .generation_id
+            .ok_or(EngineError::AuthorityMismatch("no generation"))?;
+        let rebuilds = held.record.member(id).map_or(0, |m| m.rebuilds);
+        let (query_id, dedup_token) = contracts::load_tokens(&generation, id, rebuilds);
+        self.ports.progress.member_step(id, "load");
+        match self.ports.catalog.load(
+            id,
+            op.database,
+            &op.candidate,
+            uuid,
+            &mut reader,
+            &LoadTokens {
+                query_id,
+                dedup_token,
+            },
+        ) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind == crate::ports::PortErrorKind::Interrupted => {
+                Err(EngineError::Interrupted { step: "load" })
+            }
+            // Ambiguous or failed: observation decides, never a blind retry.
+            Err(_) => Ok(()),
+        }
+    }
+}

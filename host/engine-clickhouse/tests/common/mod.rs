@@ -1,0 +1,158 @@
+//! Shared fixture for the engine tests: the synthetic profile, rows, request and wiring.
+#![allow(dead_code, missing_docs)]
+
+use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types, content_digest};
+use dpone_engine_clickhouse::contracts::{Digest, Schema};
+use dpone_engine_clickhouse::ports::NoProgress;
+use dpone_engine_clickhouse::synthetic::{
+    FnGate, SyntheticArtifacts, SyntheticCluster, SyntheticEnv,
+};
+use dpone_engine_clickhouse::{Coordinator, CoordinatorConfig, OperationRequest, Ports};
+use dpone_policy_model::admission::StaticFacts;
+use serde::Deserialize;
+
+pub const PROFILE: &str = include_str!("../../../../fixtures/clickhouse/synthetic-profile.json");
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub schema_version: String,
+    pub cluster: String,
+    pub database: String,
+    pub target: String,
+    pub scheduler_invocation: String,
+    pub columns: Vec<(String, String)>,
+    pub order_by: Vec<String>,
+    pub member_counts: Vec<u32>,
+    pub artifact_rows: u64,
+    pub baseline_rows: u64,
+    pub partial_rows: u64,
+    pub seed: u64,
+    pub max_runs: u32,
+    pub max_source_bytes: i64,
+}
+
+pub fn profile() -> Profile {
+    serde_json::from_str(PROFILE).expect("fixture profile parses")
+}
+
+pub fn profile_digest() -> Digest {
+    Digest::of(PROFILE.as_bytes())
+}
+
+impl Profile {
+    pub fn schema(&self) -> Schema {
+        let cols: Vec<(&str, &str)> = self
+            .columns
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        Schema::of(&cols)
+    }
+
+    pub fn static_facts(&self) -> StaticFacts {
+        StaticFacts {
+            cluster_name: self.cluster.clone(),
+            ddl_scope: Some("cluster".into()),
+            replication_mode: Some("external".into()),
+            engine: "MergeTree".into(),
+            max_source_bytes: Some(self.max_source_bytes),
+            target_database: self.database.clone(),
+            staging_database: self.database.clone(),
+            access_table_engine: None,
+        }
+    }
+
+    pub fn request(&self) -> OperationRequest {
+        OperationRequest {
+            static_facts: self.static_facts(),
+            target_table: self.target.clone(),
+            scheduler_invocation: self.scheduler_invocation.clone(),
+            plan_digest: Digest::of(b"normalized plan of the synthetic profile"),
+            schema: self.schema(),
+            order_by: self.order_by.clone(),
+        }
+    }
+
+    /// `rows` rows of one generation; `base` separates generations.
+    pub fn rows(&self, base: u64, rows: u64) -> Vec<u8> {
+        let mut w = RowBinaryWriter::new(column_types(&self.schema()).expect("profile types"));
+        for i in 0..rows {
+            let k = base + i;
+            let mut uid = [0u8; 16];
+            uid[8..].copy_from_slice(&k.to_be_bytes());
+            uid[0] = 0x42;
+            w.row(&[
+                Value::UInt(u128::from(k)),
+                Value::Bytes(format!("row-{k}").into_bytes()),
+                Value::Int(i128::from(k as i64 * 137 - 5_000)),
+                Value::Int(1_700_000_000_000 + i128::from(k) * 1_001),
+                if k.is_multiple_of(3) {
+                    Value::Null
+                } else {
+                    Value::UInt(u128::from(k % 2))
+                },
+                Value::Raw16(uid),
+            ])
+            .expect("fixture row fits");
+        }
+        w.finish()
+    }
+
+    pub fn digest_of(&self, bytes: &[u8]) -> Digest {
+        content_digest(&self.schema(), bytes, 1 << 26)
+            .expect("fixture digest")
+            .digest
+    }
+}
+
+/// The native admission policy core as the gate (the CLI wraps the component instead).
+pub fn gate() -> FnGate {
+    FnGate::new(
+        "native-policy-core",
+        dpone_policy_admission::admit_static,
+        dpone_policy_admission::admit_runtime,
+    )
+}
+
+pub struct World {
+    pub cluster: SyntheticCluster,
+    pub artifacts: SyntheticArtifacts,
+    pub env: SyntheticEnv,
+    pub gate: FnGate,
+}
+
+impl World {
+    pub fn new(p: &Profile, members: u32, target_present: bool) -> Self {
+        let cluster = SyntheticCluster::new(members, &p.schema());
+        if target_present {
+            let baseline = p.rows(10_000, p.baseline_rows);
+            for i in 0..members as usize {
+                cluster.put_table(i, &p.database, &p.target, &baseline);
+            }
+        }
+        let artifact = p.rows(1, p.artifact_rows);
+        Self {
+            cluster,
+            artifacts: SyntheticArtifacts::new(artifact, p.artifact_rows),
+            env: SyntheticEnv::new(p.seed),
+            gate: gate(),
+        }
+    }
+
+    pub fn coordinator(&self) -> Coordinator<'_> {
+        Coordinator::new(
+            Ports {
+                authority: &self.cluster,
+                inventory: &self.cluster,
+                catalog: &self.cluster,
+                ddl: &self.cluster,
+                artifacts: &self.artifacts,
+                admission: &self.gate,
+                env: &self.env,
+                progress: &NoProgress,
+            },
+            CoordinatorConfig::default(),
+        )
+    }
+}

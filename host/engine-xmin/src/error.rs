@@ -1,0 +1,247 @@
+//! Stable error codes of the XMin key-reconciliation route (`DPONE_XMIN_*`).
+//!
+//! Every failure of the route is an [`XminError`]: a stable [`ErrorCode`] and a message for
+//! people. Messages never hold credentials, endpoints, row values or local paths; adapters map
+//! driver errors to a code plus the SQLSTATE, never to the driver's text (whose DETAIL lines can
+//! quote key values). Codes never change meaning; new failures get new codes.
+
+use serde::Serialize;
+use std::fmt;
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $variant:ident = $code:literal, )*) => {
+        /// A stable, machine-readable failure code.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ErrorCode {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in documentation order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The code as written in evidence, logs and documentation.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( ErrorCode::$variant => $code, )*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    // Strict YAML (manifests and registries).
+    /// The document is not well-formed YAML.
+    YamlSyntax = "DPONE_XMIN_YAML_SYNTAX",
+    /// A mapping repeats a key.
+    YamlDuplicateKey = "DPONE_XMIN_YAML_DUPLICATE_KEY",
+    /// The document uses an anchor or an alias.
+    YamlAlias = "DPONE_XMIN_YAML_ALIAS",
+    /// The document uses an explicit tag.
+    YamlTag = "DPONE_XMIN_YAML_TAG",
+    /// The document holds a non-ASCII character.
+    YamlNonAscii = "DPONE_XMIN_YAML_NON_ASCII",
+    /// A plain scalar is ambiguous across YAML versions (`yes`, `on`, `0x1f`, `1e3`, `007`, ...).
+    YamlAmbiguousScalar = "DPONE_XMIN_YAML_AMBIGUOUS_SCALAR",
+    /// The stream holds zero or several documents.
+    YamlDocumentCount = "DPONE_XMIN_YAML_DOCUMENT_COUNT",
+    /// A mapping key is not a plain string.
+    YamlNonStringKey = "DPONE_XMIN_YAML_NON_STRING_KEY",
+    /// The document exceeds a size or nesting limit.
+    YamlLimit = "DPONE_XMIN_YAML_LIMIT",
+
+    // Workload manifest.
+    /// The manifest has a field the schema does not define.
+    ManifestUnknownField = "DPONE_XMIN_MANIFEST_UNKNOWN_FIELD",
+    /// The manifest does not match the schema (missing field, wrong type, bad value).
+    ManifestInvalid = "DPONE_XMIN_MANIFEST_INVALID",
+    /// The manifest uses the deprecated boolean `reconciliation: true`, which never enables this route.
+    ManifestLegacyReconciliation = "DPONE_XMIN_MANIFEST_LEGACY_RECONCILIATION",
+    /// The manifest asks for a mode, cadence, consistency or target this route does not support.
+    ManifestUnsupportedRoute = "DPONE_XMIN_MANIFEST_UNSUPPORTED_ROUTE",
+    /// An identifier is empty, too long, non-ASCII or not a plain SQL identifier.
+    ManifestIdentifierInvalid = "DPONE_XMIN_MANIFEST_IDENTIFIER_INVALID",
+    /// The unique key is empty, repeats a column, or names a column that is not selected.
+    ManifestUniqueKeyInvalid = "DPONE_XMIN_MANIFEST_UNIQUE_KEY_INVALID",
+    /// A guard ratio is not a decimal in [0, 1] with at most six fractional digits.
+    ManifestRatioInvalid = "DPONE_XMIN_MANIFEST_RATIO_INVALID",
+    /// `state.run_table.name` and the legacy `state.run_table.run_name` are both set, or neither.
+    ManifestStateTableConflict = "DPONE_XMIN_MANIFEST_STATE_TABLE_CONFLICT",
+    /// The state atomicity or state type cannot be honoured for this target.
+    ManifestStateAtomicityUnsupported = "DPONE_XMIN_MANIFEST_STATE_ATOMICITY_UNSUPPORTED",
+    /// The delete-mode policy rejected the configuration.
+    DeleteModeRejected = "DPONE_XMIN_DELETE_MODE_REJECTED",
+
+    // Environment-owned connection registry.
+    /// The registry has a field the schema does not define.
+    RegistryUnknownField = "DPONE_XMIN_REGISTRY_UNKNOWN_FIELD",
+    /// The registry does not match the schema.
+    RegistryInvalid = "DPONE_XMIN_REGISTRY_INVALID",
+    /// A manifest names a connection the registry does not hold, or one of the wrong kind.
+    RegistryConnectionUnknown = "DPONE_XMIN_REGISTRY_CONNECTION_UNKNOWN",
+    /// A credential variable named by the registry is not set in the environment.
+    RegistryCredentialMissing = "DPONE_XMIN_REGISTRY_CREDENTIAL_MISSING",
+    /// The source authority document is malformed for its version (missing or extra pins).
+    RegistryAuthorityInvalid = "DPONE_XMIN_REGISTRY_AUTHORITY_INVALID",
+    /// The source relation has no pin in the authority document.
+    RegistryRelationUnpinned = "DPONE_XMIN_REGISTRY_RELATION_UNPINNED",
+    /// A relation alias is non-ASCII or folds to several pins.
+    RegistryRelationAliasAmbiguous = "DPONE_XMIN_REGISTRY_RELATION_ALIAS_AMBIGUOUS",
+    /// A target or state connection lacks its database pin.
+    RegistryPinMissing = "DPONE_XMIN_REGISTRY_PIN_MISSING",
+    /// Target and state pins name different databases, so one transaction cannot cover both.
+    RegistryStateNotTargetAtomic = "DPONE_XMIN_REGISTRY_STATE_NOT_TARGET_ATOMIC",
+
+    // Target and state database preflight (before source I/O).
+    /// Connecting to the target failed.
+    TargetConnect = "DPONE_XMIN_TARGET_CONNECT",
+    /// The target database name or OID differs from its pin (recreated or substituted).
+    TargetDatabasePinMismatch = "DPONE_XMIN_TARGET_DATABASE_PIN_MISMATCH",
+    /// The target cluster's system identifier differs from its pin.
+    TargetSystemIdentifierMismatch = "DPONE_XMIN_TARGET_SYSTEM_IDENTIFIER_MISMATCH",
+    /// The target table is missing or its columns, reserved columns or unique key do not match.
+    TargetTableInvalid = "DPONE_XMIN_TARGET_TABLE_INVALID",
+    /// A state table is missing or does not have the reviewed shape.
+    StateCatalogInvalid = "DPONE_XMIN_STATE_CATALOG_INVALID",
+
+    // Source boundary.
+    /// Connecting to the source failed.
+    SourceConnect = "DPONE_XMIN_SOURCE_CONNECT",
+    /// The source session settings are unsafe (e.g. `standard_conforming_strings` off).
+    SourceSettingsUnsafe = "DPONE_XMIN_SOURCE_SETTINGS_UNSAFE",
+    /// The source's recovery role differs from the pinned topology role.
+    SourceRecoveryRoleMismatch = "DPONE_XMIN_SOURCE_RECOVERY_ROLE_MISMATCH",
+    /// The source database name or OID differs from its pin.
+    SourceDatabasePinMismatch = "DPONE_XMIN_SOURCE_DATABASE_PIN_MISMATCH",
+    /// The effective or session principal name or OID differs from its pin.
+    SourcePrincipalPinMismatch = "DPONE_XMIN_SOURCE_PRINCIPAL_PIN_MISMATCH",
+    /// The schema or relation OID differs from its pin, before or under the lock.
+    SourceRelationPinMismatch = "DPONE_XMIN_SOURCE_RELATION_PIN_MISMATCH",
+    /// The relation does not exist or cannot be locked.
+    SourceRelationMissing = "DPONE_XMIN_SOURCE_RELATION_MISSING",
+    /// The cluster's system identifier differs from the version-1 pin.
+    SourceSystemIdentifierMismatch = "DPONE_XMIN_SOURCE_SYSTEM_IDENTIFIER_MISMATCH",
+    /// The cluster's timeline differs from the version-1 pin.
+    SourceTimelineMismatch = "DPONE_XMIN_SOURCE_TIMELINE_MISMATCH",
+    /// A selected column is missing from the source relation.
+    SourceColumnMissing = "DPONE_XMIN_SOURCE_COLUMN_MISSING",
+    /// A column type cannot be carried losslessly by the binary wire (not a built-in type).
+    SourceUnsupportedColumnType = "DPONE_XMIN_SOURCE_UNSUPPORTED_COLUMN_TYPE",
+    /// The XID epoch changed since the checkpoint or within the snapshot.
+    SourceXidEpochChanged = "DPONE_XMIN_SOURCE_XID_EPOCH_CHANGED",
+    /// Rows newer than the checkpoint may have been frozen; the delta cannot be trusted.
+    SourceFreezeUncertain = "DPONE_XMIN_SOURCE_FREEZE_UNCERTAIN",
+    /// `H - U` exceeds `source.options.xmin_max_replay_amplification_xids`.
+    SourceReplayAmplificationExceeded = "DPONE_XMIN_SOURCE_REPLAY_AMPLIFICATION_EXCEEDED",
+    /// The snapshot's safe XMin is below the stored checkpoint.
+    SourceCheckpointRegression = "DPONE_XMIN_SOURCE_CHECKPOINT_REGRESSION",
+    /// A source statement or the COPY stream failed.
+    SourceExtractionFailed = "DPONE_XMIN_SOURCE_EXTRACTION_FAILED",
+
+    // Artifacts and validation (before any target mutation).
+    /// Reading or writing an artifact failed.
+    ArtifactIo = "DPONE_XMIN_ARTIFACT_IO",
+    /// An artifact's bytes do not match its recorded sha256 or size.
+    ArtifactChecksumMismatch = "DPONE_XMIN_ARTIFACT_CHECKSUM_MISMATCH",
+    /// An artifact lacks its trailer or is otherwise incomplete.
+    ArtifactIncomplete = "DPONE_XMIN_ARTIFACT_INCOMPLETE",
+    /// An artifact is not a well-formed binary COPY stream of the expected shape.
+    ArtifactMalformed = "DPONE_XMIN_ARTIFACT_MALFORMED",
+    /// The envelope contradicts the route or itself.
+    EnvelopeInvalid = "DPONE_XMIN_ENVELOPE_INVALID",
+    /// A key column is null in the snapshot.
+    SnapshotNullKey = "DPONE_XMIN_SNAPSHOT_NULL_KEY",
+    /// A key occurs twice in the snapshot or the delta.
+    SnapshotDuplicateKey = "DPONE_XMIN_SNAPSHOT_DUPLICATE_KEY",
+    /// Row counts of artifacts, receipts and staging disagree.
+    SnapshotCountMismatch = "DPONE_XMIN_SNAPSHOT_COUNT_MISMATCH",
+    /// The envelope was produced for another scope.
+    SnapshotScopeMismatch = "DPONE_XMIN_SNAPSHOT_SCOPE_MISMATCH",
+
+    // Target transaction.
+    /// A target statement failed (SQLSTATE in the message).
+    TargetStatementFailed = "DPONE_XMIN_TARGET_STATEMENT_FAILED",
+    /// The serializable transaction lost a conflict (SQLSTATE 40001/40P01); retry.
+    TargetSerializationConflict = "DPONE_XMIN_TARGET_SERIALIZATION_CONFLICT",
+    /// Another run moved the checkpoint since this run's snapshot; retry from the new checkpoint.
+    StateCheckpointStale = "DPONE_XMIN_STATE_CHECKPOINT_STALE",
+    /// The state row of this key was superseded by a transfer.
+    StateSuperseded = "DPONE_XMIN_STATE_SUPERSEDED",
+    /// The guard policy refused the run; the policy's reason code is in the message.
+    GuardDenied = "DPONE_XMIN_GUARD_DENIED",
+    /// A policy component failed (trap, limit, malformed output); fail closed.
+    PolicyFailed = "DPONE_XMIN_POLICY_FAILED",
+    /// Active target keys and snapshot keys differ after apply: full repair required.
+    ParityDrift = "DPONE_XMIN_PARITY_DRIFT",
+    /// Action counts break an invariant (disjoint metrics, guard counts).
+    MetricInvariant = "DPONE_XMIN_METRIC_INVARIANT",
+    /// The selected repair authority does not exist.
+    AuthorityNotFound = "DPONE_XMIN_AUTHORITY_NOT_FOUND",
+    /// A repair authority document cannot be read or created as given.
+    AuthorityInvalid = "DPONE_XMIN_AUTHORITY_INVALID",
+    /// The transfer's old owner could not be superseded exactly.
+    TransferFailed = "DPONE_XMIN_TRANSFER_FAILED",
+    /// Commit was sent but not acknowledged, and the receipt probe could not decide the outcome.
+    CommitOutcomeUnknown = "DPONE_XMIN_COMMIT_OUTCOME_UNKNOWN",
+    /// A fault injected by a test harness.
+    InjectedFault = "DPONE_XMIN_INJECTED_FAULT",
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A failure of the route: a stable code and a message without secrets or row values.
+#[derive(Debug, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct XminError {
+    code: ErrorCode,
+    message: String,
+}
+
+impl XminError {
+    /// Builds an error.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The message for people.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = XminError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn codes_are_unique_and_prefixed() {
+        let mut seen = BTreeSet::new();
+        for code in ErrorCode::ALL {
+            assert!(code.as_str().starts_with("DPONE_XMIN_"), "{code}");
+            assert!(seen.insert(code.as_str()), "duplicate {code}");
+        }
+    }
+}

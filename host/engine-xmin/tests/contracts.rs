@@ -1,0 +1,352 @@
+//! Hermetic contract tests: manifests and registries from `fixtures/xmin`, each malformation
+//! refused with its own stable code before any I/O; identities; check and plan.
+//!
+//! Tier: unit (pure); the delete-mode decision comes from a stub plan through the policy port.
+
+use dpone_engine_xmin::ports::{Judged, PolicyPort};
+use dpone_engine_xmin::registry::Environment;
+use dpone_engine_xmin::{ErrorCode, Manifest, Registry, Route};
+use dpone_policy_model::delete_mode::{
+    ActivePredicate, Classification, DeleteModeFacts, DeletePlan, FlagEffect, KeyState, Mode,
+    PlanDecision, RowAction, TimestampEffect,
+};
+use dpone_policy_model::guard::{GuardDecision, GuardFacts};
+use dpone_policy_model::types::Reason;
+use std::collections::BTreeMap;
+
+const MANIFEST: &str = include_str!("../../../fixtures/xmin/manifest.yaml");
+const REGISTRY: &str = include_str!("../../../fixtures/xmin/registry.yaml");
+const REGISTRY_V1: &str = include_str!("../../../fixtures/xmin/registry-v1.yaml");
+
+/// Minimal policy stub: accepts soft_delete/timestamp_only, rejects anything else.
+struct Stub;
+
+impl PolicyPort for Stub {
+    fn guard(&self, _: &GuardFacts) -> dpone_engine_xmin::Result<Judged<GuardDecision>> {
+        Ok(Judged {
+            decision: GuardDecision::Deny(Reason::new("STUB", "stub")),
+            evidence: serde_json::Value::Null,
+        })
+    }
+    fn delete_mode(&self, f: &DeleteModeFacts) -> dpone_engine_xmin::Result<Judged<PlanDecision>> {
+        let ok = matches!(f.delete_policy.as_deref(), None | Some("soft_delete"))
+            && matches!(f.soft_delete_mode.as_deref(), None | Some("timestamp_only"));
+        let decision = if ok {
+            PlanDecision::Plan(DeletePlan {
+                mode: Mode::TimestampOnly,
+                columns: vec![],
+                active_predicate: ActivePredicate::DeletedAtIsNull,
+                rules: KeyState::ALL
+                    .iter()
+                    .map(|&state| Classification {
+                        state,
+                        action: RowAction::Unchanged,
+                        write_business_columns: false,
+                        deleted_at: TimestampEffect::None,
+                        deleted_flag: FlagEffect::None,
+                    })
+                    .collect(),
+            })
+        } else {
+            PlanDecision::Reject(Reason::new(
+                "DPONE_DELETE_MODE_UNKNOWN_SOFT_DELETE_MODE",
+                "stub",
+            ))
+        };
+        Ok(Judged {
+            decision,
+            evidence: serde_json::Value::Null,
+        })
+    }
+}
+
+fn env() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("DPONE_PG_SOURCE_PASSWORD".to_owned(), "s".to_owned()),
+        ("DPONE_PG_TARGET_PASSWORD".to_owned(), "t".to_owned()),
+    ])
+}
+
+fn manifest_code(text: &str) -> ErrorCode {
+    Manifest::from_yaml(text)
+        .expect_err("must be refused")
+        .code()
+}
+
+fn registry_code(text: &str) -> ErrorCode {
+    Registry::from_yaml(text)
+        .expect_err("must be refused")
+        .code()
+}
+
+fn route_code(manifest: &str, registry: &str, env: &dyn Environment) -> ErrorCode {
+    let m = Manifest::from_yaml(manifest).expect("manifest");
+    let r = Registry::from_yaml(registry).expect("registry");
+    Route::prepare(m, &r, env, &Stub)
+        .expect_err("must be refused")
+        .code()
+}
+
+#[test]
+fn sample_manifest_and_registry_are_valid() {
+    let m = Manifest::from_yaml(MANIFEST).expect("manifest");
+    assert_eq!(m.guards.max_delete_ratio, Some(50_000));
+    assert_eq!(m.guards.max_delete_rows, Some(100_000));
+    assert_eq!(m.business_columns(), ["customer", "amount", "status"]);
+    let r = Registry::from_yaml(REGISTRY).expect("registry");
+    let route = Route::prepare(m.clone(), &r, &env(), &Stub).expect("route");
+    let report = route.check_report();
+    assert_eq!(report.source_relation, "public.orders");
+    assert_eq!(report.identity.state_key.len(), 64);
+    assert_eq!(route.resolved.state_schema, "dpone_state");
+    let plan = serde_json::to_value(route.plan_report()).expect("plan json");
+    assert_eq!(plan["delete_mode"], "timestamp_only");
+    // Credentials never appear in reports or Debug output.
+    let dbg = format!(
+        "{:?}{}",
+        route.resolved,
+        serde_json::to_string(&report).unwrap_or_default()
+    );
+    assert!(
+        !dbg.contains("\"s\"") && !dbg.contains("/var/run/postgresql"),
+        "{dbg}"
+    );
+    Registry::from_yaml(REGISTRY_V1).expect("v1 registry");
+}
+
+#[test]
+fn malformed_manifests_have_distinct_codes() {
+    let cases: Vec<(String, ErrorCode)> = vec![
+        (
+            MANIFEST.replace("name: orders_to_dwh", "name: orders_to_dwh\nname: again"),
+            ErrorCode::YamlDuplicateKey,
+        ),
+        (
+            MANIFEST.replace(
+                "  mode: key_snapshot",
+                "  mode: key_snapshot\n  colour: blue",
+            ),
+            ErrorCode::ManifestUnknownField,
+        ),
+        (
+            MANIFEST.replace("enabled: true", "enabled: yes"),
+            ErrorCode::YamlAmbiguousScalar,
+        ),
+        (
+            MANIFEST.replace("table: orders", "table: &t orders\n  alias: *t"),
+            ErrorCode::YamlAlias,
+        ),
+        (
+            MANIFEST.replace("table: orders", "table: !!str orders"),
+            ErrorCode::YamlTag,
+        ),
+        (
+            MANIFEST.replace("table: orders", "table: ord\u{e9}rs"),
+            ErrorCode::YamlNonAscii,
+        ),
+        (
+            MANIFEST.replace("mode: key_snapshot", "mode: full_refresh"),
+            ErrorCode::ManifestUnsupportedRoute,
+        ),
+        (
+            MANIFEST.replace("unique_key: [id]", "unique_key: [nope]"),
+            ErrorCode::ManifestUniqueKeyInvalid,
+        ),
+        (
+            MANIFEST.replace("unique_key: [id]", "unique_key: []"),
+            ErrorCode::ManifestUniqueKeyInvalid,
+        ),
+        (
+            MANIFEST.replace("max_delete_ratio: 0.05", "max_delete_ratio: 1.5"),
+            ErrorCode::ManifestRatioInvalid,
+        ),
+        (
+            MANIFEST.replace("max_delete_ratio: 0.05", "max_delete_ratio: 0.0000001"),
+            ErrorCode::ManifestRatioInvalid,
+        ),
+        (
+            MANIFEST.replace(
+                "run_table: {name: dpone_run_state}",
+                "run_table: {name: a, run_name: b}",
+            ),
+            ErrorCode::ManifestStateTableConflict,
+        ),
+        (
+            MANIFEST.replace("atomicity: target_atomic", "atomicity: separate"),
+            ErrorCode::ManifestStateAtomicityUnsupported,
+        ),
+        (
+            MANIFEST.replace(
+                "  type: postgres\n  connection_ref: pg_state",
+                "  type: mssql\n  connection_ref: pg_state",
+            ),
+            ErrorCode::ManifestStateAtomicityUnsupported,
+        ),
+        (
+            MANIFEST.replace("relation: public.orders", "relation: orders"),
+            ErrorCode::ManifestIdentifierInvalid,
+        ),
+        (
+            MANIFEST.replace("table: orders", "table: \"or ders\""),
+            ErrorCode::ManifestIdentifierInvalid,
+        ),
+        (
+            MANIFEST.replace("cadence: every_run", "cadence: 7"),
+            ErrorCode::ManifestInvalid,
+        ),
+    ];
+    for (text, code) in cases {
+        assert_eq!(manifest_code(&text), code, "{text}");
+    }
+    // The deprecated boolean never enables the route.
+    let legacy = MANIFEST.replace(
+        "reconciliation:\n  enabled: true\n",
+        "reconciliation: true\nunused:\n  enabled: true\n",
+    );
+    assert_eq!(
+        manifest_code(&legacy),
+        ErrorCode::ManifestLegacyReconciliation
+    );
+    // The legacy run_name alone is accepted with a deprecation.
+    let m = Manifest::from_yaml(&MANIFEST.replace(
+        "run_table: {name: dpone_run_state}",
+        "run_table: {run_name: dpone_run_state}",
+    ))
+    .expect("legacy run_name");
+    assert_eq!(m.deprecations.len(), 1);
+}
+
+#[test]
+fn malformed_registries_have_distinct_codes() {
+    let cases: Vec<(String, ErrorCode)> = vec![
+        (REGISTRY.replace("kind: postgres_source", "kind: postgres_source\n    kind: postgres_target"), ErrorCode::YamlDuplicateKey),
+        (REGISTRY.replace("    password_env: DPONE_PG_SOURCE_PASSWORD\n", "    password: hunter2\n"), ErrorCode::RegistryUnknownField),
+        (REGISTRY.replace("profile: catalog_identity", "profile: catalog_identity\n      system_identifier: '1'"), ErrorCode::RegistryAuthorityInvalid),
+        (REGISTRY.replace("profile: catalog_identity", "profile: physical_cluster"), ErrorCode::RegistryAuthorityInvalid),
+        (REGISTRY.replace("version: 2", "version: 3"), ErrorCode::RegistryAuthorityInvalid),
+        (REGISTRY.replace("public.customers:", "PUBLIC.ORDERS:"), ErrorCode::RegistryRelationAliasAmbiguous),
+        (REGISTRY.replacen("    database_pin: {name: dwh, oid: 16500, system_identifier: '7642011472967116994'}\n", "", 1), ErrorCode::RegistryPinMissing),
+        (REGISTRY.replacen("system_identifier: '7642011472967116994'", "system_identifier: 'abc'", 1), ErrorCode::RegistryInvalid),
+        (REGISTRY.replace("environment: prod", "environment: prod\nextra: 1"), ErrorCode::RegistryUnknownField),
+        (REGISTRY_V1.replace("      timeline: 1\n", ""), ErrorCode::RegistryAuthorityInvalid),
+    ];
+    for (text, code) in cases {
+        assert_eq!(registry_code(&text), code, "{text}");
+    }
+}
+
+#[test]
+fn route_resolution_refusals() {
+    let e = env();
+    // Unpinned relation.
+    assert_eq!(
+        route_code(
+            &MANIFEST.replace("relation: public.orders", "relation: public.invoices"),
+            REGISTRY,
+            &e
+        ),
+        ErrorCode::RegistryRelationUnpinned
+    );
+    // An ASCII-case alias resolves to the single pin.
+    let m = Manifest::from_yaml(
+        &MANIFEST.replace("relation: public.orders", "relation: Public.Orders"),
+    )
+    .expect("alias");
+    let r = Registry::from_yaml(REGISTRY).expect("registry");
+    let route = Route::prepare(m, &r, &e, &Stub).expect("alias resolves");
+    assert_eq!(route.resolved.source_authority.relation, "orders");
+    // Unknown connection, wrong kind.
+    assert_eq!(
+        route_code(
+            &MANIFEST.replace("connection_ref: pg_source", "connection_ref: nowhere"),
+            REGISTRY,
+            &e
+        ),
+        ErrorCode::RegistryConnectionUnknown
+    );
+    assert_eq!(
+        route_code(
+            &MANIFEST.replace("connection_ref: pg_target", "connection_ref: pg_source"),
+            REGISTRY,
+            &e
+        ),
+        ErrorCode::RegistryConnectionUnknown
+    );
+    // Credential missing from the environment.
+    assert_eq!(
+        route_code(MANIFEST, REGISTRY, &BTreeMap::new()),
+        ErrorCode::RegistryCredentialMissing
+    );
+    // State in another database than the target.
+    let split = REGISTRY.replacen(
+        "database_pin: {name: dwh, oid: 16500, system_identifier: '7642011472967116994'}\n  pg_state",
+        "database_pin: {name: dwh, oid: 16501, system_identifier: '7642011472967116994'}\n  pg_state",
+        1,
+    );
+    assert_ne!(split, REGISTRY);
+    assert_eq!(
+        route_code(MANIFEST, &split, &e),
+        ErrorCode::RegistryStateNotTargetAtomic
+    );
+    // Delete-mode policy reject.
+    assert_eq!(
+        route_code(
+            &MANIFEST.replace(
+                "soft_delete_mode: timestamp_only",
+                "soft_delete_mode: tombstone"
+            ),
+            REGISTRY,
+            &e
+        ),
+        ErrorCode::DeleteModeRejected
+    );
+}
+
+#[test]
+fn identity_reacts_to_drift_and_rotation() {
+    let e = env();
+    let r = Registry::from_yaml(REGISTRY).expect("registry");
+    let base = Route::prepare(Manifest::from_yaml(MANIFEST).expect("m"), &r, &e, &Stub)
+        .expect("route")
+        .identity;
+    let with = |m: &str, reg: &str| {
+        let r = Registry::from_yaml(reg).expect("registry");
+        Route::prepare(Manifest::from_yaml(m).expect("m"), &r, &e, &Stub)
+            .expect("route")
+            .identity
+    };
+    // Schema drift, key drift and scope drift change the state key.
+    let schema = with(
+        &MANIFEST.replace("[id, customer, amount, status]", "[id, customer, amount]"),
+        REGISTRY,
+    );
+    assert_ne!(schema.state_key, base.state_key);
+    let scope = with(
+        &MANIFEST.replace(
+            "scope: {type: full}",
+            "scope: {type: column_values, column: status, values: [open]}",
+        ),
+        REGISTRY,
+    );
+    assert_ne!(scope.state_key, base.state_key);
+    assert_ne!(scope.scope_hash, base.scope_hash);
+    // A pin for an unrelated relation changes nothing.
+    let unrelated = with(
+        MANIFEST,
+        &REGISTRY.replace("relation_oid: 16400", "relation_oid: 16401"),
+    );
+    assert_eq!(unrelated, base);
+    // Rotating the selected relation pin changes the route fingerprint, not the state key.
+    let rotated = with(
+        MANIFEST,
+        &REGISTRY.replace("relation_oid: 16390", "relation_oid: 16391"),
+    );
+    assert_eq!(rotated.state_key, base.state_key);
+    assert_ne!(rotated.route_fingerprint, base.route_fingerprint);
+    // Switching profiles changes the authority digest.
+    let v1 = with(MANIFEST, REGISTRY_V1);
+    assert_ne!(v1.source_authority_digest, base.source_authority_digest);
+    // A recreated target database is a different physical target.
+    let recreated = with(MANIFEST, &REGISTRY.replace("oid: 16500", "oid: 16600"));
+    assert_ne!(recreated.target_identity, base.target_identity);
+}
