@@ -1,0 +1,137 @@
+//! Tier: tidy. The architecture invariants of `docs/architecture.md` that can be read off the
+//! tree: the one direction of dependency between crates, module docs on every source file, and a
+//! `SAFETY:` comment on every `unsafe`.
+
+use dpone_integration_tests::workspace;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Normal (non-dev, non-build) dependencies of every workspace package, by package name.
+fn normal_dependencies() -> BTreeMap<String, Vec<String>> {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .current_dir(workspace())
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| d["name"].as_str().map(str::to_owned))
+                .collect();
+            (p["name"].as_str().unwrap_or_default().to_owned(), deps)
+        })
+        .collect()
+}
+
+const DRIVERS: &[&str] = &["tokio-postgres", "postgres", "tiberius", "clickhouse", "hyper", "reqwest"];
+
+#[test]
+fn dependencies_point_one_way() {
+    let deps = normal_dependencies();
+    let mut violations = Vec::new();
+    let mut forbid = |package: &str, forbidden: &dyn Fn(&str) -> bool, why: &str| {
+        if let Some(list) = deps.get(package) {
+            for dep in list.iter().filter(|d| forbidden(d)) {
+                violations.push(format!("{package} depends on {dep}: {why}"));
+            }
+        }
+    };
+    for (package, _) in deps.iter() {
+        if package.starts_with("dpone-engine-") {
+            forbid(
+                package,
+                &|d| DRIVERS.contains(&d) || d == "wasmtime" || d == "dpone-policy-runtime" || d.starts_with("dpone-adapter-") || d == "dpone-host",
+                "engines know nothing of drivers, wasmtime or adapters",
+            );
+        }
+        if package.starts_with("dpone-adapter-") {
+            forbid(package, &|d| d == "wasmtime" || d == "dpone-policy-runtime" || d == "dpone-host", "adapters do I/O, not policy");
+        }
+        if package.starts_with("dpone-policy-") && package != "dpone-policy-runtime" && package != "dpone-policy-build" {
+            forbid(
+                package,
+                &|d| !matches!(d, "dpone-policy-model" | "serde" | "wit-bindgen"),
+                "policy cores and the model depend on nothing but the contract",
+            );
+        }
+    }
+    forbid("dpone-policy-runtime", &|d| DRIVERS.contains(&d) || d.starts_with("dpone-engine-") || d.starts_with("dpone-adapter-") || d == "dpone-trust", "the runtime runs policies and nothing else");
+    forbid("dpone-trust", &|d| d == "wasmtime" || d == "dpone-policy-runtime" || DRIVERS.contains(&d), "trust verifies signatures and nothing else");
+    forbid("dpone-policy-model", &|d| d != "serde", "the model is plain data");
+    assert!(deps.contains_key("dpone-policy-model") && deps.contains_key("dpone-policy-runtime"));
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+fn rust_sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let name = entry.file_name();
+        if path.is_dir() {
+            if name != "target" && !name.to_string_lossy().starts_with('.') {
+                rust_sources(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") && path.components().any(|c| c.as_os_str() == "src") {
+            out.push(path);
+        }
+    }
+}
+
+fn workspace_sources() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for top in ["host", "policies", "adapters", "fixtures", "tests", "xtask"] {
+        rust_sources(&workspace().join(top), &mut files);
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn every_source_file_starts_with_module_docs() {
+    let files = workspace_sources();
+    assert!(files.len() > 20, "found the sources");
+    let missing: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            !text.trim_start().starts_with("//!")
+        })
+        .map(|f| f.strip_prefix(workspace()).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "files without a `//!` module doc:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn every_unsafe_block_says_why_it_is_sound() {
+    let mut unexplained = Vec::new();
+    for file in workspace_sources() {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if !(code.contains("unsafe {") || code.contains("unsafe fn") || code.contains("unsafe impl")) {
+                continue;
+            }
+            let window = &lines[i.saturating_sub(8)..i];
+            if !window.iter().any(|l| l.contains("SAFETY:")) {
+                unexplained.push(format!(
+                    "{}:{}",
+                    file.strip_prefix(workspace()).unwrap_or(&file).display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(unexplained.is_empty(), "unsafe without a preceding `// SAFETY:` comment:\n{}", unexplained.join("\n"));
+}
