@@ -64,12 +64,13 @@ pub fn sample_input(kind: PolicyKind, function: &str) -> Result<serde_json::Valu
 }
 
 /// Runs the demo.
-pub fn run(args: DemoArgs) -> Result<(), Failure> {
+pub fn run(args: DemoArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failure> {
     let runtime = shipped::runtime(Some(&args.cache_dir))?;
+    let source = shipped::PolicySource::resolve(&runtime, &args.components_dir, source)?;
     let mut loads = Vec::new();
     let mut decisions = Vec::new();
     for kind in PolicyKind::ALL {
-        let loaded = shipped::load(&runtime, &args.components_dir, kind)?;
+        let loaded = source.policy(kind)?;
         loads.push(loaded.report().clone());
         for (_, function, _) in SAMPLES.iter().filter(|(k, _, _)| *k == kind) {
             let decided = loaded.decide_json(function, &sample_input(kind, function)?)?;
@@ -78,6 +79,7 @@ pub fn run(args: DemoArgs) -> Result<(), Failure> {
     }
     print_json(&serde_json::json!({
         "engine_fingerprint": runtime.engine_fingerprint(),
+        "bundle": source.bundle_evidence(),
         "pins_verified": loads,
         "decisions": decisions,
     }))

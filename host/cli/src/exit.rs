@@ -1,6 +1,8 @@
 //! Exit codes and the error shape every command reports on stderr.
 
+use crate::activation::ActivationError;
 use dpone_policy_runtime::PolicyError;
+use dpone_trust::{ErrorClass, TrustError};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -58,6 +60,44 @@ impl From<PolicyError> for Failure {
         let exit = match e {
             PolicyError::InputInvalid { .. } | PolicyError::UnknownFunction { .. } => BAD_INPUT,
             _ => POLICY_FAILED,
+        };
+        Self {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+            exit,
+        }
+    }
+}
+
+fn exit_for_class(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::Refused => REFUSED,
+        ErrorClass::BadInput => BAD_INPUT,
+        ErrorClass::Internal => INTERNAL,
+    }
+}
+
+impl From<TrustError> for Failure {
+    fn from(e: TrustError) -> Self {
+        Self {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+            exit: exit_for_class(e.class()),
+        }
+    }
+}
+
+impl From<ActivationError> for Failure {
+    fn from(e: ActivationError) -> Self {
+        let exit = match &e {
+            ActivationError::Trust(trust) => exit_for_class(trust.class()),
+            ActivationError::Load {
+                source: PolicyError::InputInvalid { .. } | PolicyError::UnknownFunction { .. },
+                ..
+            } => BAD_INPUT,
+            ActivationError::Load { .. } => POLICY_FAILED,
+            other if other.is_refusal() => REFUSED,
+            _ => INTERNAL,
         };
         Self {
             code: e.code().to_owned(),

@@ -24,6 +24,8 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    source: shipped::PolicySourceArgs,
 }
 
 #[derive(Subcommand)]
@@ -55,8 +57,8 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Policy { command } => policy_cmd::run(command),
-        Command::Demo(args) => demo::run(args),
+        Command::Policy { command } => policy_cmd::run(command, &cli.source),
+        Command::Demo(args) => demo::run(args, &cli.source),
         Command::Bundle { cmd } => return trust_cmd::run_bundle(cmd),
         Command::VerifyBundle(args) => return trust_cmd::run_verify_bundle(args),
     };

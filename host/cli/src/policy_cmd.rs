@@ -116,12 +116,12 @@ pub struct BenchArgs {
 }
 
 /// Runs a policy subcommand.
-pub fn run(command: PolicyCommand) -> Result<(), Failure> {
+pub fn run(command: PolicyCommand, source: &shipped::PolicySourceArgs) -> Result<(), Failure> {
     match command {
         PolicyCommand::Build(args) => build(args),
         PolicyCommand::Lock(args) => lock(args),
         PolicyCommand::Inspect { component } => inspect(&component),
-        PolicyCommand::Eval(args) => eval(args),
+        PolicyCommand::Eval(args) => eval(args, source),
         PolicyCommand::Test(args) => test(args),
         PolicyCommand::Bench(args) => bench(args),
     }
@@ -261,19 +261,35 @@ fn read_json(path: &Path, what: &str) -> Result<serde_json::Value, Failure> {
     })
 }
 
-fn eval(args: EvalArgs) -> Result<(), Failure> {
+fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failure> {
     let function = function_for(args.kind, args.function)?;
     let input = read_json(&args.input, "input")?;
     let runtime = shipped::runtime(None)?;
+    let source = shipped::PolicySource::resolve(&runtime, &args.components_dir, source)?;
     let loaded = match (&args.component, args.pin) {
+        (Some(_), Some(_)) if source.bundle_evidence().is_some() => {
+            return Err(Failure::refused(
+                "DPONE_TRUST_BUNDLE_REQUIRED",
+                "a trust policy is configured: --component cannot bypass the signed bundle",
+            ));
+        }
         (Some(path), Some(pin)) => {
             let bytes = shipped::read_input(path, "component")?;
-            runtime.load(args.kind, &bytes, pin, Budget::default())?
+            shipped::Policy::Owned(Box::new(runtime.load(
+                args.kind,
+                &bytes,
+                pin,
+                Budget::default(),
+            )?))
         }
-        _ => shipped::load(&runtime, &args.components_dir, args.kind)?,
+        _ => source.policy(args.kind)?,
     };
     let decided = loaded.decide_json(&function, &input)?;
-    print_json(&serde_json::json!({ "decision": decided.decision, "evidence": decided.evidence }))
+    print_json(&serde_json::json!({
+        "decision": decided.decision,
+        "evidence": decided.evidence,
+        "bundle": source.bundle_evidence(),
+    }))
 }
 
 fn test(args: TestArgs) -> Result<(), Failure> {

@@ -1,7 +1,12 @@
-//! The shipped policies: pins compiled into the binary from `policies/components.lock.json`, and
-//! where their components are looked up.
+//! Where decisions come from. Without a trust policy: the shipped components, at pins compiled
+//! into the binary from `policies/components.lock.json`. With a trust policy configured
+//! (`--trust-policy` / `DPONE_TRUST_POLICY`): only a signed bundle (`--bundle` /
+//! `DPONE_POLICY_BUNDLE`) that passes the activation gate; the shipped pins are then not used.
 
+use crate::activation::{ActivatedBundle, activate_bundle};
 use crate::exit::Failure;
+use crate::trust_cmd::{load_bundle, read_trust_policy};
+use clap::Args;
 use dpone_policy_build::ComponentLock;
 use dpone_policy_runtime::{
     Budget, LoadedPolicy, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig, Sha256Digest,
@@ -75,4 +80,102 @@ pub fn load(
 /// Path of the shipped component of `kind` under `dir`.
 pub fn component_path(dir: &Path, kind: PolicyKind) -> PathBuf {
     dir.join(format!("{}.wasm", kind.as_str()))
+}
+
+/// Options that choose where policies come from.
+#[derive(Args, Clone, Debug, Default)]
+pub struct PolicySourceArgs {
+    /// Trust policy: when set, policies load only from a bundle that verifies against it.
+    #[arg(long, env = "DPONE_TRUST_POLICY", global = true)]
+    pub trust_policy: Option<PathBuf>,
+    /// Signed policy bundle (directory or archive); requires a trust policy.
+    #[arg(long, env = "DPONE_POLICY_BUNDLE", global = true)]
+    pub bundle: Option<PathBuf>,
+}
+
+/// The policies a command decides with.
+pub enum PolicySource<'r> {
+    /// Shipped components in `dir`, loaded at the embedded pins.
+    Shipped {
+        /// The runtime to load into.
+        runtime: &'r PolicyRuntime,
+        /// Directory of the components.
+        dir: PathBuf,
+    },
+    /// A bundle that passed the activation gate.
+    Bundle(Box<ActivatedBundle>),
+}
+
+/// A loaded policy, owned (shipped) or borrowed from an activated bundle.
+pub enum Policy<'a> {
+    /// Loaded for this call.
+    Owned(Box<LoadedPolicy>),
+    /// Held by the activated bundle.
+    Borrowed(&'a LoadedPolicy),
+}
+
+impl std::ops::Deref for Policy<'_> {
+    type Target = LoadedPolicy;
+
+    fn deref(&self) -> &LoadedPolicy {
+        match self {
+            Policy::Owned(p) => p,
+            Policy::Borrowed(p) => p,
+        }
+    }
+}
+
+impl<'r> PolicySource<'r> {
+    /// Resolves the source: a configured trust policy requires a bundle, and a bundle is never
+    /// used without a trust policy.
+    pub fn resolve(
+        runtime: &'r PolicyRuntime,
+        dir: &Path,
+        args: &PolicySourceArgs,
+    ) -> Result<Self, Failure> {
+        match (&args.trust_policy, &args.bundle) {
+            (None, None) => Ok(Self::Shipped {
+                runtime,
+                dir: dir.to_path_buf(),
+            }),
+            (Some(trust), Some(bundle)) => {
+                let trust = read_trust_policy(trust)?;
+                let files = load_bundle(bundle)?;
+                Ok(Self::Bundle(Box::new(activate_bundle(
+                    runtime, &files, &trust,
+                )?)))
+            }
+            (Some(_), None) => Err(Failure::refused(
+                "DPONE_TRUST_BUNDLE_REQUIRED",
+                "a trust policy is configured: policies load only from a signed bundle (--bundle)",
+            )),
+            (None, Some(_)) => Err(Failure::bad_input(
+                "DPONE_TRUST_POLICY_REQUIRED",
+                "a bundle is loaded only after verification against a trust policy (--trust-policy)",
+            )),
+        }
+    }
+
+    /// The policy of `kind`.
+    pub fn policy(&self, kind: PolicyKind) -> Result<Policy<'_>, Failure> {
+        match self {
+            Self::Shipped { runtime, dir } => {
+                Ok(Policy::Owned(Box::new(load(runtime, dir, kind)?)))
+            }
+            Self::Bundle(bundle) => bundle.policy(kind).map(Policy::Borrowed).ok_or_else(|| {
+                Failure::refused(
+                    "DPONE_ACTIVATION_POLICY_ABSENT",
+                    format!("the verified bundle ships no {kind} policy"),
+                )
+            }),
+        }
+    }
+
+    /// Verification evidence of the bundle, when decisions come from one.
+    pub fn bundle_evidence(&self) -> Option<&serde_json::Value> {
+        match self {
+            Self::Shipped { .. } => None,
+            Self::Bundle(bundle) => Some(bundle.bundle_evidence()),
+        }
+    }
 }

@@ -7,9 +7,10 @@
 //! input the operator gave), 4 a component of a verified bundle was refused by the policy
 //! runtime (`bundle activate`), 5 internal error. Usage errors are clap's (2).
 
-use crate::activation::{self, ActivationError};
+use crate::activation;
+use crate::exit::{self, Failure, print_json};
+use crate::shipped;
 use clap::{ArgGroup, Args, Subcommand};
-use dpone_policy_runtime::{PolicyError, PolicyRuntime, PrecompiledCache, SandboxConfig};
 use dpone_trust::archive;
 use dpone_trust::bundle::{self, BundleBuilder, BundleFiles};
 use dpone_trust::keys::{self, SecretKey};
@@ -17,20 +18,11 @@ use dpone_trust::manifest::{PolicyKind, ResourceBudget};
 use dpone_trust::policy::TrustPolicy;
 use dpone_trust::sigstore::{self, Artifact, Signer};
 use dpone_trust::trusted_root::{self, PinnedTrustedRoot};
-use dpone_trust::{ErrorClass, Sha256Digest, TrustError};
+use dpone_trust::{Sha256Digest, TrustError};
 use serde_json::{Value, json};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// Exit status: verification refused.
-const EXIT_REFUSED: u8 = 1;
-/// Exit status: bad input.
-const EXIT_BAD_INPUT: u8 = 3;
-/// Exit status: a component was refused by the policy runtime at load.
-const EXIT_POLICY_FAILED: u8 = 4;
-/// Exit status: internal error.
-const EXIT_INTERNAL: u8 = 5;
 
 /// Largest public key file read for `--key`.
 const MAX_KEY_BYTES: u64 = 16 * 1024;
@@ -180,72 +172,18 @@ pub struct VerifyBundleArgs {
     pub artifact: String,
 }
 
-/// A command failure: stable code, message, exit status.
-struct Failure {
-    code: &'static str,
-    message: String,
-    exit: u8,
-}
-
-impl Failure {
-    fn from_class(class: ErrorClass) -> u8 {
-        match class {
-            ErrorClass::Refused => EXIT_REFUSED,
-            ErrorClass::BadInput => EXIT_BAD_INPUT,
-            ErrorClass::Internal => EXIT_INTERNAL,
-        }
-    }
-}
-
-impl From<TrustError> for Failure {
-    fn from(err: TrustError) -> Self {
-        Self {
-            code: err.code(),
-            message: err.to_string(),
-            exit: Self::from_class(err.class()),
-        }
-    }
-}
-
-fn bad_input(code: &'static str, message: impl Into<String>) -> Failure {
-    Failure {
-        code,
-        message: message.into(),
-        exit: EXIT_BAD_INPUT,
-    }
-}
-
-fn emit_stdout(value: &Value) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value).map_err(|err| Failure {
-        code: "DPONE_CLI_OUTPUT",
-        message: err.to_string(),
-        exit: EXIT_INTERNAL,
-    })?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}").map_err(|err| Failure {
-        code: "DPONE_CLI_OUTPUT",
-        message: format!("cannot write the result: {}", err.kind()),
-        exit: EXIT_INTERNAL,
-    })
-}
-
-fn finish(
-    result: Result<Value, Failure>,
-    refusal_output: impl FnOnce(&Failure) -> Option<Value>,
-) -> ExitCode {
-    match result.and_then(|value| emit_stdout(&value)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            if let Some(value) = refusal_output(&failure) {
+/// Prints the result; a refused verification also prints `{"verified": false, "error": CODE}` on
+/// stdout, so scripts that read only stdout see the refusal too.
+fn finish(result: Result<Value, Failure>, verifying: bool) -> ExitCode {
+    let result = result
+        .and_then(|value| print_json(&value))
+        .inspect_err(|failure| {
+            if verifying {
                 // Best effort: the exit status and stderr carry the outcome regardless.
-                let _ = emit_stdout(&value);
+                let _ = print_json(&json!({"verified": false, "error": failure.code}));
             }
-            let report = json!({"error": failure.code, "message": failure.message});
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "{report}");
-            ExitCode::from(failure.exit)
-        }
-    }
+        });
+    exit::finish(result)
 }
 
 /// Runs a `bundle` subcommand.
@@ -254,16 +192,12 @@ pub fn run_bundle(cmd: BundleCommand) -> ExitCode {
         cmd,
         BundleCommand::Verify { .. } | BundleCommand::Activate { .. }
     );
-    finish(bundle_command(cmd), |failure| {
-        verifying.then(|| json!({"verified": false, "error": failure.code}))
-    })
+    finish(bundle_command(cmd), verifying)
 }
 
 /// Runs `verify-bundle` (Sigstore conformance client protocol). Exit 0 only on success.
 pub fn run_verify_bundle(args: VerifyBundleArgs) -> ExitCode {
-    finish(verify_bundle(args), |failure| {
-        Some(json!({"verified": false, "error": failure.code}))
-    })
+    finish(verify_bundle(args), true)
 }
 
 fn bundle_command(cmd: BundleCommand) -> Result<Value, Failure> {
@@ -334,6 +268,11 @@ fn keygen(out: &Path) -> Result<Value, Failure> {
     }))
 }
 
+/// Reads and parses a trust policy file.
+pub(crate) fn read_trust_policy(path: &Path) -> Result<TrustPolicy, Failure> {
+    Ok(TrustPolicy::parse(&read_input(path, "trust policy")?)?)
+}
+
 fn read_input(path: &Path, what: &'static str) -> Result<Vec<u8>, Failure> {
     read_bounded(path, MAX_INPUT_BYTES, what)
 }
@@ -344,13 +283,13 @@ fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, 
     std::fs::File::open(path)
         .and_then(|file| file.take(limit + 1).read_to_end(&mut bytes))
         .map_err(|err| {
-            bad_input(
+            Failure::bad_input(
                 "DPONE_CLI_INPUT_UNREADABLE",
                 format!("cannot read the {what}: {}", err.kind()),
             )
         })?;
     if bytes.len() as u64 > limit {
-        return Err(bad_input(
+        return Err(Failure::bad_input(
             "DPONE_CLI_INPUT_TOO_LARGE",
             format!("the {what} is larger than {limit} bytes"),
         ));
@@ -361,9 +300,9 @@ fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, 
 fn parse_kind_file(spec: &str) -> Result<(PolicyKind, PathBuf), Failure> {
     let (kind, file) = spec
         .split_once('=')
-        .ok_or_else(|| bad_input("DPONE_CLI_ARGUMENT", "expected KIND=FILE"))?;
+        .ok_or_else(|| Failure::bad_input("DPONE_CLI_ARGUMENT", "expected KIND=FILE"))?;
     let kind = PolicyKind::parse(kind).ok_or_else(|| {
-        bad_input(
+        Failure::bad_input(
             "DPONE_CLI_ARGUMENT",
             "the kind must be admission, guard, delete-mode or scope",
         )
@@ -391,7 +330,7 @@ fn create(
             .and_then(|s| s.to_str())
             .filter(|s| dpone_trust::manifest::is_name(s))
             .ok_or_else(|| {
-                bad_input(
+                Failure::bad_input(
                     "DPONE_CLI_ARGUMENT",
                     "a table file name must be <stem>.json with stem [a-z0-9][a-z0-9._-]{0,63}",
                 )
@@ -415,10 +354,8 @@ fn sign(dir: &Path, key_path: &Path) -> Result<Value, Failure> {
     let signatures = bundle::sign(&mut files, &key)?;
     let bytes = files
         .get(bundle::SIGNATURES_FILE)
-        .ok_or_else(|| Failure {
-            code: "DPONE_CLI_INTERNAL",
-            message: "signing produced no signatures file".into(),
-            exit: EXIT_INTERNAL,
+        .ok_or_else(|| {
+            Failure::internal("DPONE_CLI_INTERNAL", "signing produced no signatures file")
         })?
         .to_vec();
     bundle::write_signatures_file(dir, &bytes)?;
@@ -431,9 +368,9 @@ fn sign(dir: &Path, key_path: &Path) -> Result<Value, Failure> {
 }
 
 /// A bundle directory, or an archive file.
-fn load_bundle(path: &Path) -> Result<BundleFiles, Failure> {
+pub(crate) fn load_bundle(path: &Path) -> Result<BundleFiles, Failure> {
     let meta = std::fs::metadata(path).map_err(|err| {
-        bad_input(
+        Failure::bad_input(
             "DPONE_CLI_INPUT_UNREADABLE",
             format!("cannot read the bundle: {}", err.kind()),
         )
@@ -460,66 +397,29 @@ fn activate(
     decision: Option<(String, String, PathBuf)>,
     cache_dir: Option<&Path>,
 ) -> Result<Value, Failure> {
-    let policy = TrustPolicy::parse(&read_input(policy_path, "trust policy")?)?;
+    let policy = read_trust_policy(policy_path)?;
     let files = load_bundle(path)?;
-    let mut runtime = PolicyRuntime::new(SandboxConfig::default()).map_err(|err| Failure {
-        code: err.code(),
-        message: err.to_string(),
-        exit: EXIT_INTERNAL,
-    })?;
-    if let Some(dir) = cache_dir {
-        let cache_error = |err: std::io::Error| {
-            bad_input(
-                "DPONE_CLI_CACHE_DIR",
-                format!("cannot open the cache directory: {}", err.kind()),
-            )
-        };
-        std::fs::create_dir_all(dir).map_err(cache_error)?;
-        let dir = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
-            .map_err(cache_error)?;
-        runtime = runtime.with_cache(PrecompiledCache::new(dir));
-    }
-    let activated =
-        activation::activate_bundle(&runtime, &files, &policy).map_err(activation_failure)?;
+    let runtime = shipped::runtime(cache_dir)?;
+    let activated = activation::activate_bundle(&runtime, &files, &policy)?;
     let Some((kind, function, input_path)) = decision else {
         return Ok(json!({"activated": true, "evidence": activated.activation_evidence()}));
     };
     let kind: dpone_policy_runtime::PolicyKind = kind
         .parse()
-        .map_err(|message: String| bad_input("DPONE_CLI_ARGUMENT", message))?;
+        .map_err(|message: String| Failure::bad_input("DPONE_CLI_ARGUMENT", message))?;
     let input: Value =
         serde_json::from_slice(&read_input(&input_path, "facts input")?).map_err(|err| {
-            bad_input(
+            Failure::bad_input(
                 "DPONE_CLI_INPUT_MALFORMED",
                 format!("the facts input is not JSON: {err}"),
             )
         })?;
-    let decided = activated
-        .decide_json(kind, &function, &input)
-        .map_err(activation_failure)?;
+    let decided = activated.decide_json(kind, &function, &input)?;
     Ok(json!({
         "activated": true,
         "evidence": activated.activation_evidence(),
         "decision": decided,
     }))
-}
-
-fn activation_failure(err: ActivationError) -> Failure {
-    let exit = match &err {
-        ActivationError::Trust(trust) => Failure::from_class(trust.class()),
-        ActivationError::Load {
-            source: PolicyError::InputInvalid { .. } | PolicyError::UnknownFunction { .. },
-            ..
-        } => EXIT_BAD_INPUT,
-        ActivationError::Load { .. } => EXIT_POLICY_FAILED,
-        other if other.is_refusal() => EXIT_REFUSED,
-        _ => EXIT_INTERNAL,
-    };
-    Failure {
-        code: err.code(),
-        message: err.to_string(),
-        exit,
-    }
 }
 
 fn inspect(path: &Path) -> Result<Value, Failure> {
@@ -555,7 +455,7 @@ fn pack(dir: &Path, out: &Path) -> Result<Value, Failure> {
         .create_new(true)
         .open(out)
         .map_err(|err| {
-            bad_input(
+            Failure::bad_input(
                 "DPONE_CLI_OUTPUT_UNWRITABLE",
                 format!("cannot create the archive: {}", err.kind()),
             )
@@ -563,7 +463,7 @@ fn pack(dir: &Path, out: &Path) -> Result<Value, Failure> {
     file.write_all(&bytes)
         .and_then(|()| file.sync_all())
         .map_err(|err| {
-            bad_input(
+            Failure::bad_input(
                 "DPONE_CLI_OUTPUT_UNWRITABLE",
                 format!("cannot write the archive: {}", err.kind()),
             )
@@ -600,11 +500,8 @@ fn trust_policy(
         .collect::<Result<Vec<_>, _>>()?;
     let policy = TrustPolicy::new(keys, threshold, pins)?;
     let bytes = policy.to_json_bytes()?;
-    serde_json::from_slice(&bytes).map_err(|err| Failure {
-        code: "DPONE_CLI_INTERNAL",
-        message: err.to_string(),
-        exit: EXIT_INTERNAL,
-    })
+    serde_json::from_slice(&bytes)
+        .map_err(|err| Failure::internal("DPONE_CLI_INTERNAL", err.to_string()))
 }
 
 fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
@@ -621,7 +518,7 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
         (Some(key), None, None) => {
             let pem = read_bounded(key, MAX_KEY_BYTES, "public key")?;
             let pem = String::from_utf8(pem).map_err(|_| {
-                bad_input(
+                Failure::bad_input(
                     "DPONE_SIGSTORE_KEY_INVALID",
                     "the public key is not PEM text",
                 )
@@ -630,14 +527,14 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
         }
         (None, Some(identity), Some(issuer)) => Signer::Identity { identity, issuer },
         _ => {
-            return Err(bad_input(
+            return Err(Failure::bad_input(
                 "DPONE_CLI_ARGUMENT",
                 "give --certificate-identity with --certificate-oidc-issuer, or --key",
             ));
         }
     };
     let root_path = args.trusted_root.as_ref().ok_or_else(|| {
-        bad_input(
+        Failure::bad_input(
             "DPONE_CLI_TRUSTED_ROOT_REQUIRED",
             "--trusted-root is required: trust roots are never fetched",
         )
@@ -646,7 +543,7 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
     let mut pins = Vec::new();
     if let Some(hex) = &args.trusted_root_sha256 {
         pins.push(Sha256Digest::parse_hex(hex).ok_or_else(|| {
-            bad_input(
+            Failure::bad_input(
                 "DPONE_CLI_ARGUMENT",
                 "--trusted-root-sha256 must be 64 lowercase hex characters",
             )
@@ -654,7 +551,7 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
     }
     let mut pinned_by_policy = false;
     if let Some(path) = &args.trust_policy {
-        let policy = TrustPolicy::parse(&read_input(path, "trust policy")?)?;
+        let policy = read_trust_policy(path)?;
         pins.extend_from_slice(policy.trusted_root_pins());
         pinned_by_policy = true;
     }
@@ -667,14 +564,14 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
     let artifact_bytes;
     let artifact = if args.artifact.starts_with("sha256:") || args.artifact.starts_with("sha512:") {
         Artifact::parse_digest(&args.artifact).ok_or_else(|| {
-            bad_input(
+            Failure::bad_input(
                 "DPONE_SIGSTORE_ARTIFACT_INVALID",
                 "a digest is sha256:<64 hex> or sha512:<128 hex>, lowercase",
             )
         })?
     } else {
         artifact_bytes = std::fs::read(&args.artifact).map_err(|err| {
-            bad_input(
+            Failure::bad_input(
                 "DPONE_SIGSTORE_ARTIFACT_INVALID",
                 format!("cannot read the artifact: {}", err.kind()),
             )

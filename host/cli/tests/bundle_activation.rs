@@ -240,10 +240,6 @@ fn run(args: &[&str], dir: &Path) -> (i32, String, String) {
 #[test]
 fn the_bundle_commands_work_end_to_end() {
     let dir = tempfile_dir();
-    if run(&["bundle", "--help"], &dir).0 != 0 {
-        eprintln!("SKIP: this dpone-host build does not wire the `bundle` subcommand yet");
-        return;
-    }
     let Some(_) = component("guard") else {
         eprintln!("SKIP: target/components/guard.wasm not built (run `cargo xtask policies`)");
         return;
@@ -323,6 +319,67 @@ fn the_bundle_commands_work_end_to_end() {
         0
     );
 
+    // With a trust policy configured, decisions come only from the verified bundle.
+    let facts = workspace().join("fixtures/samples/guard.json");
+    let facts = facts.to_string_lossy();
+    let (rc, out, err) = run(
+        &[
+            "--trust-policy",
+            "policy.json",
+            "--bundle",
+            "b",
+            "policy",
+            "eval",
+            "guard",
+            "--input",
+            &facts,
+        ],
+        &dir,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let eval: serde_json::Value = serde_json::from_str(&out).expect("eval prints JSON");
+    assert!(
+        eval["bundle"].is_object(),
+        "bundle evidence accompanies the decision: {out}"
+    );
+    assert!(eval["decision"].is_object());
+    let (rc, _, err) = run(
+        &[
+            "--trust-policy",
+            "policy.json",
+            "policy",
+            "eval",
+            "guard",
+            "--input",
+            &facts,
+        ],
+        &dir,
+    );
+    assert_eq!(
+        rc, 1,
+        "a configured trust policy without a bundle refuses: {err}"
+    );
+    assert!(err.contains("DPONE_TRUST_BUNDLE_REQUIRED"), "{err}");
+    let (rc, _, err) = run(
+        &[
+            "--trust-policy",
+            "policy.json",
+            "--bundle",
+            "b",
+            "policy",
+            "eval",
+            "guard",
+            "--input",
+            &facts,
+            "--component",
+            &guard,
+            "--pin",
+            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        ],
+        &dir,
+    );
+    assert_eq!(rc, 1, "--component cannot bypass the bundle: {err}");
+
     let path = dir.join("b/guard.wasm");
     let mut bytes = std::fs::read(&path).expect("read");
     bytes[100] ^= 1;
@@ -338,6 +395,22 @@ fn the_bundle_commands_work_end_to_end() {
         &dir,
     );
     assert_eq!(rc, 1);
+    assert!(err.contains("DPONE_BUNDLE_FILE_DIGEST_MISMATCH"), "{err}");
+    let (rc, _, err) = run(
+        &[
+            "--trust-policy",
+            "policy.json",
+            "--bundle",
+            "b",
+            "policy",
+            "eval",
+            "guard",
+            "--input",
+            &facts,
+        ],
+        &dir,
+    );
+    assert_eq!(rc, 1, "a tampered bundle decides nothing: {err}");
     assert!(err.contains("DPONE_BUNDLE_FILE_DIGEST_MISMATCH"), "{err}");
 
     let cases = workspace().join("../shared/conformance/sigstore");
