@@ -210,3 +210,32 @@ fn demo_verifies_every_pin_and_decides_one_sample_per_function() {
             .all(|l| l["code_source"] == "cache")
     );
 }
+
+#[test]
+fn policy_build_reproduces_the_locked_digest_of_a_shipped_policy() {
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let out = out_dir.path().join("guard.wasm");
+    let built = dpone(&[
+        "policy",
+        "build",
+        "--package",
+        "dpone-policy-guard",
+        "--dir",
+        ".",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        built.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let json = stdout_json(&built);
+    assert_eq!(json["surface"]["imports"], serde_json::json!([]));
+    let lock: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("policies/components.lock.json")).expect("lock"),
+    )
+    .expect("lock parses");
+    assert_eq!(json["sha256"], lock["components"]["guard"]["sha256"]);
+}

@@ -270,6 +270,11 @@ fn prepare(kind: PolicyKind, pre: InstancePre<SandboxState>) -> Result<Prepared,
     })
 }
 
+/// Tags a wasmtime error with the step of the decision it came from.
+fn at(step: Step) -> impl FnOnce(wasmtime::Error) -> (Step, wasmtime::Error) {
+    move |e| (step, e)
+}
+
 fn wrong_kind(loaded: PolicyKind, function: &str) -> PolicyError {
     PolicyError::UnknownFunction {
         kind: loaded,
@@ -357,11 +362,11 @@ impl LoadedPolicy {
             |store| {
                 let instance = pre
                     .instantiate(&mut *store)
-                    .map_err(|e| (Step::Instantiate, e))?;
+                    .map_err(at(Step::Instantiate))?;
                 let out = instance
                     .dpone_policy_guard()
                     .call_decide(&mut *store, &wit_facts)
-                    .map_err(|e| (Step::Call, e))?;
+                    .map_err(at(Step::Call))?;
                 Ok(convert::guard::decision_from_wit(out))
             },
             validate::guard,
@@ -383,11 +388,11 @@ impl LoadedPolicy {
             |store| {
                 let instance = pre
                     .instantiate(&mut *store)
-                    .map_err(|e| (Step::Instantiate, e))?;
+                    .map_err(at(Step::Instantiate))?;
                 let out = instance
                     .dpone_policy_delete_mode()
                     .call_plan(&mut *store, &wit_facts)
-                    .map_err(|e| (Step::Call, e))?;
+                    .map_err(at(Step::Call))?;
                 Ok(convert::delete_mode::decision_from_wit(out))
             },
             validate::delete_mode,
@@ -409,11 +414,11 @@ impl LoadedPolicy {
             |store| {
                 let instance = pre
                     .instantiate(&mut *store)
-                    .map_err(|e| (Step::Instantiate, e))?;
+                    .map_err(at(Step::Instantiate))?;
                 let out = instance
                     .dpone_policy_admission()
                     .call_admit_static(&mut *store, &wit_facts)
-                    .map_err(|e| (Step::Call, e))?;
+                    .map_err(at(Step::Call))?;
                 Ok(convert::admission::static_decision_from_wit(out))
             },
             validate::admission_static,
@@ -435,11 +440,11 @@ impl LoadedPolicy {
             |store| {
                 let instance = pre
                     .instantiate(&mut *store)
-                    .map_err(|e| (Step::Instantiate, e))?;
+                    .map_err(at(Step::Instantiate))?;
                 let out = instance
                     .dpone_policy_admission()
                     .call_admit_runtime(&mut *store, &wit_facts)
-                    .map_err(|e| (Step::Call, e))?;
+                    .map_err(at(Step::Call))?;
                 Ok(convert::admission::runtime_decision_from_wit(out))
             },
             validate::admission_runtime,
@@ -461,11 +466,11 @@ impl LoadedPolicy {
             |store| {
                 let instance = pre
                     .instantiate(&mut *store)
-                    .map_err(|e| (Step::Instantiate, e))?;
+                    .map_err(at(Step::Instantiate))?;
                 let out = instance
                     .dpone_policy_scope()
                     .call_decide(&mut *store, &wit_facts)
-                    .map_err(|e| (Step::Call, e))?;
+                    .map_err(at(Step::Call))?;
                 Ok(convert::scope::decision_from_wit(out))
             },
             validate::scope,
