@@ -89,26 +89,27 @@ CREATE TEMP TABLE k (id bigint NOT NULL) ON COMMIT DROP;
 
 async fn hand_written_apply(f: &Fixture, previous_xmin: i64) -> f64 {
     let t = Instant::now();
-    // Same source work as the engine: one snapshot, delta and keys.
+    // Same source work as the engine: one snapshot, delta and keys, piped straight into the
+    // target's COPY (nothing on disk, nothing held whole in memory).
     let src = f.src.client().await;
     src.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .await
         .expect("begin");
+    let tc = f.tgt.client().await;
+    tc.batch_execute(HAND_WRITTEN).await.expect("begin target");
     let delta_sql = format!(
         "COPY (SELECT id, name, qty, price FROM public.items WHERE xmin::text::bigint >= {}) TO STDOUT (FORMAT binary)",
         previous_xmin & 0xffff_ffff
     );
-    let delta = collect(&src, &delta_sql).await;
-    let keys = collect(
+    pipe(&src, &delta_sql, &tc, "COPY d FROM STDIN (FORMAT binary)").await;
+    pipe(
         &src,
         "COPY (SELECT id FROM public.items) TO STDOUT (FORMAT binary)",
+        &tc,
+        "COPY k FROM STDIN (FORMAT binary)",
     )
     .await;
     src.batch_execute("COMMIT").await.expect("commit source");
-    let tc = f.tgt.client().await;
-    tc.batch_execute(HAND_WRITTEN).await.expect("begin target");
-    copy_in(&tc, "COPY d FROM STDIN (FORMAT binary)", delta).await;
-    copy_in(&tc, "COPY k FROM STDIN (FORMAT binary)", keys).await;
     tc.batch_execute(
         "CREATE UNIQUE INDEX ON k (id); ANALYZE d; ANALYZE k;
          UPDATE dwh.items_b t SET name = d.name, qty = d.qty, price = d.price, __dpone__updated_at = now()
@@ -124,32 +125,30 @@ async fn hand_written_apply(f: &Fixture, previous_xmin: i64) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-async fn collect(c: &tokio_postgres::Client, sql: &str) -> Vec<bytes::Bytes> {
-    // Gather the per-row messages into 1 MiB blocks, as any competent loader would.
-    let stream = c.copy_out(sql).await.expect("copy out");
+/// Streams a COPY OUT into a COPY IN in 1 MiB blocks, as any competent loader would.
+async fn pipe(
+    src: &tokio_postgres::Client,
+    out_sql: &str,
+    dst: &tokio_postgres::Client,
+    in_sql: &str,
+) {
+    use futures_util::SinkExt;
+    let stream = src.copy_out(out_sql).await.expect("copy out");
     let mut stream = std::pin::pin!(stream);
-    let mut out = Vec::new();
+    let sink = dst
+        .copy_in::<_, bytes::Bytes>(in_sql)
+        .await
+        .expect("copy in");
+    let mut sink = std::pin::pin!(sink);
     let mut block = Vec::with_capacity(1 << 20);
     while let Some(chunk) = stream.next().await {
         block.extend_from_slice(&chunk.expect("chunk"));
         if block.len() >= 1 << 20 {
-            out.push(bytes::Bytes::from(std::mem::replace(
-                &mut block,
-                Vec::with_capacity(1 << 20),
-            )));
+            let full = std::mem::replace(&mut block, Vec::with_capacity(1 << 20));
+            sink.send(bytes::Bytes::from(full)).await.expect("send");
         }
     }
-    out.push(bytes::Bytes::from(block));
-    out
-}
-
-async fn copy_in(c: &tokio_postgres::Client, sql: &str, chunks: Vec<bytes::Bytes>) {
-    use futures_util::SinkExt;
-    let sink = c.copy_in::<_, bytes::Bytes>(sql).await.expect("copy in");
-    let mut sink = std::pin::pin!(sink);
-    for ch in chunks {
-        sink.send(ch).await.expect("send");
-    }
+    sink.send(bytes::Bytes::from(block)).await.expect("send");
     sink.as_mut().finish().await.expect("finish");
 }
 

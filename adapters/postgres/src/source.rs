@@ -33,7 +33,7 @@ use dpone_engine_xmin::identity::sha256_canonical;
 use dpone_engine_xmin::manifest::Scope;
 use dpone_engine_xmin::ports::{ExtractRequest, SourcePort};
 use dpone_engine_xmin::registry::{AuthorityProfile, RecoveryRole, SelectedSourceAuthority};
-use dpone_engine_xmin::validate::frame_error_to_xmin;
+use dpone_engine_xmin::validate::{check_horizons, frame_error_to_xmin};
 use dpone_engine_xmin::{ErrorCode, Result, XminError};
 use dpone_policy_model::guard::LoadKind;
 use futures_util::StreamExt;
@@ -125,18 +125,6 @@ async fn extract_on(
     let columns = project_columns(c, a, req.unique_key, req.business_columns).await?;
 
     let (u, h) = (observed.u, observed.h);
-    if u > h {
-        return Err(XminError::new(
-            ErrorCode::SourceExtractionFailed,
-            "snapshot xmin above xmax",
-        ));
-    }
-    if u >> 32 != h >> 32 {
-        return Err(XminError::new(
-            ErrorCode::SourceXidEpochChanged,
-            "the XID epoch changes within the snapshot; retry later",
-        ));
-    }
     let previous = match req.load {
         LoadKind::FullBaseline => None,
         LoadKind::Incremental => Some(req.previous.map(|c| c.xmin).ok_or_else(|| {
@@ -146,26 +134,7 @@ async fn extract_on(
             )
         })?),
     };
-    if let Some(p) = previous {
-        if p > u {
-            return Err(XminError::new(
-                ErrorCode::SourceCheckpointRegression,
-                "the snapshot's safe XMin is below the stored checkpoint (restore or failover?)",
-            ));
-        }
-        if p >> 32 != h >> 32 {
-            return Err(XminError::new(
-                ErrorCode::SourceXidEpochChanged,
-                "the XID epoch changed since the checkpoint; a repair baseline is required",
-            ));
-        }
-        if h - p >= 1 << 31 {
-            return Err(XminError::new(
-                ErrorCode::SourceFreezeUncertain,
-                "the checkpoint is 2^31 or more XIDs old; row xmin can no longer be placed exactly",
-            ));
-        }
-    }
+    check_horizons(previous, u, h)?;
 
     let key_list: Vec<String> = req.unique_key.iter().map(|k| ident(k)).collect();
     let all_list: Vec<String> = req

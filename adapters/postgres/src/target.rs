@@ -40,6 +40,7 @@ use std::io::Read;
 const APP: &str = "dpone-host xmin target";
 const STAGE_ROWS: &str = "pg_temp.dpone_stage_rows";
 const STAGE_KEYS: &str = "pg_temp.dpone_stage_keys";
+const STAGE_MISSING: &str = "pg_temp.dpone_stage_missing";
 /// The run's detection timestamp from a bigint parameter of microseconds, exactly.
 const TS: &str = "(TIMESTAMPTZ 'epoch' + $1::bigint * INTERVAL '1 microsecond')";
 
@@ -240,7 +241,7 @@ impl Sql {
         out
     }
 
-    fn apply(&self, step: ApplyStep, keys_table: &str) -> Result<Option<String>> {
+    fn apply(&self, step: ApplyStep) -> Result<Option<String>> {
         let t = &self.target;
         Ok(match step {
             ApplyStep::UpdateChanged => {
@@ -300,13 +301,11 @@ impl Sql {
             }
             ApplyStep::Missing => {
                 let r = self.rule(KeyState::Missing)?;
-                let absent = format!(
-                    "NOT EXISTS (SELECT 1 FROM {keys_table} AS k WHERE {})",
-                    self.join("k", "t")
-                );
+                let join = self.join("t", "m");
                 Some(match r.action {
                     RowAction::HardDelete => format!(
-                        "WITH w AS (DELETE FROM {t} AS t WHERE {absent} RETURNING 1) SELECT count(*) FROM w"
+                        "WITH w AS (DELETE FROM {t} AS t USING {STAGE_MISSING} AS m WHERE {join} RETURNING 1) \
+                         SELECT count(*) FROM w"
                     ),
                     _ => {
                         let sets = self.sets(r);
@@ -314,8 +313,8 @@ impl Sql {
                             return Err(plan_error("missing-key rule writes nothing"));
                         }
                         format!(
-                            "WITH w AS (UPDATE {t} AS t SET {} WHERE {} AND {absent} RETURNING 1) \
-                             SELECT count(*) FROM w",
+                            "WITH w AS (UPDATE {t} AS t SET {} FROM {STAGE_MISSING} AS m WHERE {join} AND {} \
+                             RETURNING 1) SELECT count(*) FROM w",
                             sets.join(", "),
                             self.active_t
                         )
@@ -325,16 +324,43 @@ impl Sql {
         })
     }
 
-    fn counts(&self, keys_table: &str, matched: bool) -> String {
-        let k0 = &self.keys[0];
-        let cond = if matched { "IS NOT NULL" } else { "IS NULL" };
+    /// `M`: active target keys absent from the snapshot, by one anti-join.
+    fn missing_population(&self, keys_table: &str) -> String {
+        let cols: Vec<String> = self.keys.iter().map(|k| format!("t.{k}")).collect();
         format!(
-            "SELECT count(*) FILTER (WHERE {a}), count(*), count(*) FILTER (WHERE {a} AND k.{k0} {cond}) \
-             FROM {t} AS t LEFT JOIN {keys_table} AS k ON {j}",
-            a = self.active_t,
-            t = self.target,
-            j = self.join("k", "t"),
+            "CREATE TEMP TABLE {short} ON COMMIT DROP AS SELECT {} FROM {} AS t WHERE {} \
+             AND NOT EXISTS (SELECT 1 FROM {keys_table} AS k WHERE {}); ANALYZE {STAGE_MISSING}",
+            cols.join(", "),
+            self.target,
+            self.active_t,
+            self.join("k", "t"),
+            short = STAGE_MISSING.trim_start_matches("pg_temp."),
         )
+    }
+
+    /// Active and total rows, plus `|M|`.
+    fn counts(&self) -> String {
+        format!(
+            "SELECT count(*) FILTER (WHERE {}), count(*), (SELECT count(*) FROM {STAGE_MISSING}) FROM {} AS t",
+            self.active_t, self.target
+        )
+    }
+
+    /// Delta keys absent from the key snapshot. A small delta probes the keys' unique index row
+    /// by row; a large one uses an anti-join (PostgreSQL 15 always hashes the larger side of an
+    /// anti-join, which costs a full pass over the keys).
+    fn delta_outside(&self, keys_table: &str, probe: bool) -> String {
+        if probe {
+            format!(
+                "SELECT count(*) FROM {STAGE_ROWS} AS d WHERE (SELECT 1 FROM {keys_table} AS k WHERE {} LIMIT 1) IS NULL",
+                self.join("k", "d")
+            )
+        } else {
+            format!(
+                "SELECT count(*) FROM {STAGE_ROWS} AS d WHERE NOT EXISTS (SELECT 1 FROM {keys_table} AS k WHERE {})",
+                self.join("k", "d")
+            )
+        }
     }
 }
 
@@ -743,6 +769,7 @@ impl TargetPort for PgTarget {
             conn,
             sql: self.sql.clone(),
             keys_table: STAGE_ROWS,
+            staged: Staged::default(),
         })
     }
 }
@@ -752,6 +779,7 @@ pub struct PgSession {
     conn: Conn,
     sql: Sql,
     keys_table: &'static str,
+    staged: Staged,
 }
 
 impl PgSession {
@@ -974,13 +1002,18 @@ impl TargetSession for PgSession {
             }
         };
         debug_assert_eq!(self.keys_table, Sql::keys_table(env));
-        Ok(Staged { rows, keys })
+        self.staged = Staged { rows, keys };
+        Ok(self.staged)
     }
 
     async fn populations(&mut self) -> Result<Populations> {
+        self.c()
+            .batch_execute(&self.sql.missing_population(self.keys_table))
+            .await
+            .map_err(|e| terr("missing population", &e))?;
         let row = self
             .c()
-            .query_one(&self.sql.counts(self.keys_table, false), &[])
+            .query_one(&self.sql.counts(), &[])
             .await
             .map_err(|e| terr("populations", &e))?;
         Ok(Populations {
@@ -1019,7 +1052,7 @@ impl TargetSession for PgSession {
     }
 
     async fn apply(&mut self, step: ApplyStep, at: i64) -> Result<u64> {
-        match self.sql.apply(step, self.keys_table)? {
+        match self.sql.apply(step)? {
             None => Ok(0),
             Some(sql) => {
                 let uses_ts = sql.contains("$1");
@@ -1031,13 +1064,24 @@ impl TargetSession for PgSession {
     async fn parity(&mut self) -> Result<Parity> {
         let row = self
             .c()
-            .query_one(&self.sql.counts(self.keys_table, true), &[])
+            .query_one(&self.sql.counts(), &[])
             .await
             .map_err(|e| terr("parity", &e))?;
+        let outside = if self.keys_table == STAGE_ROWS {
+            0
+        } else {
+            let probe = self.staged.rows.saturating_mul(20) < self.staged.keys;
+            self.count(
+                "parity",
+                &self.sql.delta_outside(self.keys_table, probe),
+                None,
+            )
+            .await?
+        };
         Ok(Parity {
             active: to_u64(row.get(0)),
             total: to_u64(row.get(1)),
-            snapshot_keys_active: to_u64(row.get(2)),
+            delta_outside_snapshot: outside,
         })
     }
 

@@ -91,8 +91,11 @@ async fn fault_matrix_with_authority_consumption() {
         reconciliation_extra: "  guards: {max_delete_rows: 0}\n".into(),
         ..Options::default()
     };
-    let Some(f) = Fixture::new("faultsauth", options).await else { return };
-    f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 200) g").await;
+    let Some(f) = Fixture::new("faultsauth", options).await else {
+        return;
+    };
+    f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 200) g")
+        .await;
     f.run().await.expect("baseline");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -116,16 +119,39 @@ async fn fault_matrix_with_authority_consumption() {
     let mut covered = 0u32;
     let probe = FaultPlan::new(Fault::None);
     f.src_sql("DELETE FROM public.items WHERE id = 200").await;
-    f.create_authority("count", f.checkpoint().await, allow, (now - 60, now + 3600), None).await;
+    f.create_authority(
+        "count",
+        f.checkpoint().await,
+        allow,
+        (now - 60, now + 3600),
+        None,
+    )
+    .await;
     let mut t = FaultyTarget::new(f.target(), probe.clone());
-    f.run_on(&mut t, &new_invocation(), Some("count")).await.expect("dry run");
+    f.run_on(&mut t, &new_invocation(), Some("count"))
+        .await
+        .expect("dry run");
     let boundaries = probe.boundaries();
     let names = probe.log();
-    assert!(names.contains(&"read_authority") && names.contains(&"consume_authority"), "{names:?}");
+    assert!(
+        names.contains(&"read_authority") && names.contains(&"consume_authority"),
+        "{names:?}"
+    );
     for (i, when) in (1..=boundaries).flat_map(|b| [(b, When::Before), (b, When::After)]) {
-        f.src_sql(&format!("DELETE FROM public.items WHERE id = {}", covered + 1)).await;
+        f.src_sql(&format!(
+            "DELETE FROM public.items WHERE id = {}",
+            covered + 1
+        ))
+        .await;
         let id = format!("auth-{covered}");
-        f.create_authority(&id, f.checkpoint().await, allow, (now - 60, now + 3600), None).await;
+        f.create_authority(
+            &id,
+            f.checkpoint().await,
+            allow,
+            (now - 60, now + 3600),
+            None,
+        )
+        .await;
         let before_cp = f.checkpoint().await;
         let before_rows = f.target_fingerprint().await;
         let mut t = FaultyTarget::new(f.target(), FaultPlan::new(Fault::At(i, when)));
@@ -138,10 +164,17 @@ async fn fault_matrix_with_authority_consumption() {
             let err = result.expect_err("fault must fail the run");
             let at = names[(i - 1) as usize];
             assert_eq!(err.code(), ErrorCode::InjectedFault, "{at} {when:?}: {err}");
-            assert_eq!(consumed(&id).await, 0, "{at} {when:?}: consumed without a commit");
+            assert_eq!(
+                consumed(&id).await,
+                0,
+                "{at} {when:?}: consumed without a commit"
+            );
             assert_eq!(f.checkpoint().await, before_cp, "{at} {when:?}");
             assert_eq!(f.target_fingerprint().await, before_rows, "{at} {when:?}");
-            let out = f.run_with(Some(&id)).await.expect("retry with the same authority");
+            let out = f
+                .run_with(Some(&id))
+                .await
+                .expect("retry with the same authority");
             assert_eq!(out.receipt.authority_id.as_deref(), Some(id.as_str()));
             assert_eq!(consumed(&id).await, 1);
         }

@@ -134,3 +134,45 @@ async fn state_show_reports_checkpoint_and_receipts() {
         .get(0);
     assert_eq!(failed, 1);
 }
+
+/// Reverse drift (a target row lost out of band, its key unchanged at the source) is caught by
+/// the parity check: rolled back, full repair required; a repair baseline authority fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reverse_drift_is_caught_and_repaired_by_a_baseline_authority() {
+    let Some(f) = Fixture::new("drift", Options::default()).await else {
+        return;
+    };
+    f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 5) g")
+        .await;
+    f.run().await.expect("baseline");
+    f.tc.batch_execute("DELETE FROM dwh.items WHERE id = 3")
+        .await
+        .expect("lose a row");
+    let cp = f.checkpoint().await;
+    let e = f.run().await.expect_err("drift");
+    assert_eq!(e.code(), ErrorCode::ParityDrift, "{e}");
+    assert!(e.rolled_back && e.full_repair_required);
+    assert_eq!(f.checkpoint().await, cp);
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let allow = dpone_policy_model::guard::AuthorityAllow {
+        full_baseline: true,
+        max_delete_rows: None,
+        max_delete_ratio: None,
+    };
+    f.create_authority("repair", cp, allow, (now - 60, now + 3600), None)
+        .await;
+    let out = f.run_with(Some("repair")).await.expect("repair baseline");
+    assert_eq!(
+        out.guard_reason.as_deref(),
+        Some("DPONE_GUARD_ALLOWED_AUTHORIZED_FULL_BASELINE")
+    );
+    assert_eq!(
+        (out.receipt.metrics.inserted, out.receipt.metrics.unchanged),
+        (1, 4)
+    );
+    assert_eq!(f.active_rows().await, f.source_rows().await);
+}

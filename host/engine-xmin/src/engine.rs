@@ -500,12 +500,15 @@ async fn body<X: TargetSession>(
             Err(XminError::new(ErrorCode::MetricInvariant, m.to_owned()))
         }
     };
-    if parity.active != env.key_count || parity.snapshot_keys_active != env.key_count {
+    if parity.delta_outside_snapshot != 0
+        || parity.active != env.key_count
+        || deleted != pops.missing
+    {
         return Err(XminError::new(
             ErrorCode::ParityDrift,
             format!(
-                "active target keys differ from the snapshot ({} active, {} of {} snapshot keys active); full repair required",
-                parity.active, parity.snapshot_keys_active, env.key_count
+                "active target keys differ from the snapshot ({} active for {} snapshot keys, {} delta keys outside the snapshot, {} of {} missing keys applied); full repair required",
+                parity.active, env.key_count, parity.delta_outside_snapshot, deleted, pops.missing
             ),
         ));
     }

@@ -69,7 +69,8 @@ pub enum ApplyStep {
     Reactivate,
     /// Insert keys absent from the target.
     Insert,
-    /// Apply the missing-key action (soft or hard delete) by anti-join.
+    /// Apply the missing-key action (soft or hard delete) to the missing population, computed by
+    /// anti-join before business DML.
     Missing,
 }
 
@@ -84,15 +85,22 @@ pub struct Populations {
     pub missing: u64,
 }
 
-/// Active-key parity after apply.
+/// What proves active-key parity after apply.
+///
+/// Let `S` be the snapshot keys, `A` the active target keys before the run and `M = A \ S` the
+/// missing population computed under the lock. After apply the active keys are
+/// `(A \ M) ∪ R ∪ I` (reactivated and inserted keys, both from the delta). Then:
+/// `A \ M ⊆ S` by construction of `M`; `R ∪ I ⊆ delta ⊆ S` when `delta_outside_snapshot = 0`;
+/// so the active keys are a subset of `S`, and `active = |S|` makes them equal. The engine also
+/// requires the missing-key action to have touched exactly `|M|` rows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Parity {
-    /// Active target rows.
+    /// Active target rows after apply.
     pub active: u64,
-    /// All target rows.
+    /// All target rows after apply.
     pub total: u64,
-    /// Snapshot keys that are active in the target.
-    pub snapshot_keys_active: u64,
+    /// Delta keys absent from the key snapshot (must be 0).
+    pub delta_outside_snapshot: u64,
 }
 
 /// Rows staged in the transaction.
@@ -214,7 +222,8 @@ pub trait TargetSession: Send {
         envelope: &SnapshotEnvelope,
         store: &dyn ArtifactStore,
     ) -> impl Future<Output = Result<Staged>> + Send;
-    /// Target counts before business DML.
+    /// Target counts before business DML; also fixes the missing population `M` that the
+    /// missing-key action will apply to.
     fn populations(&mut self) -> impl Future<Output = Result<Populations>> + Send;
     /// Marks the old owner superseded by `new_state_key`; returns rows affected (must be 1).
     fn supersede(

@@ -49,9 +49,8 @@ pub fn validate_envelope(
     {
         return Err(invalid("envelope columns do not match the route"));
     }
-    if env.safe_checkpoint > env.visible_horizon
-        || env.replay_amplification_xids != env.visible_horizon - env.safe_checkpoint
-    {
+    check_horizons(env.previous_xmin, env.safe_checkpoint, env.visible_horizon)?;
+    if env.replay_amplification_xids != env.visible_horizon - env.safe_checkpoint {
         return Err(invalid("snapshot horizons are inconsistent"));
     }
     if let Some(limit) = max_replay_amplification_xids
@@ -117,6 +116,46 @@ pub fn validate_envelope(
             ErrorCode::SnapshotCountMismatch,
             "delta holds more rows than the complete key snapshot",
         ));
+    }
+    Ok(())
+}
+
+/// Fail-closed checks of a snapshot's horizons against the checkpoint the delta starts from:
+/// `U <= H`; no XID epoch change within the snapshot or since the checkpoint; no regression
+/// (`previous <= U`); and `H - previous < 2^31`, beyond which a row's 32-bit `xmin` can no
+/// longer be placed exactly (freeze uncertainty).
+pub fn check_horizons(previous: Option<u64>, u: u64, h: u64) -> Result<()> {
+    if u > h {
+        return Err(XminError::new(
+            ErrorCode::SourceExtractionFailed,
+            "snapshot xmin above xmax",
+        ));
+    }
+    if u >> 32 != h >> 32 {
+        return Err(XminError::new(
+            ErrorCode::SourceXidEpochChanged,
+            "the XID epoch changes within the snapshot",
+        ));
+    }
+    if let Some(p) = previous {
+        if p > u {
+            return Err(XminError::new(
+                ErrorCode::SourceCheckpointRegression,
+                "the snapshot's safe XMin is below the stored checkpoint (restore or failover?)",
+            ));
+        }
+        if p >> 32 != h >> 32 {
+            return Err(XminError::new(
+                ErrorCode::SourceXidEpochChanged,
+                "the XID epoch changed since the checkpoint; a repair baseline is required",
+            ));
+        }
+        if h - p >= 1 << 31 {
+            return Err(XminError::new(
+                ErrorCode::SourceFreezeUncertain,
+                "the checkpoint is 2^31 or more XIDs old; row xmin can no longer be placed exactly",
+            ));
+        }
     }
     Ok(())
 }
@@ -199,5 +238,41 @@ pub fn frame_error_to_xmin(e: FrameError) -> XminError {
                 format!("artifact is not well-formed binary COPY ({e:?})"),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn horizons_fail_closed() {
+        let e = |p, u, h| check_horizons(p, u, h).map_err(|e| e.code());
+        assert_eq!(e(None, 10, 20), Ok(()));
+        assert_eq!(e(Some(5), 10, 20), Ok(()));
+        assert_eq!(e(Some(10), 10, 10), Ok(()));
+        assert_eq!(e(None, 21, 20), Err(ErrorCode::SourceExtractionFailed));
+        assert_eq!(
+            e(Some(11), 10, 20),
+            Err(ErrorCode::SourceCheckpointRegression)
+        );
+        let epoch = 1u64 << 32;
+        assert_eq!(
+            e(None, epoch - 1, epoch + 1),
+            Err(ErrorCode::SourceXidEpochChanged)
+        );
+        assert_eq!(
+            e(Some(epoch - 5), epoch + 1, epoch + 2),
+            Err(ErrorCode::SourceXidEpochChanged)
+        );
+        let base = 3 * epoch;
+        assert_eq!(
+            e(Some(base), base + (1 << 31) - 1, base + (1 << 31) - 1),
+            Ok(())
+        );
+        assert_eq!(
+            e(Some(base), base + (1 << 31), base + (1 << 31)),
+            Err(ErrorCode::SourceFreezeUncertain)
+        );
     }
 }

@@ -350,3 +350,25 @@ fn identity_reacts_to_drift_and_rotation() {
     let recreated = with(MANIFEST, &REGISTRY.replace("oid: 16500", "oid: 16600"));
     assert_ne!(recreated.target_identity, base.target_identity);
 }
+
+/// Architecture invariant: the engine knows no database driver, no async runtime and no
+/// WebAssembly runtime.
+#[test]
+fn engine_depends_on_no_driver_or_runtime() {
+    let manifest = include_str!("../Cargo.toml");
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|s| s.split("\n[").next())
+        .unwrap_or_default();
+    for forbidden in [
+        "tokio",
+        "postgres",
+        "tiberius",
+        "clickhouse",
+        "wasmtime",
+        "policy-runtime",
+    ] {
+        assert!(!deps.contains(forbidden), "engine depends on {forbidden}");
+    }
+}

@@ -48,9 +48,13 @@ pub fn server_url() -> Option<String> {
     })
 }
 
-/// Prints the skip line.
+/// Prints the skip line; panics instead when `DPONE_TEST_PG_REQUIRED=1` (CI sets it after
+/// `.ci/start-postgres`, so a broken server fails the run rather than skipping it).
 #[allow(clippy::print_stdout)]
 pub fn skip(reason: &str) {
+    if std::env::var("DPONE_TEST_PG_REQUIRED").is_ok_and(|v| v == "1") {
+        panic!("PostgreSQL required (DPONE_TEST_PG_REQUIRED=1) but: {reason}");
+    }
     println!("SKIP: {reason}");
     eprintln!("SKIP: {reason}");
 }
@@ -105,6 +109,12 @@ impl TestDb {
         admin.dbname("postgres");
         let (client, conn) = match admin.connect(NoTls).await {
             Ok(x) => x,
+            Err(e) if e.code().is_some() => {
+                skip(
+                    "PostgreSQL server in DPONE_TEST_PG_URL refused the login (rerun .ci/start-postgres)",
+                );
+                return None;
+            }
             Err(_) => {
                 skip("PostgreSQL server in DPONE_TEST_PG_URL is not reachable");
                 return None;
