@@ -12,10 +12,20 @@ use std::process::Command;
 fn normal_dependencies() -> BTreeMap<String, Vec<String>> {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .current_dir(workspace())
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .output()
         .expect("cargo metadata runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
     meta["packages"]
         .as_array()
@@ -34,7 +44,14 @@ fn normal_dependencies() -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-const DRIVERS: &[&str] = &["tokio-postgres", "postgres", "tiberius", "clickhouse", "hyper", "reqwest"];
+const DRIVERS: &[&str] = &[
+    "tokio-postgres",
+    "postgres",
+    "tiberius",
+    "clickhouse",
+    "hyper",
+    "reqwest",
+];
 
 #[test]
 fn dependencies_point_one_way() {
@@ -51,14 +68,27 @@ fn dependencies_point_one_way() {
         if package.starts_with("dpone-engine-") {
             forbid(
                 package,
-                &|d| DRIVERS.contains(&d) || d == "wasmtime" || d == "dpone-policy-runtime" || d.starts_with("dpone-adapter-") || d == "dpone-host",
+                &|d| {
+                    DRIVERS.contains(&d)
+                        || d == "wasmtime"
+                        || d == "dpone-policy-runtime"
+                        || d.starts_with("dpone-adapter-")
+                        || d == "dpone-host"
+                },
                 "engines know nothing of drivers, wasmtime or adapters",
             );
         }
         if package.starts_with("dpone-adapter-") {
-            forbid(package, &|d| d == "wasmtime" || d == "dpone-policy-runtime" || d == "dpone-host", "adapters do I/O, not policy");
+            forbid(
+                package,
+                &|d| d == "wasmtime" || d == "dpone-policy-runtime" || d == "dpone-host",
+                "adapters do I/O, not policy",
+            );
         }
-        if package.starts_with("dpone-policy-") && package != "dpone-policy-runtime" && package != "dpone-policy-build" {
+        if package.starts_with("dpone-policy-")
+            && package != "dpone-policy-runtime"
+            && package != "dpone-policy-build"
+        {
             forbid(
                 package,
                 &|d| !matches!(d, "dpone-policy-model" | "serde" | "wit-bindgen"),
@@ -66,15 +96,34 @@ fn dependencies_point_one_way() {
             );
         }
     }
-    forbid("dpone-policy-runtime", &|d| DRIVERS.contains(&d) || d.starts_with("dpone-engine-") || d.starts_with("dpone-adapter-") || d == "dpone-trust", "the runtime runs policies and nothing else");
-    forbid("dpone-trust", &|d| d == "wasmtime" || d == "dpone-policy-runtime" || DRIVERS.contains(&d), "trust verifies signatures and nothing else");
-    forbid("dpone-policy-model", &|d| d != "serde", "the model is plain data");
+    forbid(
+        "dpone-policy-runtime",
+        &|d| {
+            DRIVERS.contains(&d)
+                || d.starts_with("dpone-engine-")
+                || d.starts_with("dpone-adapter-")
+                || d == "dpone-trust"
+        },
+        "the runtime runs policies and nothing else",
+    );
+    forbid(
+        "dpone-trust",
+        &|d| d == "wasmtime" || d == "dpone-policy-runtime" || DRIVERS.contains(&d),
+        "trust verifies signatures and nothing else",
+    );
+    forbid(
+        "dpone-policy-model",
+        &|d| d != "serde",
+        "the model is plain data",
+    );
     assert!(deps.contains_key("dpone-policy-model") && deps.contains_key("dpone-policy-runtime"));
     assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
 
 fn rust_sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.filter_map(Result::ok) {
         let path = entry.path();
         let name = entry.file_name();
@@ -82,7 +131,9 @@ fn rust_sources(dir: &Path, out: &mut Vec<PathBuf>) {
             if name != "target" && !name.to_string_lossy().starts_with('.') {
                 rust_sources(&path, out);
             }
-        } else if path.extension().is_some_and(|e| e == "rs") && path.components().any(|c| c.as_os_str() == "src") {
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && path.components().any(|c| c.as_os_str() == "src")
+        {
             out.push(path);
         }
     }
@@ -107,9 +158,18 @@ fn every_source_file_starts_with_module_docs() {
             let text = std::fs::read_to_string(f).unwrap_or_default();
             !text.trim_start().starts_with("//!")
         })
-        .map(|f| f.strip_prefix(workspace()).unwrap_or(f).display().to_string())
+        .map(|f| {
+            f.strip_prefix(workspace())
+                .unwrap_or(f)
+                .display()
+                .to_string()
+        })
         .collect();
-    assert!(missing.is_empty(), "files without a `//!` module doc:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "files without a `//!` module doc:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]
@@ -120,7 +180,10 @@ fn every_unsafe_block_says_why_it_is_sound() {
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             let code = line.split("//").next().unwrap_or_default();
-            if !(code.contains("unsafe {") || code.contains("unsafe fn") || code.contains("unsafe impl")) {
+            if !(code.contains("unsafe {")
+                || code.contains("unsafe fn")
+                || code.contains("unsafe impl"))
+            {
                 continue;
             }
             let window = &lines[i.saturating_sub(8)..i];
@@ -133,5 +196,9 @@ fn every_unsafe_block_says_why_it_is_sound() {
             }
         }
     }
-    assert!(unexplained.is_empty(), "unsafe without a preceding `// SAFETY:` comment:\n{}", unexplained.join("\n"));
+    assert!(
+        unexplained.is_empty(),
+        "unsafe without a preceding `// SAFETY:` comment:\n{}",
+        unexplained.join("\n")
+    );
 }

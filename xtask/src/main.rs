@@ -3,7 +3,8 @@
 //! - `cargo xtask policies [--check]`: build the four policy components reproducibly and write
 //!   (or, with `--check`, verify) their pins in `policies/components.lock.json`.
 //! - `cargo xtask hostile`: build the hostile fixture components used by the sandbox tests.
-//! - `cargo xtask demo`: `policies --check`, then `dpone-host demo` (the README's main job).
+//! - `cargo xtask demo`: `policies --check`, `dpone-host demo` (the README's main job), then the
+//!   XMin route end to end on the local PostgreSQL server with generated sample data.
 //! - `cargo xtask test`: `policies --check`, `hostile`, start the local PostgreSQL server the
 //!   database tests use (`.ci/start-postgres`), then `cargo test --workspace`.
 //!
@@ -59,13 +60,31 @@ fn main() -> Result<()> {
                     "--",
                     "demo",
                 ])
-                .args(&args[1..]))
+                .args(&args[1..]))?;
+            // The XMin route on the local PostgreSQL server, with generated sample data.
+            let Some(url) = local_postgres(&root) else {
+                eprintln!("demo: SKIP the XMin route: no local PostgreSQL server");
+                return Ok(());
+            };
+            run(Command::new(&cargo)
+                .current_dir(&root)
+                .env("DPONE_TEST_PG_URL", url)
+                .args([
+                    "run",
+                    "--quiet",
+                    "--release",
+                    "-p",
+                    "dpone-adapter-postgres",
+                ])
+                .args(["--example", "xmin_demo"]))
         }
         Some("test") => {
             policies(&root, true)?;
             hostile(&root)?;
             let mut test = Command::new(&cargo);
-            test.current_dir(&root).args(["test", "--workspace"]).args(&args[1..]);
+            test.current_dir(&root)
+                .args(["test", "--workspace"])
+                .args(&args[1..]);
             if let Some(url) = local_postgres(&root) {
                 test.env("DPONE_TEST_PG_URL", url);
             }
@@ -81,8 +100,8 @@ fn main() -> Result<()> {
 /// `.ci/start-postgres`, unless `DPONE_TEST_PG_URL` is already set. Returns its URL. When the
 /// server cannot be had, the database tests report SKIP with the reason.
 fn local_postgres(root: &Path) -> Option<String> {
-    if std::env::var_os("DPONE_TEST_PG_URL").is_some() {
-        return None;
+    if let Ok(url) = std::env::var("DPONE_TEST_PG_URL") {
+        return Some(url);
     }
     let script = root.join(".ci/start-postgres");
     if !script.exists() {

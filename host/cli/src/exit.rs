@@ -25,6 +25,9 @@ pub const BAD_INPUT: u8 = 3;
 pub const POLICY_FAILED: u8 = 4;
 /// Exit status: internal error.
 pub const INTERNAL: u8 = 5;
+/// Exit status of a run that has not finished and may be retried as the same operation
+/// (`EX_TEMPFAIL`): the cluster is still executing the bound DDL, or a dependency did not answer.
+pub const RETRY: u8 = 75;
 
 impl Failure {
     /// A bad-input failure.

@@ -3,14 +3,17 @@
 //!
 //! Exit codes (stable, see `docs/cli.md`): 0 success; 1 refused (a decision-table row failed, a
 //! verification failed); 2 usage; 3 bad input; 4 a policy was refused at load or failed closed;
-//! 5 internal error.
+//! 5 internal error; 75 not finished, retry the same invocation.
 
 mod activation;
+mod clickhouse_cmd;
 mod demo;
 mod exit;
 mod policy_cmd;
+mod route;
 mod shipped;
 mod trust_cmd;
+mod xmin_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -35,6 +38,20 @@ enum Command {
         #[command(subcommand)]
         command: policy_cmd::PolicyCommand,
     },
+    /// Validate a workload manifest and its connections; non-zero exit with a stable code on a
+    /// blocker. No source or target I/O that mutates anything.
+    Check(route::RouteArgs),
+    /// Print the plan of a workload (JSON) without running it.
+    Plan(route::RouteArgs),
+    /// Run a workload and print its evidence (JSON).
+    Run(route::RouteArgs),
+    /// Read-only status of a workload's authority and state, with the safe recovery action.
+    Status(route::RouteArgs),
+    /// Create and list XMin repair authorities (the environment owner's commands).
+    Authority {
+        #[command(subcommand)]
+        command: xmin_cmd::AuthorityCommand,
+    },
     /// Load the shipped policies at their pins and evaluate a sample decision of each kind.
     Demo(demo::DemoArgs),
     /// Create, sign, verify, inspect and activate signed policy bundles.
@@ -45,6 +62,21 @@ enum Command {
     /// Verify a Sigstore bundle offline (Sigstore conformance client protocol); exit 0 only on
     /// success.
     VerifyBundle(trust_cmd::VerifyBundleArgs),
+}
+
+/// Reads the manifest, picks its route and runs the route's command.
+fn route_command(
+    mut args: route::RouteArgs,
+    source: &shipped::PolicySourceArgs,
+    clickhouse: fn(&route::RouteArgs) -> Result<(), exit::Failure>,
+    xmin: fn(&route::RouteArgs) -> Result<(), exit::Failure>,
+) -> Result<(), exit::Failure> {
+    args.source = source.clone();
+    let text = shipped::read_input(&args.manifest, "manifest")?;
+    match route::detect(&String::from_utf8_lossy(&text))? {
+        route::Route::ClickhousePublication => clickhouse(&args),
+        route::Route::XminReconciliation => xmin(&args),
+    }
 }
 
 fn main() -> ExitCode {
@@ -59,6 +91,17 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Policy { command } => policy_cmd::run(command, &cli.source),
         Command::Demo(args) => demo::run(args, &cli.source),
+        Command::Check(args) => {
+            route_command(args, &cli.source, clickhouse_cmd::check, xmin_cmd::check)
+        }
+        Command::Plan(args) => {
+            route_command(args, &cli.source, clickhouse_cmd::plan, xmin_cmd::plan)
+        }
+        Command::Run(args) => route_command(args, &cli.source, clickhouse_cmd::run, xmin_cmd::run),
+        Command::Status(args) => {
+            route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status)
+        }
+        Command::Authority { command } => xmin_cmd::authority(command, &cli.source),
         Command::Bundle { cmd } => return trust_cmd::run_bundle(cmd),
         Command::VerifyBundle(args) => return trust_cmd::run_verify_bundle(args),
     };

@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod hash;
 pub mod identity;
+pub mod manifest;
 pub mod record;
 pub mod schema;
 

@@ -162,6 +162,12 @@ impl Coordinator<'_> {
                 let err = EngineError::ArtifactTooLarge { max: op.max_bytes };
                 return Err(self.abort(op, &held, err));
             }
+            // The source refused deterministically (an unsupported type, a value that does not
+            // fit): nothing was mutated, so LOCKED moves to ABORTED and a corrected manifest is
+            // not fenced by this operation.
+            Err(e) if e.kind == crate::ports::PortErrorKind::Rejected => {
+                return Err(self.abort(op, &held, EngineError::ArtifactUnavailable(e)));
+            }
             Err(e) => {
                 return Err(super::interrupted_or(e.kind, "seal", || {
                     EngineError::ArtifactUnavailable(e)

@@ -1,0 +1,162 @@
+//! Source errors and their stable `DPONE_PG_ROWBINARY_*` codes.
+//!
+//! Messages carry column positions, row ordinals and SQLSTATEs only: never row values, relation
+//! or column names, endpoints or credentials.
+
+use dpone_engine_clickhouse::ports::PortError;
+
+/// Stable codes of this source (also the [`PortError`] classes the engine sees).
+pub mod codes {
+    /// The server could not be reached or refused the session.
+    pub const CONNECT: &str = "DPONE_PG_ROWBINARY_CONNECT";
+    /// A snapshot statement failed (BEGIN, LOCK, catalog read, COPY, ROLLBACK).
+    pub const QUERY: &str = "DPONE_PG_ROWBINARY_QUERY";
+    /// The relation does not exist or may not be read.
+    pub const RELATION_UNAVAILABLE: &str = "DPONE_PG_ROWBINARY_RELATION_UNAVAILABLE";
+    /// A declared column does not exist in the relation.
+    pub const COLUMN_MISSING: &str = "DPONE_PG_ROWBINARY_COLUMN_MISSING";
+    /// A declared ClickHouse type is outside the canonical profile or no PostgreSQL type maps to it.
+    pub const DECLARED_TYPE_UNSUPPORTED: &str = "DPONE_PG_ROWBINARY_DECLARED_TYPE_UNSUPPORTED";
+    /// The PostgreSQL column type is not one this source reads.
+    pub const TYPE_UNSUPPORTED: &str = "DPONE_PG_ROWBINARY_TYPE_UNSUPPORTED";
+    /// The PostgreSQL column type cannot be encoded as the declared ClickHouse type.
+    pub const TYPE_MISMATCH: &str = "DPONE_PG_ROWBINARY_TYPE_MISMATCH";
+    /// A NULL arrived for a column not declared `Nullable`.
+    pub const NULL_IN_NON_NULLABLE: &str = "DPONE_PG_ROWBINARY_NULL_IN_NON_NULLABLE";
+    /// A value does not fit the declared type (range, length, address family, infinity, NaN).
+    pub const VALUE_OUT_OF_RANGE: &str = "DPONE_PG_ROWBINARY_VALUE_OUT_OF_RANGE";
+    /// A value would lose precision (decimal scale, sub-unit time, network mask).
+    pub const VALUE_NOT_EXACT: &str = "DPONE_PG_ROWBINARY_VALUE_NOT_EXACT";
+    /// The binary COPY stream is malformed.
+    pub const COPY_FORMAT: &str = "DPONE_PG_ROWBINARY_COPY_FORMAT";
+    /// The artifact sink refused bytes (for a breached bound the store reports its own code).
+    pub const ARTIFACT_WRITE: &str = "DPONE_PG_ROWBINARY_ARTIFACT_WRITE";
+}
+
+/// Why an extraction failed. Nothing is written to the sink before the column checks pass.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// No session.
+    #[error("the PostgreSQL source did not accept a session (SQLSTATE {sqlstate})")]
+    Connect {
+        /// SQLSTATE, or `none` for a transport failure.
+        sqlstate: String,
+    },
+    /// A statement failed.
+    #[error("the source {step} failed (SQLSTATE {sqlstate})")]
+    Query {
+        /// Step.
+        step: &'static str,
+        /// SQLSTATE, or `none`.
+        sqlstate: String,
+    },
+    /// The relation is missing or unreadable.
+    #[error("the source relation does not exist or may not be read (SQLSTATE {sqlstate})")]
+    RelationUnavailable {
+        /// SQLSTATE.
+        sqlstate: String,
+    },
+    /// A declared column is absent.
+    #[error("declared column {column} does not exist in the source relation")]
+    ColumnMissing {
+        /// Column position (0-based).
+        column: usize,
+    },
+    /// A declared type this source cannot produce.
+    #[error("declared column {column} has a ClickHouse type this source cannot produce")]
+    DeclaredTypeUnsupported {
+        /// Column position.
+        column: usize,
+    },
+    /// A PostgreSQL type this source does not read.
+    #[error("source column {column} has a PostgreSQL type this source does not read")]
+    TypeUnsupported {
+        /// Column position.
+        column: usize,
+    },
+    /// A PostgreSQL type that cannot become the declared type.
+    #[error("source column {column} cannot be encoded as its declared ClickHouse type")]
+    TypeMismatch {
+        /// Column position.
+        column: usize,
+    },
+    /// NULL in a non-Nullable column.
+    #[error("row {row}: NULL in column {column}, which is not declared Nullable")]
+    NullInNonNullable {
+        /// Column position.
+        column: usize,
+        /// Row ordinal (1-based) in the snapshot.
+        row: u64,
+    },
+    /// A value does not fit.
+    #[error("row {row}: the value of column {column} does not fit its declared type")]
+    ValueOutOfRange {
+        /// Column position.
+        column: usize,
+        /// Row ordinal (1-based).
+        row: u64,
+    },
+    /// A value would lose precision.
+    #[error(
+        "row {row}: the value of column {column} is not exactly representable in its declared type"
+    )]
+    ValueNotExact {
+        /// Column position.
+        column: usize,
+        /// Row ordinal (1-based).
+        row: u64,
+    },
+    /// Malformed COPY stream.
+    #[error("the binary COPY stream is malformed: {0}")]
+    CopyFormat(&'static str),
+    /// The sink refused bytes.
+    #[error("the artifact sink refused bytes")]
+    ArtifactWrite,
+}
+
+impl SourceError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Connect { .. } => codes::CONNECT,
+            Self::Query { .. } => codes::QUERY,
+            Self::RelationUnavailable { .. } => codes::RELATION_UNAVAILABLE,
+            Self::ColumnMissing { .. } => codes::COLUMN_MISSING,
+            Self::DeclaredTypeUnsupported { .. } => codes::DECLARED_TYPE_UNSUPPORTED,
+            Self::TypeUnsupported { .. } => codes::TYPE_UNSUPPORTED,
+            Self::TypeMismatch { .. } => codes::TYPE_MISMATCH,
+            Self::NullInNonNullable { .. } => codes::NULL_IN_NON_NULLABLE,
+            Self::ValueOutOfRange { .. } => codes::VALUE_OUT_OF_RANGE,
+            Self::ValueNotExact { .. } => codes::VALUE_NOT_EXACT,
+            Self::CopyFormat(_) => codes::COPY_FORMAT,
+            Self::ArtifactWrite => codes::ARTIFACT_WRITE,
+        }
+    }
+
+    /// The redacted port error the engine sees: transport failures are `Unavailable` (the same
+    /// operation may retry), everything else is `Rejected`.
+    pub fn port_error(&self) -> PortError {
+        match self {
+            Self::Connect { .. } | Self::Query { .. } => PortError::unavailable(self.code()),
+            _ => PortError::rejected(self.code()),
+        }
+    }
+
+    pub(crate) fn from_pg(step: &'static str, e: &tokio_postgres::Error) -> Self {
+        let sqlstate = sqlstate(e);
+        match (step, e.code()) {
+            ("connect", _) => Self::Connect { sqlstate },
+            // undefined_table, invalid_schema_name, insufficient_privilege
+            (_, Some(c)) if matches!(c.code(), "42P01" | "3F000" | "42501") => {
+                Self::RelationUnavailable { sqlstate }
+            }
+            _ => Self::Query { step, sqlstate },
+        }
+    }
+}
+
+fn sqlstate(e: &tokio_postgres::Error) -> String {
+    e.code()
+        .map(|c| c.code().to_owned())
+        .unwrap_or_else(|| "none".to_owned())
+}

@@ -1,0 +1,278 @@
+//! [`PgRowBinarySource`]: extracts one PostgreSQL relation, once, in a `REPEATABLE READ READ
+//! ONLY` snapshot, and writes it as ClickHouse `RowBinary` of the declared schema.
+//!
+//! Order on one connection:
+//!
+//! 1. `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`;
+//! 2. `LOCK TABLE "schema"."table" IN ACCESS SHARE MODE`, before the snapshot exists (a `LOCK`
+//!    takes no snapshot), so no `ALTER`, `DROP` or `TRUNCATE` can commit until extraction ends;
+//! 3. the catalog query (which fixes the snapshot) reads each declared column's type; every
+//!    column must exist and its type must encode as the declared ClickHouse type (see
+//!    [`crate::types`]). Nothing is written to the sink before this check passes;
+//! 4. one binary `COPY (SELECT "c1", … FROM "schema"."table") TO STDOUT`, decoded tuple by
+//!    tuple, converted exactly (no rounding, no truncation) and written in blocks of about
+//!    1 MiB; a write the sink refuses (the artifact store's byte bound) stops at once;
+//! 5. `ROLLBACK`.
+//!
+//! The source owns a single-threaded Tokio runtime and blocks on it, like the ClickHouse
+//! adapter: call it outside any other Tokio runtime. TLS is not negotiated: use a unix socket,
+//! loopback, or a TLS-terminating proxy owned by the environment.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use dpone_adapter_clickhouse::Extract;
+use dpone_engine_clickhouse::canonical::{ColumnType, RowBinaryWriter, Value, column_types};
+use dpone_engine_clickhouse::contracts::Schema;
+use dpone_engine_clickhouse::ports::PortError;
+use futures_util::StreamExt;
+use tokio_postgres::{Client, Config, NoTls};
+
+use crate::copy::CopyReader;
+use crate::error::SourceError;
+use crate::types::{FieldError, PgType, convert, decimal_precision, producible};
+
+/// Bytes of `RowBinary` gathered before one write to the sink.
+const BLOCK: usize = 1 << 20;
+
+/// A connection configuration built from registry fields (the composition root passes the
+/// password it resolved from the environment).
+pub fn pg_config(
+    host: &str,
+    port: u16,
+    database: &str,
+    user: &str,
+    password: Option<&str>,
+) -> Config {
+    let mut c = Config::new();
+    if host.starts_with('/') {
+        c.host_path(host);
+    } else {
+        c.host(host);
+    }
+    c.port(port)
+        .dbname(database)
+        .user(user)
+        .application_name("dpone-host")
+        .connect_timeout(Duration::from_secs(30));
+    if let Some(pw) = password {
+        c.password(pw);
+    }
+    c
+}
+
+/// Checks, without any I/O, that every declared column type is in the canonical profile and
+/// that some PostgreSQL type this source reads encodes as it.
+pub fn check_declared(schema: &Schema) -> Result<(), SourceError> {
+    for (i, c) in schema.columns.iter().enumerate() {
+        let ok = dpone_engine_clickhouse::canonical::parse_type(&c.type_name)
+            .is_some_and(|t| producible(t.scalar));
+        if !ok {
+            return Err(SourceError::DeclaredTypeUnsupported { column: i });
+        }
+    }
+    Ok(())
+}
+
+/// The PostgreSQL source of the ClickHouse artifact.
+pub struct PgRowBinarySource {
+    config: Config,
+    schema_name: String,
+    table: String,
+    last_error: Mutex<Option<SourceError>>,
+}
+
+impl std::fmt::Debug for PgRowBinarySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The config holds the password and the endpoint: never printed.
+        f.debug_struct("PgRowBinarySource").finish_non_exhaustive()
+    }
+}
+
+fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// One declared column, resolved against the catalog.
+struct Plan {
+    pg: PgType,
+    target: ColumnType,
+    precision: Option<u32>,
+}
+
+impl PgRowBinarySource {
+    /// A source reading `schema_name.table` through `config`.
+    pub fn new(config: Config, schema_name: &str, table: &str) -> Self {
+        Self {
+            config,
+            schema_name: schema_name.to_owned(),
+            table: table.to_owned(),
+            last_error: Mutex::new(None),
+        }
+    }
+
+    /// The detailed error of the last failed extraction (the engine sees only its code).
+    pub fn last_error(&self) -> Option<SourceError> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Extracts the relation once into `out` as `RowBinary` of `schema`; returns the row count.
+    pub fn extract_to(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, SourceError> {
+        let result = self.extract_inner(schema, out);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = result.as_ref().err().cloned();
+        result
+    }
+
+    fn extract_inner(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, SourceError> {
+        check_declared(schema)?;
+        let types =
+            column_types(schema).map_err(|_| SourceError::DeclaredTypeUnsupported { column: 0 })?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|_| SourceError::Connect {
+                sqlstate: "none".into(),
+            })?;
+        rt.block_on(async {
+            let (client, connection) = self
+                .config
+                .connect(NoTls)
+                .await
+                .map_err(|e| SourceError::from_pg("connect", &e))?;
+            let driver = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            let result = self.snapshot(&client, schema, types, out).await;
+            if result.is_err() {
+                // Best effort: the server also rolls back when the session ends.
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
+            drop(client);
+            driver.abort();
+            result
+        })
+    }
+
+    async fn snapshot(
+        &self,
+        client: &Client,
+        schema: &Schema,
+        types: Vec<ColumnType>,
+        out: &mut dyn Write,
+    ) -> Result<u64, SourceError> {
+        let relation = format!("{}.{}", ident(&self.schema_name), ident(&self.table));
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await
+            .map_err(|e| SourceError::from_pg("begin", &e))?;
+        client
+            .batch_execute(&format!("LOCK TABLE {relation} IN ACCESS SHARE MODE"))
+            .await
+            .map_err(|e| SourceError::from_pg("lock", &e))?;
+        let rows = client
+            .query(
+                "SELECT a.attname::text AS name, \
+                        CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END AS typid \
+                   FROM pg_catalog.pg_attribute a \
+                   JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                   JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
+                  WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 \
+                    AND NOT a.attisdropped",
+                &[&self.schema_name, &self.table],
+            )
+            .await
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let catalog: Vec<(String, u32)> = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<_, String>(0)?, r.try_get::<_, u32>(1)?)))
+            .collect::<Result<_, tokio_postgres::Error>>()
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let mut plan = Vec::with_capacity(types.len());
+        for (i, (col, ty)) in schema.columns.iter().zip(&types).enumerate() {
+            let (_, oid) = catalog
+                .iter()
+                .find(|(n, _)| n == &col.name)
+                .ok_or(SourceError::ColumnMissing { column: i })?;
+            let pg = PgType::from_oid(*oid).ok_or(SourceError::TypeUnsupported { column: i })?;
+            if !pg.encodes_as(ty.scalar) {
+                return Err(SourceError::TypeMismatch { column: i });
+            }
+            plan.push(Plan {
+                pg,
+                target: *ty,
+                precision: decimal_precision(&col.type_name),
+            });
+        }
+
+        let columns: Vec<String> = schema.columns.iter().map(|c| ident(&c.name)).collect();
+        let copy = format!(
+            "COPY (SELECT {} FROM {relation}) TO STDOUT (FORMAT binary)",
+            columns.join(", ")
+        );
+        let stream = client
+            .copy_out(&copy)
+            .await
+            .map_err(|e| SourceError::from_pg("copy", &e))?;
+        futures_util::pin_mut!(stream);
+        let mut reader = CopyReader::new(plan.len());
+        let mut writer = RowBinaryWriter::new(types.clone());
+        let mut values: Vec<Value> = Vec::with_capacity(plan.len());
+        let mut rows: u64 = 0;
+        let mut pending = 0usize;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| SourceError::from_pg("copy", &e))?;
+            reader.push(&chunk, |fields| {
+                rows += 1;
+                values.clear();
+                for (i, (p, raw)) in plan.iter().zip(fields).enumerate() {
+                    let v = convert(p.pg, p.target, p.precision, *raw)
+                        .map_err(|e| field_error(e, i, rows))?;
+                    pending += raw.map_or(1, |r| r.len() + 2);
+                    values.push(v);
+                }
+                writer
+                    .row(&values)
+                    .map_err(|m| SourceError::ValueOutOfRange {
+                        column: m.column,
+                        row: rows,
+                    })?;
+                if pending >= BLOCK {
+                    let full = std::mem::replace(&mut writer, RowBinaryWriter::new(types.clone()));
+                    out.write_all(&full.finish())
+                        .map_err(|_| SourceError::ArtifactWrite)?;
+                    pending = 0;
+                }
+                Ok(())
+            })?;
+        }
+        reader.finish()?;
+        out.write_all(&writer.finish())
+            .and_then(|()| out.flush())
+            .map_err(|_| SourceError::ArtifactWrite)?;
+        client
+            .batch_execute("ROLLBACK")
+            .await
+            .map_err(|e| SourceError::from_pg("rollback", &e))?;
+        Ok(rows)
+    }
+}
+
+fn field_error(e: FieldError, column: usize, row: u64) -> SourceError {
+    match e {
+        FieldError::Null => SourceError::NullInNonNullable { column, row },
+        FieldError::OutOfRange => SourceError::ValueOutOfRange { column, row },
+        FieldError::NotExact => SourceError::ValueNotExact { column, row },
+        FieldError::Malformed => SourceError::CopyFormat("a field does not have its type's layout"),
+    }
+}
+
+impl Extract for &PgRowBinarySource {
+    fn extract(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, PortError> {
+        self.extract_to(schema, out).map_err(|e| e.port_error())
+    }
+}

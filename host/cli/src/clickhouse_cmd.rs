@@ -1,0 +1,736 @@
+//! ClickHouse external-replication full-refresh publication on the command line (spec 000):
+//! `check`, `plan`, `run` and `status` for a manifest with a `physical_design` block.
+//!
+//! - `check`: strict manifest parse, static admission through the admission policy component,
+//!   and the host's own static rules (canonical type profile, types the PostgreSQL source can
+//!   produce, engines the adapter creates, nullable sort keys). Prints the replication decision
+//!   exactly as the spec shows it plus the policy evidence; any blocker exits 1 with the first
+//!   blocker's code on stderr and every blocker in the JSON. With `--connections`, also checks
+//!   that the registry resolves both refs to the right kinds and that the named credential
+//!   variables are set (their values are never read into output).
+//! - `plan`: `check` plus the deterministic identities (`target_key`, plan and schema digests,
+//!   and for `--invocation` the `operation_id` and candidate name). Touches no server.
+//! - `run`: wires the [`Coordinator`] with the ClickHouse cluster adapter, the component gate,
+//!   and the PostgreSQL source streaming into the artifact store; prints the commit receipt.
+//! - `status`: read-only evidence of the authority record, candidates and queue, with the safe
+//!   recovery action.
+//!
+//! Output carries digests, opaque member ids, stable codes and manifest names only: never
+//! endpoints, credentials, local paths or row values.
+
+mod wiring;
+
+use dpone_adapter_clickhouse::{
+    ClickHouseCluster, ClickHouseConfig, Credential, StoreArtifactSource,
+};
+use dpone_adapter_postgres_rowbinary::{PgRowBinarySource, pg_config, types::producible};
+use dpone_artifact_store::ArtifactStore;
+use dpone_engine_clickhouse::canonical::parse_type;
+use dpone_engine_clickhouse::contracts::manifest::{Manifest, Registry};
+use dpone_engine_clickhouse::contracts::{
+    Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
+    identity::PROTOCOL_VERSION, operation_id, schema_digest,
+};
+use dpone_engine_clickhouse::ports::{InventoryPort, SystemEnvironment};
+use dpone_engine_clickhouse::{
+    Coordinator, CoordinatorConfig, EngineError, OperationRequest, Ports, RecoveryAction,
+    RunOutcome, StatusReport, codes,
+};
+use dpone_policy_model::admission::{ReplicationDecision, ReplicationMode, StaticDecision};
+use dpone_policy_model::types::Reason;
+use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyKind, PolicyRuntime};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::exit::{Failure, print_json};
+use crate::route::RouteArgs;
+use crate::shipped;
+use wiring::{ComponentGate, NoAdmission, NoArtifacts, TerminalProgress};
+
+const ROUTE: &str = "clickhouse_cluster_publication";
+
+/// Host rule: an engine the adapter cannot create a candidate with.
+const ENGINE_NOT_CREATABLE: &str = "DPONE_CLICKHOUSE_ROUTE_ENGINE_NOT_CREATABLE";
+/// Host rule: a `Nullable` column in `ORDER BY` (ClickHouse refuses nullable sorting keys).
+const ORDER_BY_NULLABLE: &str = "DPONE_CLICKHOUSE_ROUTE_ORDER_BY_NULLABLE";
+/// `run`: the cluster is still executing the bound DDL.
+const IN_PROGRESS: &str = "DPONE_CLICKHOUSE_ROUTE_IN_PROGRESS";
+
+/// One blocker and who raised it.
+#[derive(Clone, Debug, Serialize)]
+struct Blocker {
+    code: String,
+    message: String,
+    /// `admission_policy` (the component) or `host` (this binary's static rules).
+    by: &'static str,
+}
+
+impl Blocker {
+    fn policy(r: Reason) -> Self {
+        Self {
+            code: r.code,
+            message: r.message,
+            by: "admission_policy",
+        }
+    }
+
+    fn host(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            by: "host",
+        }
+    }
+}
+
+/// What `check` and `plan` decided.
+struct Admission {
+    decision: Option<ReplicationDecision>,
+    blockers: Vec<Blocker>,
+    evidence: DecisionEvidence,
+}
+
+fn read_manifest(args: &RouteArgs) -> Result<Manifest, Failure> {
+    let bytes = shipped::read_input(&args.manifest, "manifest")?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| {
+        Failure::bad_input(
+            "DPONE_CLICKHOUSE_MANIFEST_YAML_NON_ASCII",
+            "the manifest is not UTF-8",
+        )
+    })?;
+    Manifest::parse(text).map_err(|e| Failure::bad_input(e.code(), e.to_string()))
+}
+
+fn read_registry(args: &RouteArgs) -> Result<Option<Registry>, Failure> {
+    let Some(path) = &args.connections else {
+        return Ok(None);
+    };
+    let bytes = shipped::read_input(path, "connection registry")?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| {
+        Failure::bad_input(
+            "DPONE_CLICKHOUSE_REGISTRY_YAML_NON_ASCII",
+            "the connection registry is not UTF-8",
+        )
+    })?;
+    Registry::parse(text)
+        .map(Some)
+        .map_err(|e| Failure::bad_input(e.code(), e.to_string()))
+}
+
+fn require_registry(args: &RouteArgs) -> Result<Registry, Failure> {
+    read_registry(args)?.ok_or_else(|| {
+        Failure::bad_input(
+            "DPONE_CLI_CONNECTIONS_REQUIRED",
+            "this command needs the connection registry (--connections or DPONE_CONNECTIONS)",
+        )
+    })
+}
+
+fn require_invocation(args: &RouteArgs) -> Result<&str, Failure> {
+    match args.invocation.as_deref() {
+        Some(i) if !i.is_empty() && i.len() <= 512 && !i.chars().any(char::is_control) => Ok(i),
+        Some(_) => Err(Failure::bad_input(
+            "DPONE_CLI_INVOCATION_INVALID",
+            "--invocation must be 1 to 512 printable characters",
+        )),
+        None => Err(Failure::bad_input(
+            "DPONE_CLI_INVOCATION_REQUIRED",
+            "this command needs the scheduler invocation id (--invocation or DPONE_INVOCATION_ID)",
+        )),
+    }
+}
+
+fn registry_failure(e: &dpone_engine_clickhouse::contracts::manifest::ManifestError) -> Failure {
+    Failure::bad_input(e.code(), e.to_string())
+}
+
+/// The host's static rules, which the static facts of the WIT contract cannot carry.
+fn host_rules(m: &Manifest, policy_blockers: &[Blocker]) -> Vec<Blocker> {
+    let mut out = Vec::new();
+    let schema = m.schema();
+    let outside: Vec<usize> = schema
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| parse_type(&c.type_name).is_none())
+        .map(|(i, _)| i)
+        .collect();
+    if !outside.is_empty() {
+        out.push(Blocker::host(
+            codes::UNSUPPORTED_COLUMN_TYPE,
+            format!(
+                "source.columns {outside:?}: the type is outside the canonical content-digest profile"
+            ),
+        ));
+    }
+    let unproducible: Vec<usize> = schema
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| parse_type(&c.type_name).is_some_and(|t| !producible(t.scalar)))
+        .map(|(i, _)| i)
+        .collect();
+    if !unproducible.is_empty() {
+        out.push(Blocker::host(
+            dpone_adapter_postgres_rowbinary::codes::DECLARED_TYPE_UNSUPPORTED,
+            format!(
+                "source.columns {unproducible:?}: no PostgreSQL type maps to the declared type"
+            ),
+        ));
+    }
+    // An engine the policy refused, or a mode this host does not publish, is reported once.
+    let engine_blocked = policy_blockers.iter().any(|b| {
+        b.code.ends_with("_ENGINE_UNSUPPORTED")
+            || b.code.ends_with("_ENGINE_MODE_MISMATCH")
+            || b.code == codes::MODE_NOT_EXTERNAL
+    });
+    if !engine_blocked
+        && !dpone_adapter_clickhouse::sql::ENGINES.contains(&m.clickhouse.engine.as_str())
+    {
+        out.push(Blocker::host(
+            ENGINE_NOT_CREATABLE,
+            format!(
+                "candidates are created only with one of {} (no engine arguments)",
+                dpone_adapter_clickhouse::sql::ENGINES.join(", ")
+            ),
+        ));
+    }
+    let nullable_keys: Vec<&str> = m
+        .clickhouse
+        .order_by
+        .iter()
+        .filter(|k| {
+            schema
+                .columns
+                .iter()
+                .find(|c| &c.name == *k)
+                .and_then(|c| parse_type(&c.type_name))
+                .is_some_and(|t| t.nullable)
+        })
+        .map(String::as_str)
+        .collect();
+    if !nullable_keys.is_empty() {
+        out.push(Blocker::host(
+            ORDER_BY_NULLABLE,
+            format!(
+                "order_by names Nullable columns: {}",
+                nullable_keys.join(", ")
+            ),
+        ));
+    }
+    out
+}
+
+/// Where the admission component comes from (a configured trust policy is honoured).
+fn policy_source<'r>(
+    runtime: &'r PolicyRuntime,
+    args: &RouteArgs,
+) -> Result<shipped::PolicySource<'r>, Failure> {
+    shipped::PolicySource::resolve(runtime, &args.components_dir, &args.source)
+}
+
+/// Static admission through the component, then the host's rules.
+fn static_admission(policy: &LoadedPolicy, m: &Manifest) -> Result<Admission, Failure> {
+    let decided = policy.admission_static(&m.static_facts())?;
+    let mut blockers = Vec::new();
+    let decision = match decided.decision {
+        StaticDecision::Blocked(reasons) => {
+            blockers.extend(reasons.into_iter().map(Blocker::policy));
+            None
+        }
+        StaticDecision::Admitted(d) => {
+            if !d.no_fallback || !d.runtime_admission_required {
+                blockers.push(Blocker::host(
+                    codes::ADMISSION_INCONSISTENT,
+                    "the admission decision allows a fallback or skips runtime admission",
+                ));
+            }
+            if d.replication_mode != ReplicationMode::External {
+                blockers.push(Blocker::host(
+                    codes::MODE_NOT_EXTERNAL,
+                    "admission selected internal mode; this host publishes external mode only and never falls back",
+                ));
+            }
+            Some(d)
+        }
+    };
+    let host = host_rules(m, &blockers);
+    blockers.extend(host);
+    Ok(Admission {
+        decision,
+        blockers,
+        evidence: decided.evidence,
+    })
+}
+
+/// With a registry: both refs resolve to the right kinds, and the credential variables are set.
+/// What `check` and `plan` report about the registry (kinds and counts, never endpoints).
+#[derive(Serialize)]
+struct ConnectionsCheck {
+    target: &'static str,
+    source: &'static str,
+    members: usize,
+    credentials: &'static str,
+}
+
+fn check_connections(m: &Manifest, registry: &Registry) -> Result<ConnectionsCheck, Failure> {
+    let ch = registry
+        .clickhouse(&m.target.connection_ref, "target.connection_ref")
+        .map_err(|e| registry_failure(&e))?;
+    let pg = registry
+        .postgres(&m.source.connection_ref, "source.connection_ref")
+        .map_err(|e| registry_failure(&e))?;
+    let lookup = |n: &str| std::env::var(n).ok();
+    Registry::password(&ch.password_env, lookup).map_err(|e| registry_failure(&e))?;
+    if let Some(var) = &pg.password_env {
+        Registry::password(var, lookup).map_err(|e| registry_failure(&e))?;
+    }
+    Ok(ConnectionsCheck {
+        target: "clickhouse_cluster",
+        source: "postgres_source",
+        members: ch.member_urls.len(),
+        credentials: "present",
+    })
+}
+
+/// What a run needs beyond the static decision (spec journey step 3).
+#[derive(Serialize)]
+struct Requires {
+    runtime_admission: bool,
+    keeper_authority: bool,
+    replayable_artifact: bool,
+}
+
+const REQUIRES: Requires = Requires {
+    runtime_admission: true,
+    keeper_authority: true,
+    replayable_artifact: true,
+};
+
+/// The deterministic identities `plan` prints.
+#[derive(Serialize)]
+struct PlanIdentities {
+    protocol_version: &'static str,
+    target_key: TargetKey,
+    plan_digest: Digest,
+    schema_digest: Digest,
+    columns: usize,
+    invocation_given: bool,
+    operation_id: Option<OperationId>,
+    candidate_name: Option<String>,
+    phases: [Phase; 7],
+}
+
+impl PlanIdentities {
+    fn of(m: &Manifest, invocation: Option<&str>) -> Self {
+        let key = m.target_key();
+        let plan_digest = m.plan_digest();
+        let operation = invocation.map(|i| operation_id(i, &key, &plan_digest));
+        Self {
+            protocol_version: PROTOCOL_VERSION,
+            target_key: key,
+            plan_digest,
+            schema_digest: schema_digest(&m.schema()),
+            columns: m.source.columns.len(),
+            invocation_given: invocation.is_some(),
+            operation_id: operation,
+            candidate_name: operation.map(|o| candidate_name(&m.target.table, &o)),
+            phases: [
+                Phase::Locked,
+                Phase::Staging,
+                Phase::Staged,
+                Phase::PublicationDispatching,
+                Phase::Committed,
+                Phase::CleanupDispatching,
+                Phase::Completed,
+            ],
+        }
+    }
+}
+
+/// The JSON of `check` and `plan`; fields print in this order.
+#[derive(Serialize)]
+struct StaticReport<'a> {
+    route: &'static str,
+    command: &'static str,
+    workload: &'a str,
+    admitted: bool,
+    /// The replication decision, exactly the spec's five fields; null when blocked.
+    replication: Option<&'a ReplicationDecision>,
+    blockers: &'a [Blocker],
+    requires: Requires,
+    /// Evidence of the admission component's decision.
+    evidence: &'a DecisionEvidence,
+    /// Verification evidence of the signed bundle the component came from, if any.
+    bundle: Option<&'a Value>,
+    /// Registry resolution, when `--connections` was given.
+    connections: Option<ConnectionsCheck>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<PlanIdentities>,
+}
+
+fn blocked(blockers: &[Blocker]) -> Result<(), Failure> {
+    match blockers.first() {
+        None => Ok(()),
+        Some(first) => Err(Failure::refused(
+            &first.code,
+            format!("{} blocker(s); first: {}", blockers.len(), first.message),
+        )),
+    }
+}
+
+fn static_report(command: &'static str, args: &RouteArgs) -> Result<(), Failure> {
+    let invocation = match (command, &args.invocation) {
+        ("plan", Some(_)) => Some(require_invocation(args)?),
+        _ => None,
+    };
+    let m = read_manifest(args)?;
+    let connections = match read_registry(args)? {
+        None => None,
+        Some(r) => Some(check_connections(&m, &r)?),
+    };
+    let runtime = shipped::runtime(None)?;
+    let source = policy_source(&runtime, args)?;
+    let a = static_admission(&*source.policy(PolicyKind::Admission)?, &m)?;
+    print_json(&StaticReport {
+        route: ROUTE,
+        command,
+        workload: &m.name,
+        admitted: a.blockers.is_empty(),
+        replication: a.decision.as_ref(),
+        blockers: &a.blockers,
+        requires: REQUIRES,
+        evidence: &a.evidence,
+        bundle: source.bundle_evidence(),
+        connections,
+        plan: (command == "plan").then(|| PlanIdentities::of(&m, invocation)),
+    })?;
+    blocked(&a.blockers)
+}
+
+/// `check`.
+pub fn check(args: &RouteArgs) -> Result<(), Failure> {
+    static_report("check", args)
+}
+
+/// `plan`.
+pub fn plan(args: &RouteArgs) -> Result<(), Failure> {
+    static_report("plan", args)
+}
+
+/// The JSON of `run`; absent fields are omitted.
+#[derive(Serialize)]
+struct RunReport<'a> {
+    route: &'static str,
+    command: &'static str,
+    workload: &'a str,
+    /// `completed`, `in_progress` or `failed`.
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receipt: Option<&'a ExternalReceipt>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phase: Option<Phase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting: Option<&'a [MemberId]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+    /// The port class behind the engine error (adapter or source code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cause: Option<&'static str>,
+    /// The PostgreSQL source's own description (column position and row ordinal, no values).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retryable: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recovery: Option<RecoveryAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blockers: Option<&'a [Blocker]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_key: Option<TargetKey>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation_id: Option<OperationId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bundle: Option<&'a Value>,
+}
+
+impl<'a> RunReport<'a> {
+    fn new(m: &'a Manifest) -> Self {
+        Self {
+            route: ROUTE,
+            command: "run",
+            workload: &m.name,
+            outcome: "",
+            receipt: None,
+            phase: None,
+            waiting: None,
+            error: None,
+            cause: None,
+            source_error: None,
+            retryable: None,
+            recovery: None,
+            blockers: None,
+            target_key: None,
+            operation_id: None,
+            bundle: None,
+        }
+    }
+}
+
+/// The JSON of `status`.
+#[derive(Serialize)]
+struct StatusOutput<'a> {
+    route: &'static str,
+    command: &'static str,
+    workload: &'a str,
+    status: StatusReport,
+}
+
+fn request(m: &Manifest, invocation: &str) -> OperationRequest {
+    OperationRequest {
+        static_facts: m.static_facts(),
+        target_table: m.target.table.clone(),
+        scheduler_invocation: invocation.to_owned(),
+        plan_digest: m.plan_digest(),
+        schema: m.schema(),
+        order_by: m.clickhouse.order_by.clone(),
+    }
+}
+
+/// The cluster adapter from the registry, with the credential resolved from the environment.
+fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failure> {
+    let ch = registry
+        .clickhouse(&m.target.connection_ref, "target.connection_ref")
+        .map_err(|e| registry_failure(&e))?;
+    let password = Registry::password(&ch.password_env, |n| std::env::var(n).ok())
+        .map_err(|e| registry_failure(&e))?;
+    let config = ClickHouseConfig {
+        coordinator_url: ch.coordinator_url.clone(),
+        member_urls: ch.member_urls.clone(),
+        credential: Credential {
+            user: ch.user.clone(),
+            password: password.expose().to_owned(),
+        },
+        authority_database: ch.authority_database.clone(),
+        authority_table: ch.authority_table.clone(),
+        ddl_task_timeout_secs: ch.ddl_task_timeout_secs,
+    };
+    let cluster = ClickHouseCluster::new(&config)
+        .map_err(|e| wiring::port_failure(&e, "the ClickHouse client set-up"))?;
+    // The first read admission makes anyway; a connection failure is reported with the
+    // adapter's own code before anything else happens.
+    cluster
+        .observe(&m.clickhouse.cluster.name)
+        .map_err(|e| wiring::port_failure(&e, "reading the cluster inventory"))?;
+    Ok(cluster)
+}
+
+fn fail_closed(
+    args: &RouteArgs,
+    m: &Manifest,
+    e: &EngineError,
+    source_detail: Option<String>,
+) -> Result<(), Failure> {
+    let blockers: Vec<Blocker> = match e {
+        EngineError::AdmissionBlocked(reasons) => {
+            reasons.iter().cloned().map(Blocker::policy).collect()
+        }
+        _ => Vec::new(),
+    };
+    let key = m.target_key();
+    let operation = args
+        .invocation
+        .as_deref()
+        .map(|i| operation_id(i, &key, &m.plan_digest()));
+    print_json(&RunReport {
+        outcome: if blockers.is_empty() {
+            "failed"
+        } else {
+            "blocked"
+        },
+        error: Some(e.code()),
+        cause: wiring::cause(e),
+        source_error: source_detail,
+        retryable: Some(e.is_retryable()),
+        recovery: Some(e.recovery()),
+        blockers: Some(&blockers),
+        target_key: Some(key),
+        operation_id: operation,
+        ..RunReport::new(m)
+    })?;
+    let mut failure = wiring::engine_failure(e);
+    if let Some(first) = blockers.first() {
+        failure.code.clone_from(&first.code);
+        failure.message = format!("{} blocker(s); first: {}", blockers.len(), first.message);
+    }
+    Err(failure)
+}
+
+/// `run`.
+pub fn run(args: &RouteArgs) -> Result<(), Failure> {
+    let m = read_manifest(args)?;
+    let invocation = require_invocation(args)?;
+    let registry = require_registry(args)?;
+    let pg = registry
+        .postgres(&m.source.connection_ref, "source.connection_ref")
+        .map_err(|e| registry_failure(&e))?;
+    let pg_password = match &pg.password_env {
+        None => None,
+        Some(var) => Some(
+            Registry::password(var, |n| std::env::var(n).ok()).map_err(|e| registry_failure(&e))?,
+        ),
+    };
+    // Static admission and the host's rules first: no server is touched for a manifest this
+    // host cannot publish (the coordinator repeats static admission through the same gate).
+    let runtime = shipped::runtime(None)?;
+    let source = policy_source(&runtime, args)?;
+    let policy = source.policy(PolicyKind::Admission)?;
+    let admission = static_admission(&policy, &m)?;
+    if !admission.blockers.is_empty() {
+        print_json(&RunReport {
+            outcome: "blocked",
+            recovery: Some(RecoveryAction::FixManifest),
+            blockers: Some(&admission.blockers),
+            ..RunReport::new(&m)
+        })?;
+        return blocked(&admission.blockers);
+    }
+    let gate = ComponentGate { policy: &policy };
+
+    let cluster = cluster(&m, &registry)?;
+    let max = m.clickhouse.max_source_bytes.unwrap_or(0).max(1) as u64;
+    let store = ArtifactStore::open_path(&args.artifact_dir, max).map_err(|e| {
+        Failure::bad_input(e.code(), format!("cannot open the artifact directory: {e}"))
+    })?;
+    let pg_source = PgRowBinarySource::new(
+        pg_config(
+            &pg.host,
+            pg.port,
+            &pg.database,
+            &pg.user,
+            pg_password.as_ref().map(|s| s.expose()),
+        ),
+        &m.source.relation.schema,
+        &m.source.relation.table,
+    );
+    let artifacts = StoreArtifactSource::new(&store, &pg_source);
+    let progress = TerminalProgress::detect();
+    let coordinator = Coordinator::new(
+        Ports {
+            authority: &cluster,
+            inventory: &cluster,
+            catalog: &cluster,
+            ddl: &cluster,
+            artifacts: &artifacts,
+            admission: &gate,
+            env: &SystemEnvironment,
+            progress: &progress,
+        },
+        CoordinatorConfig::default(),
+    );
+    let req = request(&m, invocation);
+    match coordinator.run(&req) {
+        Ok(RunOutcome::Completed { receipt }) => print_json(&RunReport {
+            outcome: "completed",
+            receipt: Some(&receipt),
+            bundle: source.bundle_evidence(),
+            ..RunReport::new(&m)
+        }),
+        Ok(RunOutcome::InProgress { phase, waiting }) => {
+            print_json(&RunReport {
+                outcome: "in_progress",
+                phase: Some(phase),
+                waiting: Some(&waiting),
+                recovery: Some(RecoveryAction::WaitThenResume),
+                ..RunReport::new(&m)
+            })?;
+            Err(Failure {
+                code: IN_PROGRESS.to_owned(),
+                message: format!(
+                    "{} member(s) still executing the bound DDL in {}; run again with the same --invocation",
+                    waiting.len(),
+                    phase.as_str()
+                ),
+                exit: crate::exit::RETRY,
+            })
+        }
+        Err(e) => {
+            let detail = match &e {
+                EngineError::ArtifactUnavailable(_) => {
+                    pg_source.last_error().map(|s| s.to_string())
+                }
+                _ => None,
+            };
+            fail_closed(args, &m, &e, detail)
+        }
+    }
+}
+
+/// `status`.
+pub fn status(args: &RouteArgs) -> Result<(), Failure> {
+    let m = read_manifest(args)?;
+    let invocation = require_invocation(args)?;
+    let registry = require_registry(args)?;
+    let cluster = cluster(&m, &registry)?;
+    let progress = dpone_engine_clickhouse::ports::NoProgress;
+    let coordinator = Coordinator::new(
+        Ports {
+            authority: &cluster,
+            inventory: &cluster,
+            catalog: &cluster,
+            ddl: &cluster,
+            artifacts: &NoArtifacts,
+            admission: &NoAdmission,
+            env: &SystemEnvironment,
+            progress: &progress,
+        },
+        CoordinatorConfig::default(),
+    );
+    let report = coordinator
+        .status(&request(&m, invocation))
+        .map_err(|e| wiring::engine_failure(&e))?;
+    print_json(&StatusOutput {
+        route: ROUTE,
+        command: "status",
+        workload: &m.name,
+        status: report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = include_str!("../../../fixtures/clickhouse/manifest.yaml");
+
+    fn codes_of(m: &Manifest) -> Vec<String> {
+        host_rules(m, &[]).into_iter().map(|b| b.code).collect()
+    }
+
+    #[test]
+    fn the_sample_passes_the_host_rules() {
+        let m = Manifest::parse(MANIFEST).expect("sample");
+        assert!(codes_of(&m).is_empty());
+    }
+
+    #[test]
+    fn host_rules_name_what_the_policy_cannot_see() {
+        let m = Manifest::parse(
+            &MANIFEST
+                .replace("type: UInt64", "type: Array(UInt64)")
+                .replace("type: String\n", "type: Enum8('a' = 1)\n")
+                .replace("engine: MergeTree", "engine: ReplacingMergeTree(id)")
+                .replace("order_by: [id]", "order_by: [note]"),
+        )
+        .expect("parses");
+        assert_eq!(
+            codes_of(&m),
+            [
+                codes::UNSUPPORTED_COLUMN_TYPE,
+                "DPONE_PG_ROWBINARY_DECLARED_TYPE_UNSUPPORTED",
+                ENGINE_NOT_CREATABLE,
+                ORDER_BY_NULLABLE,
+            ]
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! XMin key reconciliation on the command line: `check`, `plan`, `run` and `status` for a
+//! manifest with a `reconciliation` block, and the environment owner's repair-authority
+//! commands. This module only composes: the engine (`dpone-engine-xmin`) decides the flow, the
+//! PostgreSQL adapter does the I/O, and the guard and delete-mode decisions come from the policy
+//! components (shipped, or from a verified bundle when a trust policy is configured).
+
+use crate::exit::{Failure, print_json};
+use crate::route::RouteArgs;
+use crate::shipped::{self, Policy, PolicySource};
+use clap::Subcommand;
+use dpone_adapter_postgres::artifacts::DirArtifactStore;
+use dpone_adapter_postgres::source::PgSource;
+use dpone_adapter_postgres::target::PgTarget;
+use dpone_engine_xmin::ports::{Judged, PolicyPort};
+use dpone_engine_xmin::state::AuthorityDocument;
+use dpone_engine_xmin::{
+    ErrorCode, Manifest, ProcessEnvironment, Registry, Route, RunRequest, XminError,
+};
+use dpone_policy_model::delete_mode::{DeleteModeFacts, PlanDecision};
+use dpone_policy_model::guard::{GuardDecision, GuardFacts};
+use dpone_policy_runtime::{Decided, PolicyError, PolicyKind, PolicyRuntime};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// The guard and delete-mode policy components behind the engine's policy port.
+struct ComponentPolicies<'a> {
+    guard: Policy<'a>,
+    delete_mode: Policy<'a>,
+}
+
+fn judged<T: serde::Serialize>(
+    decided: Result<Decided<T>, PolicyError>,
+) -> dpone_engine_xmin::Result<Judged<T>> {
+    let decided = decided
+        .map_err(|e| XminError::new(ErrorCode::PolicyFailed, format!("{}: {e}", e.code())))?;
+    let evidence = serde_json::to_value(&decided.evidence)
+        .map_err(|e| XminError::new(ErrorCode::PolicyFailed, e.to_string()))?;
+    Ok(Judged {
+        decision: decided.decision,
+        evidence,
+    })
+}
+
+impl PolicyPort for ComponentPolicies<'_> {
+    fn guard(&self, facts: &GuardFacts) -> dpone_engine_xmin::Result<Judged<GuardDecision>> {
+        judged(self.guard.guard_decide(facts))
+    }
+
+    fn delete_mode(
+        &self,
+        facts: &DeleteModeFacts,
+    ) -> dpone_engine_xmin::Result<Judged<PlanDecision>> {
+        judged(self.delete_mode.delete_mode_plan(facts))
+    }
+}
+
+impl From<XminError> for Failure {
+    fn from(e: XminError) -> Self {
+        Failure::refused(e.code().as_str(), e.message())
+    }
+}
+
+fn read_text(path: &std::path::Path, what: &str) -> Result<String, Failure> {
+    String::from_utf8(shipped::read_input(path, what)?).map_err(|_| {
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_MALFORMED",
+            format!("the {what} is not UTF-8"),
+        )
+    })
+}
+
+/// Parses the manifest and registry and resolves the route (no I/O beyond reading the files).
+fn prepare(args: &RouteArgs, policies: &ComponentPolicies<'_>) -> Result<Route, Failure> {
+    let manifest = Manifest::from_yaml(&read_text(&args.manifest, "manifest")?)?;
+    let registry_path = args.connections.as_ref().ok_or_else(|| {
+        Failure::bad_input(
+            "DPONE_CLI_CONNECTIONS_REQUIRED",
+            "the XMin route needs the connection registry (--connections or DPONE_CONNECTIONS)",
+        )
+    })?;
+    let registry = Registry::from_yaml(&read_text(registry_path, "connection registry")?)?;
+    Ok(Route::prepare(
+        manifest,
+        &registry,
+        &ProcessEnvironment,
+        policies,
+    )?)
+}
+
+/// Loads the policies and runs `f` with the prepared route.
+fn with_route<T>(
+    args: &RouteArgs,
+    f: impl FnOnce(&Route, &ComponentPolicies<'_>) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let runtime: PolicyRuntime = shipped::runtime(None)?;
+    let source = PolicySource::resolve(&runtime, &args.components_dir, &args.source)?;
+    let policies = ComponentPolicies {
+        guard: source.policy(PolicyKind::Guard)?,
+        delete_mode: source.policy(PolicyKind::DeleteMode)?,
+    };
+    let route = prepare(args, &policies)?;
+    f(&route, &policies)
+}
+
+fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal("DPONE_CLI_RUNTIME", e.kind().to_string()))?;
+    Ok(runtime.block_on(future))
+}
+
+/// `check`: route support, unique key, state location, delete mode, legacy conflicts.
+pub fn check(args: &RouteArgs) -> Result<(), Failure> {
+    with_route(args, |route, _| print_json(&route.check_report()))
+}
+
+/// `plan`: the check plus the delete plan, guards and identities, as JSON.
+pub fn plan(args: &RouteArgs) -> Result<(), Failure> {
+    with_route(args, |route, _| print_json(&route.plan_report()))
+}
+
+fn progress(rows: u64) {
+    eprint!("\rextracting: {rows} rows");
+}
+
+/// A fresh invocation id when the scheduler gave none; printed in the evidence so a retry can
+/// name it.
+fn invocation_id(args: &RouteArgs) -> String {
+    args.invocation.clone().unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("cli-{nanos:x}-{:x}", std::process::id())
+    })
+}
+
+/// `run`: one reconciliation run; prints the evidence.
+pub fn run(args: &RouteArgs) -> Result<(), Failure> {
+    with_route(args, |route, policies| {
+        let request = RunRequest {
+            invocation_id: invocation_id(args),
+            repair_authority_ref: args.repair_authority_ref.clone(),
+        };
+        let artifact_dir: PathBuf = args.artifact_dir.join(&request.invocation_id);
+        std::fs::create_dir_all(&artifact_dir).map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_ARTIFACT_DIR",
+                format!("cannot create the artifact directory: {}", e.kind()),
+            )
+        })?;
+        let store = DirArtifactStore::open(&artifact_dir).map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_ARTIFACT_DIR",
+                format!("cannot open the artifact directory: {}", e.kind()),
+            )
+        })?;
+        let mut source = PgSource::new();
+        if std::io::stderr().is_terminal() {
+            source = source.with_progress(progress);
+        }
+        let mut target = PgTarget::for_route(route)?;
+        let outcome = block_on(dpone_engine_xmin::run(
+            route,
+            &request,
+            &mut source,
+            &mut target,
+            &store,
+            policies,
+        ))?;
+        if std::io::stderr().is_terminal() {
+            eprintln!();
+        }
+        match outcome {
+            Ok(done) => print_json(&serde_json::json!({
+                "invocation_id": request.invocation_id,
+                "outcome": done,
+            })),
+            Err(failure) => {
+                print_json(&serde_json::json!({
+                    "invocation_id": request.invocation_id,
+                    "failure": &failure,
+                }))?;
+                Err(Failure::refused(
+                    failure.error.code().as_str(),
+                    failure.error.message(),
+                ))
+            }
+        }
+    })
+}
+
+/// `status`: the state row and the latest receipts of the route (`state show`).
+pub fn status(args: &RouteArgs) -> Result<(), Failure> {
+    with_route(args, |route, _| {
+        let mut target = PgTarget::for_route(route)?;
+        let report = block_on(dpone_engine_xmin::state_show(route, &mut target, 10))??;
+        print_json(&report)
+    })
+}
+
+/// The environment owner's repair-authority commands.
+#[derive(Subcommand)]
+pub enum AuthorityCommand {
+    /// Insert an immutable, expiring, one-shot repair authority (JSON document) into the
+    /// route's state database.
+    Create {
+        #[command(flatten)]
+        route: RouteArgs,
+        /// The authority document (`dpone.xmin.repair-authority.v1`).
+        #[arg(long)]
+        document: PathBuf,
+    },
+    /// List the repair authorities of the route's state database.
+    List {
+        #[command(flatten)]
+        route: RouteArgs,
+    },
+}
+
+/// Runs an authority command.
+pub fn authority(
+    command: AuthorityCommand,
+    source: &shipped::PolicySourceArgs,
+) -> Result<(), Failure> {
+    match command {
+        AuthorityCommand::Create {
+            mut route,
+            document,
+        } => {
+            route.source = source.clone();
+            let text = read_text(&document, "authority document")?;
+            let doc: AuthorityDocument = serde_json::from_str(&text)
+                .map_err(|e| Failure::bad_input("DPONE_XMIN_AUTHORITY_MALFORMED", e.to_string()))?;
+            with_route(&route, |route, _| {
+                let mut target = PgTarget::for_route(route)?;
+                let digest = block_on(target.create_authority(&doc))??;
+                print_json(&serde_json::json!({
+                    "created": doc.authority_id,
+                    "digest": digest,
+                }))
+            })
+        }
+        AuthorityCommand::List { mut route } => {
+            route.source = source.clone();
+            with_route(&route, |route, _| {
+                let mut target = PgTarget::for_route(route)?;
+                let list = block_on(target.list_authorities())??;
+                print_json(&list)
+            })
+        }
+    }
+}

@@ -1,0 +1,939 @@
+//! Tier: CLI end-to-end. `check`, `plan`, `run` and `status` of the ClickHouse publication
+//! route, run as the `dpone-host` binary from the workspace root (where `cargo xtask policies`
+//! leaves the components): JSON on stdout, one JSON error line on stderr, the documented exit
+//! statuses, and no endpoint, credential or local path in any output.
+//!
+//! Without a ClickHouse server the route is exercised up to the adapter's connection failure.
+//! The full path runs only when `DPONE_TEST_CLICKHOUSE_URL` and
+//! `DPONE_TEST_CLICKHOUSE_MEMBER_URLS` (`shard:replica=url,…`) are set and a PostgreSQL server
+//! is available (`DPONE_TEST_PG_URL` or `.ci/start-postgres`); it prints `SKIP: <reason>`
+//! otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use dpone_adapter_clickhouse::StoreArtifactSource;
+use dpone_adapter_postgres_rowbinary::{PgConfig, PgRowBinarySource};
+use dpone_artifact_store::ArtifactStore;
+use dpone_engine_clickhouse::canonical::{
+    RowBinaryWriter, Value as CanonicalValue, column_types, content_digest,
+};
+use dpone_engine_clickhouse::contracts::manifest::Manifest;
+use dpone_engine_clickhouse::contracts::{
+    AdmissionEvidence, Schema, candidate_name, operation_id, schema_digest,
+};
+use dpone_engine_clickhouse::ports::{AdmissionGate, Gated, NoProgress, PortError};
+use dpone_engine_clickhouse::synthetic::{SyntheticCluster, SyntheticEnv};
+use dpone_engine_clickhouse::{
+    Coordinator, CoordinatorConfig, OperationRequest, Ports, RunOutcome,
+};
+use dpone_policy_model::admission::{RuntimeDecision, RuntimeFacts, StaticDecision, StaticFacts};
+use dpone_policy_runtime::{
+    Budget, LoadedPolicy, PolicyKind, PolicyRuntime, SandboxConfig, Sha256Digest,
+};
+use serde_json::{Value, json};
+
+const MANIFEST: &str = "fixtures/clickhouse/manifest.yaml";
+const BLOCKED: &str = "fixtures/clickhouse/manifest-blocked.yaml";
+const MALFORMED: &str = "fixtures/clickhouse/manifest-malformed.yaml";
+const SECRET: &str = "s3cr3t-never-printed";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).expect("fixture")
+}
+
+/// The binary with a clean environment for the variables the route reads.
+fn dpone(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dpone-host"));
+    c.current_dir(root()).args(args);
+    for v in [
+        "DPONE_TRUST_POLICY",
+        "DPONE_POLICY_BUNDLE",
+        "DPONE_CONNECTIONS",
+        "DPONE_INVOCATION_ID",
+        "DPONE_CLICKHOUSE_PASSWORD",
+        "DPONE_PG_SOURCE_PASSWORD",
+    ] {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("dpone-host runs")
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The code of the one JSON line on stderr (piped stderr carries nothing else).
+fn stderr_code(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "one JSON line on stderr: {text}");
+    let report: Value = serde_json::from_str(lines[0])
+        .unwrap_or_else(|e| panic!("stderr is a JSON report ({e}): {text}"));
+    report["error"].as_str().unwrap_or_default().to_owned()
+}
+
+fn codes(json: &Value) -> Vec<String> {
+    json["blockers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|b| b["code"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A registry whose ClickHouse endpoints refuse connections (nothing listens on ports 1 and 2).
+fn unreachable_registry(dir: &Path) -> PathBuf {
+    let text = fixture("fixtures/clickhouse/registry.yaml")
+        .replace("http://ch-1.analytics.internal:8123", "http://127.0.0.1:1")
+        .replace("http://ch-2.analytics.internal:8123", "http://127.0.0.1:2");
+    let path = dir.join("registry.yaml");
+    std::fs::write(&path, text).expect("write registry");
+    path
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn check_admits_the_sample_and_prints_the_spec_decision_in_order() {
+    let out = dpone(&["check", "--manifest", MANIFEST], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stderr.is_empty());
+    let j = stdout_json(&out);
+    assert_eq!(j["route"], "clickhouse_cluster_publication");
+    assert_eq!(j["admitted"], true);
+    assert_eq!(
+        j["replication"],
+        json!({
+            "requested": "cluster",
+            "selected": "cluster_external",
+            "replication_mode": "external",
+            "runtime_admission_required": true,
+            "no_fallback": true
+        })
+    );
+    // The decision prints with the spec's field order.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let order: Vec<usize> = [
+        "\"requested\"",
+        "\"selected\"",
+        "\"replication_mode\"",
+        "\"runtime_admission_required\"",
+        "\"no_fallback\"",
+    ]
+    .iter()
+    .map(|k| text.find(k).expect("field present"))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    assert_eq!(j["blockers"], json!([]));
+    assert_eq!(j["evidence"]["kind"], "admission");
+    assert_eq!(j["evidence"]["function"], "admit-static");
+    assert_eq!(j["evidence"]["output"]["admitted"], j["replication"]);
+    let lock: Value =
+        serde_json::from_str(&fixture("policies/components.lock.json")).expect("lock");
+    assert_eq!(
+        j["evidence"]["component_sha256"],
+        lock["components"]["admission"]["sha256"]
+    );
+    assert_eq!(j["requires"]["keeper_authority"], true);
+    assert!(j["connections"].is_null());
+    assert!(j.get("plan").is_none());
+}
+
+#[test]
+fn a_blocked_manifest_exits_1_with_the_first_blocker_and_lists_all() {
+    let out = dpone(&["check", "--manifest", BLOCKED], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let j = stdout_json(&out);
+    assert_eq!(j["admitted"], false);
+    assert!(j["replication"].is_null());
+    assert_eq!(
+        codes(&j),
+        [
+            "DPONE_CLICKHOUSE_CLUSTER_STAGING_DATABASE_MISMATCH",
+            "DPONE_CLICKHOUSE_CLUSTER_ACCESS_TABLE_FORBIDDEN",
+            "DPONE_CLICKHOUSE_CLUSTER_ENGINE_MODE_MISMATCH",
+        ]
+    );
+    assert!(
+        j["blockers"]
+            .as_array()
+            .is_some_and(|b| b.iter().all(|x| x["by"] == "admission_policy"))
+    );
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_DATABASE_MISMATCH"
+    );
+}
+
+#[test]
+fn internal_mode_is_decided_but_never_falls_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = fixture(MANIFEST)
+        .replace("        replication_mode: external\n", "")
+        .replace("engine: MergeTree", "engine: ReplicatedMergeTree");
+    let m = write(dir.path(), "internal.yaml", &text);
+    let out = dpone(&["check", "--manifest", s(&m)], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let j = stdout_json(&out);
+    assert_eq!(j["replication"]["selected"], "cluster_internal");
+    assert_eq!(j["replication"]["no_fallback"], true);
+    assert_eq!(codes(&j), ["DPONE_CLICKHOUSE_CLUSTER_MODE_NOT_EXTERNAL"]);
+    assert_eq!(j["blockers"][0]["by"], "host");
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_CLUSTER_MODE_NOT_EXTERNAL"
+    );
+}
+
+#[test]
+fn host_rules_block_what_the_static_facts_cannot_carry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = fixture(MANIFEST)
+        .replace("type: UInt64", "type: Array(UInt64)")
+        .replace("order_by: [id]", "order_by: [note]");
+    let m = write(dir.path(), "types.yaml", &text);
+    let out = dpone(&["check", "--manifest", s(&m)], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let j = stdout_json(&out);
+    assert_eq!(j["replication"]["selected"], "cluster_external");
+    assert_eq!(
+        codes(&j),
+        [
+            "DPONE_CLICKHOUSE_CLUSTER_UNSUPPORTED_COLUMN_TYPE",
+            "DPONE_CLICKHOUSE_ROUTE_ORDER_BY_NULLABLE",
+        ]
+    );
+}
+
+#[test]
+fn malformed_manifests_exit_3_with_stable_codes_and_no_stdout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unknown = write(
+        dir.path(),
+        "unknown.yaml",
+        &fixture(MANIFEST).replace("version: 1\n", "version: 1\nretries: 3\n"),
+    );
+    let alias = write(
+        dir.path(),
+        "alias.yaml",
+        &format!("{}extra: &a 1\nmore: *a\n", fixture(MANIFEST)),
+    );
+    for (manifest, code) in [
+        (MALFORMED, "DPONE_CLICKHOUSE_MANIFEST_YAML_DUPLICATE_KEY"),
+        (s(&unknown), "DPONE_CLICKHOUSE_MANIFEST_UNKNOWN_FIELD"),
+        (s(&alias), "DPONE_CLICKHOUSE_MANIFEST_YAML_ALIAS"),
+    ] {
+        for command in ["check", "plan"] {
+            let out = dpone(&[command, "--manifest", manifest], &[]);
+            assert_eq!(out.status.code(), Some(3), "{command} {manifest}");
+            assert!(out.stdout.is_empty());
+            assert_eq!(stderr_code(&out), code);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !err.contains(dir.path().to_str().unwrap_or("/tmp")),
+                "{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn plan_prints_the_deterministic_identities_without_touching_a_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let registry = unreachable_registry(dir.path());
+    let env = [
+        ("DPONE_CLICKHOUSE_PASSWORD", SECRET),
+        ("DPONE_PG_SOURCE_PASSWORD", SECRET),
+    ];
+    let args = [
+        "plan",
+        "--manifest",
+        MANIFEST,
+        "--connections",
+        s(&registry),
+        "--invocation",
+        "nightly-2026-09-18",
+    ];
+    let out = dpone(&args, &env);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = stdout_json(&out);
+    let m = Manifest::parse(&fixture(MANIFEST)).expect("fixture parses");
+    let op = operation_id("nightly-2026-09-18", &m.target_key(), &m.plan_digest());
+    let plan = &j["plan"];
+    assert_eq!(plan["target_key"], m.target_key().to_string());
+    assert_eq!(plan["plan_digest"], m.plan_digest().to_string());
+    assert_eq!(
+        plan["schema_digest"],
+        schema_digest(&m.schema()).to_string()
+    );
+    assert_eq!(plan["operation_id"], op.to_string());
+    assert_eq!(plan["candidate_name"], candidate_name("target_table", &op));
+    assert_eq!(
+        plan["protocol_version"],
+        "dpone.clickhouse.cluster-external-full-refresh.v1"
+    );
+    assert_eq!(plan["phases"][0], "LOCKED");
+    assert_eq!(plan["phases"][6], "COMPLETED");
+    assert_eq!(j["connections"]["members"], 2);
+    assert_eq!(j["connections"]["credentials"], "present");
+    // Deterministic: the same invocation plans the same identities.
+    assert_eq!(stdout_json(&dpone(&args, &env))["plan"], j["plan"]);
+    // No endpoint or secret in the output.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("127.0.0.1") && !text.contains(SECRET),
+        "{text}"
+    );
+
+    let out = dpone(&["plan", "--manifest", MANIFEST], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let j = stdout_json(&out);
+    assert_eq!(j["plan"]["invocation_given"], false);
+    assert!(j["plan"]["operation_id"].is_null() && j["plan"]["candidate_name"].is_null());
+}
+
+#[test]
+fn check_resolves_connections_and_requires_the_named_credentials() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let registry = unreachable_registry(dir.path());
+    let args = [
+        "check",
+        "--manifest",
+        MANIFEST,
+        "--connections",
+        s(&registry),
+    ];
+    let out = dpone(&args, &[("DPONE_CLICKHOUSE_PASSWORD", SECRET)]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_REGISTRY_CREDENTIAL_MISSING"
+    );
+
+    let swapped = write(
+        dir.path(),
+        "swapped.yaml",
+        &fixture(MANIFEST).replace("connection_ref: analytics_ch", "connection_ref: pg_source"),
+    );
+    let out = dpone(
+        &[
+            "check",
+            "--manifest",
+            s(&swapped),
+            "--connections",
+            s(&registry),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_REGISTRY_CONNECTION_KIND"
+    );
+
+    let bad = write(
+        dir.path(),
+        "bad-registry.yaml",
+        &std::fs::read_to_string(&registry)
+            .expect("registry")
+            .replace("http://127.0.0.1:1", "http://user:pw@127.0.0.1:1"),
+    );
+    let out = dpone(
+        &["check", "--manifest", MANIFEST, "--connections", s(&bad)],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLICKHOUSE_REGISTRY_URL_INVALID");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("pw@"));
+}
+
+#[test]
+fn run_and_status_without_a_server_fail_with_the_adapters_connection_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let registry = unreachable_registry(dir.path());
+    let artifacts = dir.path().join("artifacts");
+    let env = [
+        ("DPONE_CLICKHOUSE_PASSWORD", SECRET),
+        ("DPONE_PG_SOURCE_PASSWORD", SECRET),
+    ];
+    for command in ["run", "status"] {
+        let out = dpone(
+            &[
+                command,
+                "--manifest",
+                MANIFEST,
+                "--connections",
+                s(&registry),
+                "--invocation",
+                "nightly-2026-09-18",
+                "--artifact-dir",
+                s(&artifacts),
+            ],
+            &env,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(75),
+            "{command}: retry the same operation"
+        );
+        assert_eq!(stderr_code(&out), "DPONE_CLICKHOUSE_NETWORK", "{command}");
+        assert!(out.stdout.is_empty(), "{command}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for leak in [SECRET, "127.0.0.1", dir.path().to_str().unwrap_or("/tmp")] {
+            assert!(!err.contains(leak), "{command} leaks {leak}: {err}");
+        }
+    }
+    assert!(!artifacts.exists(), "nothing was extracted");
+}
+
+#[test]
+fn run_blocks_before_touching_any_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let registry = unreachable_registry(dir.path());
+    let out = dpone(
+        &[
+            "run",
+            "--manifest",
+            BLOCKED,
+            "--connections",
+            s(&registry),
+            "--invocation",
+            "nightly-2026-09-18",
+        ],
+        &[
+            ("DPONE_CLICKHOUSE_PASSWORD", SECRET),
+            ("DPONE_PG_SOURCE_PASSWORD", SECRET),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_CLUSTER_STAGING_DATABASE_MISMATCH"
+    );
+    let j = stdout_json(&out);
+    assert_eq!(j["outcome"], "blocked");
+    assert_eq!(j["recovery"], "fix_manifest");
+    assert_eq!(codes(&j).len(), 3);
+}
+
+#[test]
+fn run_needs_an_invocation_and_a_registry() {
+    let out = dpone(&["run", "--manifest", MANIFEST], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLI_INVOCATION_REQUIRED");
+    let out = dpone(
+        &["status", "--manifest", MANIFEST, "--invocation", "x"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLI_CONNECTIONS_REQUIRED");
+}
+
+#[test]
+fn a_configured_trust_policy_is_honoured_by_the_route() {
+    // From the environment and from the global option alike: without a bundle, no component
+    // is loaded from the shipped directory.
+    let out = dpone(
+        &["check", "--manifest", MANIFEST],
+        &[("DPONE_TRUST_POLICY", "fixtures/trust/none.json")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr_code(&out), "DPONE_TRUST_BUNDLE_REQUIRED");
+    let out = dpone(
+        &[
+            "check",
+            "--manifest",
+            MANIFEST,
+            "--trust-policy",
+            "fixtures/trust/none.json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr_code(&out), "DPONE_TRUST_BUNDLE_REQUIRED");
+    assert!(out.stdout.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The composition without ClickHouse: real PostgreSQL + the admission component + the
+// synthetic cluster behind the engine's ports.
+// ---------------------------------------------------------------------------------------------
+
+/// The [`AdmissionGate`] over the shipped admission component (as the CLI wires it).
+struct ComponentGate(LoadedPolicy);
+
+impl AdmissionGate for ComponentGate {
+    fn admit_static(&self, f: &StaticFacts) -> Result<Gated<StaticDecision>, PortError> {
+        let d = self
+            .0
+            .admission_static(f)
+            .map_err(|e| PortError::rejected(e.code()))?;
+        Ok(Gated {
+            evidence: AdmissionEvidence {
+                component_sha256: d.evidence.component_sha256.to_string(),
+                input_sha256: d.evidence.input_sha256.to_string(),
+            },
+            decision: d.decision,
+        })
+    }
+
+    fn admit_runtime(&self, f: &RuntimeFacts) -> Result<Gated<RuntimeDecision>, PortError> {
+        let d = self
+            .0
+            .admission_runtime(f)
+            .map_err(|e| PortError::rejected(e.code()))?;
+        Ok(Gated {
+            evidence: AdmissionEvidence {
+                component_sha256: d.evidence.component_sha256.to_string(),
+                input_sha256: d.evidence.input_sha256.to_string(),
+            },
+            decision: d.decision,
+        })
+    }
+}
+
+fn admission_component() -> LoadedPolicy {
+    let lock: Value =
+        serde_json::from_str(&fixture("policies/components.lock.json")).expect("lock");
+    let pin: Sha256Digest = lock["components"]["admission"]["sha256"]
+        .as_str()
+        .expect("pin")
+        .parse()
+        .expect("pin parses");
+    let bytes = std::fs::read(root().join("target/components/admission.wasm"))
+        .expect("the admission component (cargo xtask policies)");
+    PolicyRuntime::new(SandboxConfig::default())
+        .expect("runtime")
+        .load(PolicyKind::Admission, &bytes, pin, Budget::default())
+        .expect("component loads at its pin")
+}
+
+/// A database of its own on the test server, with `setup` applied; dropped at the end.
+struct PgDb {
+    url: String,
+    name: String,
+}
+
+impl PgDb {
+    fn create(tag: &str, setup: &str) -> Option<Self> {
+        let Some(url) = pg_url() else {
+            skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
+            return None;
+        };
+        let name = format!("dpone_t_ch{tag}_{}", std::process::id());
+        if !psql(
+            &url,
+            "postgres",
+            &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        ) || !psql(&url, "postgres", &format!("CREATE DATABASE \"{name}\""))
+        {
+            skip("the PostgreSQL server is not usable through psql");
+            return None;
+        }
+        let db = Self { url, name };
+        assert!(psql(&db.url, &db.name, setup), "set-up SQL");
+        Some(db)
+    }
+
+    fn config(&self) -> PgConfig {
+        let mut c: PgConfig = self.url.parse().expect("DPONE_TEST_PG_URL parses");
+        c.dbname(&self.name);
+        c
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let _ = psql(
+            &self.url,
+            "postgres",
+            &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name),
+        );
+    }
+}
+
+const SOURCE_SQL: &str = "CREATE TABLE public.source_table (id bigint NOT NULL, \
+    metric_code text NOT NULL, observed_on date NOT NULL, value numeric(18,4), note text); \
+    INSERT INTO public.source_table SELECT i, 'm' || (i % 7), DATE '1970-01-01' + i, \
+    i * 0.0625, CASE WHEN i % 4 = 0 THEN NULL ELSE 'n' || i END \
+    FROM generate_series(1, 500) AS i;";
+
+/// The rows of `SOURCE_SQL`, encoded here from the same formulas.
+fn expected_source_rows(schema: &Schema) -> Vec<u8> {
+    let mut w = RowBinaryWriter::new(column_types(schema).expect("profile"));
+    for i in 1..=500u64 {
+        w.row(&[
+            CanonicalValue::UInt(u128::from(i)),
+            CanonicalValue::Bytes(format!("m{}", i % 7).into_bytes()),
+            CanonicalValue::Int(i128::from(i)),
+            CanonicalValue::Int(i128::from(i) * 625),
+            if i % 4 == 0 {
+                CanonicalValue::Null
+            } else {
+                CanonicalValue::Bytes(format!("n{i}").into_bytes())
+            },
+        ])
+        .expect("fits");
+    }
+    w.finish()
+}
+
+fn request(m: &Manifest, invocation: &str) -> OperationRequest {
+    OperationRequest {
+        static_facts: m.static_facts(),
+        target_table: m.target.table.clone(),
+        scheduler_invocation: invocation.to_owned(),
+        plan_digest: m.plan_digest(),
+        schema: m.schema(),
+        order_by: m.clickhouse.order_by.clone(),
+    }
+}
+
+#[test]
+fn a_real_postgres_relation_publishes_through_the_component_on_a_synthetic_cluster() {
+    let Some(db) = PgDb::create("pub", SOURCE_SQL) else {
+        return;
+    };
+    let m = Manifest::parse(&fixture(MANIFEST)).expect("fixture parses");
+    let schema = m.schema();
+    let gate = ComponentGate(admission_component());
+    let cluster = SyntheticCluster::new(2, &schema);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ArtifactStore::open_path(dir.path(), 1 << 30).expect("store");
+    let source = PgRowBinarySource::new(db.config(), "public", "source_table");
+    let artifacts = StoreArtifactSource::new(&store, &source);
+    let env = SyntheticEnv::new(7);
+    let coordinator = Coordinator::new(
+        Ports {
+            authority: &cluster,
+            inventory: &cluster,
+            catalog: &cluster,
+            ddl: &cluster,
+            artifacts: &artifacts,
+            admission: &gate,
+            env: &env,
+            progress: &NoProgress,
+        },
+        CoordinatorConfig::default(),
+    );
+    let req = request(&m, "synthetic-1");
+    let receipt = match coordinator.run(&req).expect("run") {
+        RunOutcome::Completed { receipt } => receipt,
+        other => panic!("not completed: {other:?}"),
+    };
+    let expected =
+        content_digest(&schema, expected_source_rows(&schema).as_slice(), 1 << 28).expect("digest");
+    assert_eq!(receipt.artifact.row_count, 500);
+    assert_eq!(
+        receipt.content_digest, expected.digest,
+        "the artifact is exactly the relation"
+    );
+    assert_eq!(receipt.members.len(), 2);
+    for i in 0..2 {
+        let t = cluster
+            .snapshot(i, "analytics", "target_table")
+            .expect("published");
+        let d = content_digest(&schema, t.data.as_slice(), 1 << 28).expect("member digest");
+        assert_eq!(d.digest, expected.digest, "member {i} holds the generation");
+        assert_eq!(cluster.duplicate_rows(i), 0);
+    }
+    // The admission evidence in the authority record names the component that decided.
+    let lock: Value =
+        serde_json::from_str(&fixture("policies/components.lock.json")).expect("lock");
+    let record = cluster
+        .authority_value(&m.target_key())
+        .expect("record")
+        .value;
+    assert!(
+        record.contains(
+            lock["components"]["admission"]["sha256"]
+                .as_str()
+                .expect("pin")
+        )
+    );
+    // A retry of the same operation converges on the same receipt and extracts nothing new.
+    match coordinator.run(&req).expect("retry") {
+        RunOutcome::Completed { receipt: again } => assert_eq!(again, receipt),
+        other => panic!("not completed: {other:?}"),
+    }
+}
+
+#[test]
+fn a_source_type_mismatch_stops_before_any_member_is_touched() {
+    let Some(db) = PgDb::create("mis", SOURCE_SQL) else {
+        return;
+    };
+    // `observed_on` declared as a timestamp: a date does not encode as DateTime64.
+    let m = Manifest::parse(&fixture(MANIFEST).replace("type: Date\n", "type: DateTime64(3)\n"))
+        .expect("parses");
+    let schema = m.schema();
+    let gate = ComponentGate(admission_component());
+    let cluster = SyntheticCluster::new(2, &schema);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ArtifactStore::open_path(dir.path(), 1 << 30).expect("store");
+    let source = PgRowBinarySource::new(db.config(), "public", "source_table");
+    let artifacts = StoreArtifactSource::new(&store, &source);
+    let env = SyntheticEnv::new(7);
+    let coordinator = Coordinator::new(
+        Ports {
+            authority: &cluster,
+            inventory: &cluster,
+            catalog: &cluster,
+            ddl: &cluster,
+            artifacts: &artifacts,
+            admission: &gate,
+            env: &env,
+            progress: &NoProgress,
+        },
+        CoordinatorConfig::default(),
+    );
+    let e = coordinator
+        .run(&request(&m, "synthetic-2"))
+        .expect_err("refused");
+    assert_eq!(e.code(), "DPONE_CLICKHOUSE_CLUSTER_ARTIFACT_UNAVAILABLE");
+    assert_eq!(
+        source.last_error().map(|e| e.code()),
+        Some("DPONE_PG_ROWBINARY_TYPE_MISMATCH")
+    );
+    for i in 0..2 {
+        assert!(cluster.table_names(i).is_empty(), "member {i} untouched");
+    }
+    // Refused before any mutation: the operation is ABORTED, so it fences nothing.
+    let status = coordinator
+        .status(&request(&m, "synthetic-2"))
+        .expect("status reads");
+    let slot = serde_json::to_value(&status.slot).expect("slot serializes");
+    assert!(
+        slot.to_string().contains("\"ABORTED\""),
+        "the refused operation is aborted: {slot}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live: a real ClickHouse cluster and PostgreSQL server.
+// ---------------------------------------------------------------------------------------------
+
+#[allow(clippy::print_stdout)]
+fn skip(reason: &str) {
+    println!("SKIP: {reason}");
+    eprintln!("SKIP: {reason}");
+}
+
+fn pg_url() -> Option<String> {
+    if let Ok(u) = std::env::var("DPONE_TEST_PG_URL")
+        && !u.is_empty()
+    {
+        return Some(u);
+    }
+    let text = std::fs::read_to_string(root().join("target/dpone-test-pg.env")).ok()?;
+    text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("export DPONE_TEST_PG_URL=")
+            .map(str::to_owned)
+    })
+}
+
+/// `postgres://user:password@host:port/db` → (host, port, user, password).
+fn split_pg_url(url: &str) -> Option<(String, u16, String, String)> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))?;
+    let (auth, hostpart) = rest.split_once('@')?;
+    let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
+    let hostport = hostpart.split('/').next()?;
+    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "5432"));
+    Some((
+        host.into(),
+        port.parse().ok()?,
+        user.into(),
+        password.into(),
+    ))
+}
+
+fn psql(url: &str, db: &str, sql: &str) -> bool {
+    let target = match url.rsplit_once('/') {
+        Some((base, _)) => format!("{base}/{db}"),
+        None => return false,
+    };
+    Command::new("psql")
+        .args([&target, "-v", "ON_ERROR_STOP=1", "-qAtc", sql])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
+    let Ok(ch_url) = std::env::var("DPONE_TEST_CLICKHOUSE_URL") else {
+        skip(
+            "DPONE_TEST_CLICKHOUSE_URL is not set (no ClickHouse cluster); the live CLI path is UNVERIFIED",
+        );
+        return;
+    };
+    let Ok(members) = std::env::var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS") else {
+        skip("DPONE_TEST_CLICKHOUSE_MEMBER_URLS is not set");
+        return;
+    };
+    let Some(pg) = pg_url() else {
+        skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
+        return;
+    };
+    let Some((host, port, user, password)) = split_pg_url(&pg) else {
+        skip("DPONE_TEST_PG_URL is not a postgres://user:password@host:port/db URL");
+        return;
+    };
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    let cluster = var("DPONE_TEST_CLICKHOUSE_CLUSTER", "analytics_cluster");
+    let database = var("DPONE_TEST_CLICKHOUSE_DATABASE", "dpone_test");
+    let authority = var(
+        "DPONE_TEST_CLICKHOUSE_AUTHORITY",
+        "dpone_test.dpone_authority",
+    );
+    let Some((adb, atable)) = authority.split_once('.') else {
+        skip("DPONE_TEST_CLICKHOUSE_AUTHORITY is not db.table");
+        return;
+    };
+
+    let db = format!("dpone_t_chcli_{}", std::process::id());
+    if !psql(&pg, "postgres", &format!("CREATE DATABASE \"{db}\"")) {
+        skip("the PostgreSQL server refused CREATE DATABASE (is psql installed?)");
+        return;
+    }
+    let ok = psql(
+        &pg,
+        &db,
+        "CREATE TABLE public.source_table (id bigint NOT NULL, metric_code text NOT NULL, \
+         observed_on date NOT NULL, value numeric(18,4), note text); \
+         INSERT INTO public.source_table SELECT i, 'm' || (i % 7), DATE '2026-01-01' + i % 30, \
+         i * 0.5, CASE WHEN i % 4 = 0 THEN NULL ELSE 'n' || i END FROM generate_series(1, 1000) i;",
+    );
+    assert!(ok, "source set-up");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let member_yaml: String = members
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let (key, url) = item.split_once('=').expect("shard:replica=url");
+            let (sh, re) = key.split_once(':').expect("shard:replica");
+            format!("      - {{shard_num: {sh}, replica_num: {re}, url: '{url}'}}\n")
+        })
+        .collect();
+    let registry = write(
+        dir.path(),
+        "registry.yaml",
+        &format!(
+            "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {{database: {adb}, table: {atable}}}\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}'}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n",
+            var("DPONE_TEST_CLICKHOUSE_USER", "default"),
+        ),
+    );
+    let manifest = write(
+        dir.path(),
+        "manifest.yaml",
+        &fixture(MANIFEST)
+            .replace("database: analytics", &format!("database: {database}"))
+            .replace(
+                "staging_database: analytics",
+                &format!("staging_database: {database}"),
+            )
+            .replace("name: analytics_cluster", &format!("name: {cluster}"))
+            .replace(
+                "table: target_table",
+                &format!("table: cli_live_{}", std::process::id()),
+            ),
+    );
+    let ch_password = var("DPONE_TEST_CLICKHOUSE_PASSWORD", "");
+    let env = [
+        ("DPONE_CLICKHOUSE_PASSWORD", ch_password.as_str()),
+        ("DPONE_PG_SOURCE_PASSWORD", password.as_str()),
+    ];
+    let artifacts = dir.path().join("artifacts");
+    let args = |command: &'static str| -> Vec<String> {
+        [
+            command,
+            "--manifest",
+            s(&manifest),
+            "--connections",
+            s(&registry),
+            "--invocation",
+            "live-cli-1",
+            "--artifact-dir",
+            s(&artifacts),
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect()
+    };
+    let run = |command: &'static str| {
+        let a = args(command);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        dpone(&refs, &env)
+    };
+
+    let first = run("run");
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let j1 = stdout_json(&first);
+    assert_eq!(j1["outcome"], "completed");
+    assert_eq!(j1["receipt"]["artifact"]["row_count"], 1000);
+    let again = run("run");
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        stdout_json(&again)["receipt"],
+        j1["receipt"],
+        "a retry converges, no new generation"
+    );
+    let st = run("status");
+    assert_eq!(st.status.code(), Some(0));
+    assert_eq!(stdout_json(&st)["status"]["recovery"], "none");
+    let text = String::from_utf8_lossy(&first.stdout);
+    assert!(!text.contains(&ch_url));
+    assert!(password.is_empty() || !text.contains(&password));
+    let _ = psql(
+        &pg,
+        "postgres",
+        &format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"),
+    );
+}

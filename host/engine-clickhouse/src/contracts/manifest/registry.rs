@@ -1,0 +1,411 @@
+//! The environment-owned connection registry of the ClickHouse publication route.
+//!
+//! Manifests name connections only by logical ref. The registry, owned and reviewed by the
+//! environment (never by a workload), maps each ref to a connection:
+//!
+//! - `clickhouse_cluster`: the coordinator URL (inventory, KeeperMap authority, `ON CLUSTER`
+//!   DDL), one direct URL per member keyed by `(shard_num, replica_num)`, the user, the *name*
+//!   of the environment variable holding the password, the KeeperMap authority facade
+//!   (`database`, `table`) and an optional `distributed_ddl_task_timeout`;
+//! - `postgres_source`: host (name, address or unix socket directory), port, database, user
+//!   and optionally the name of the environment variable holding the password.
+//!
+//! No field can hold a secret: there is no `password` field, URLs may not carry user
+//! information, and credentials are read from the environment only when a connection is
+//! resolved for `run` or `status` ([`Registry::password`]). Errors name field paths, never
+//! endpoints or environment values.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::Value;
+
+use super::{
+    Document, ErrorKind, Fields, ManifestError, identifier, integer, invalid, list, string,
+};
+
+/// Registry schema version this build reads.
+pub const REGISTRY_VERSION: i64 = 1;
+
+/// Default `distributed_ddl_task_timeout` for cluster DDL, in seconds.
+pub const DEFAULT_DDL_TASK_TIMEOUT_SECS: u64 = 180;
+
+const DOC: Document = Document::Registry;
+
+type Result<T> = std::result::Result<T, ManifestError>;
+
+/// A password; `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+
+    /// The secret itself, for the driver only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A `clickhouse_cluster` connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClickHouseConnection {
+    /// HTTP URL of the coordinator endpoint.
+    pub coordinator_url: String,
+    /// HTTP URL of each member, keyed by `(shard_num, replica_num)`.
+    pub member_urls: BTreeMap<(u32, u32), String>,
+    /// User.
+    pub user: String,
+    /// Name of the environment variable holding the password.
+    pub password_env: String,
+    /// Database of the KeeperMap authority facade.
+    pub authority_database: String,
+    /// Table of the KeeperMap authority facade.
+    pub authority_table: String,
+    /// `distributed_ddl_task_timeout` in seconds.
+    pub ddl_task_timeout_secs: u64,
+}
+
+/// A `postgres_source` connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresConnection {
+    /// Host name, address, or unix socket directory (starting with `/`).
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Database.
+    pub database: String,
+    /// User.
+    pub user: String,
+    /// Name of the environment variable holding the password, if any.
+    pub password_env: Option<String>,
+}
+
+/// One registry entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Connection {
+    /// A ClickHouse cluster.
+    ClickHouse(ClickHouseConnection),
+    /// A PostgreSQL source.
+    Postgres(PostgresConnection),
+}
+
+impl Connection {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::ClickHouse(_) => "clickhouse_cluster",
+            Self::Postgres(_) => "postgres_source",
+        }
+    }
+}
+
+/// A parsed registry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Registry {
+    /// Connections by logical ref.
+    pub connections: BTreeMap<String, Connection>,
+}
+
+impl Registry {
+    /// Parses and shape-checks a registry.
+    pub fn parse(text: &str) -> Result<Self> {
+        let value = super::yaml::parse_strict(text, DOC)?;
+        let mut top = Fields::new(DOC, "", &value)?;
+        let version = integer(DOC, "version", top.required("version")?)?;
+        if version != REGISTRY_VERSION {
+            return Err(ManifestError::new(
+                DOC,
+                ErrorKind::VersionUnsupported,
+                format!("version {version} is not supported (this build reads {REGISTRY_VERSION})"),
+            ));
+        }
+        let entries = Fields::new(DOC, "connections", top.required("connections")?)?;
+        let mut connections = BTreeMap::new();
+        for (name, v) in entries.entries() {
+            let path = format!("connections.{name}");
+            if !super::is_logical_name(name) {
+                return Err(invalid(
+                    DOC,
+                    "a connection ref must be 1 to 128 characters of [A-Za-z0-9_.-]",
+                ));
+            }
+            connections.insert(name.clone(), parse_connection(&path, v)?);
+        }
+        top.finish()?;
+        Ok(Self { connections })
+    }
+
+    fn get(&self, reference: &str, field: &str) -> Result<&Connection> {
+        self.connections.get(reference).ok_or_else(|| {
+            ManifestError::new(
+                DOC,
+                ErrorKind::ConnectionUnknown,
+                format!("the registry holds no connection named by the manifest's {field}"),
+            )
+        })
+    }
+
+    /// The ClickHouse cluster connection `reference` (the manifest's `field` names it).
+    pub fn clickhouse(&self, reference: &str, field: &str) -> Result<&ClickHouseConnection> {
+        match self.get(reference, field)? {
+            Connection::ClickHouse(c) => Ok(c),
+            other => Err(kind_error(field, "clickhouse_cluster", other)),
+        }
+    }
+
+    /// The PostgreSQL source connection `reference` (the manifest's `field` names it).
+    pub fn postgres(&self, reference: &str, field: &str) -> Result<&PostgresConnection> {
+        match self.get(reference, field)? {
+            Connection::Postgres(c) => Ok(c),
+            other => Err(kind_error(field, "postgres_source", other)),
+        }
+    }
+
+    /// Reads the password from the environment variable named `var` through `lookup`.
+    /// The value is never part of an error.
+    pub fn password(var: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Secret> {
+        lookup(var).map(Secret::new).ok_or_else(|| {
+            ManifestError::new(
+                DOC,
+                ErrorKind::CredentialMissing,
+                format!("the environment variable {var} named for a credential is not set"),
+            )
+        })
+    }
+}
+
+fn kind_error(field: &str, wanted: &str, got: &Connection) -> ManifestError {
+    ManifestError::new(
+        DOC,
+        ErrorKind::ConnectionKind,
+        format!(
+            "the manifest's {field} must name a {wanted} connection, not a {}",
+            got.kind()
+        ),
+    )
+}
+
+fn parse_connection(path: &str, v: &Value) -> Result<Connection> {
+    let mut f = Fields::new(DOC, path, v)?;
+    let kind = f.required_str("kind")?;
+    let connection = match kind.as_str() {
+        "clickhouse_cluster" => Connection::ClickHouse(parse_clickhouse(&mut f)?),
+        "postgres_source" => Connection::Postgres(parse_postgres(&mut f)?),
+        _ => {
+            return Err(invalid(
+                DOC,
+                format!("{path}.kind must be clickhouse_cluster or postgres_source"),
+            ));
+        }
+    };
+    f.finish()?;
+    Ok(connection)
+}
+
+fn env_name(path: &str, v: &Value) -> Result<String> {
+    let s = string(DOC, path, v)?;
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if ok {
+        Ok(s)
+    } else {
+        Err(invalid(
+            DOC,
+            format!("{path} must name an environment variable ([A-Za-z_][A-Za-z0-9_]*)"),
+        ))
+    }
+}
+
+/// `http://host[:port][/]`: no user information, path, query or fragment. TLS is terminated by
+/// a proxy the environment owns (the HTTP client is built without TLS).
+pub fn check_url(path: &str, v: &Value) -> Result<String> {
+    let s = string(DOC, path, v)?;
+    let bad = |why: &str| {
+        ManifestError::new(
+            DOC,
+            ErrorKind::UrlInvalid,
+            format!("{path} must be an http://host[:port] URL ({why})"),
+        )
+    };
+    let Some(rest) = s.strip_prefix("http://") else {
+        return Err(bad(
+            "only http:// is supported; terminate TLS in a local proxy",
+        ));
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() {
+        return Err(bad("no host"));
+    }
+    if authority.contains('@') {
+        return Err(bad("credentials never go into a URL"));
+    }
+    if authority.contains(['/', '?', '#']) {
+        return Err(bad("no path, query or fragment"));
+    }
+    let ok_chars = authority
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']'));
+    if !ok_chars {
+        return Err(bad("unexpected character"));
+    }
+    // A port, when present, is 1..=65535 (IPv6 literals are bracketed).
+    let host_end = if authority.starts_with('[') {
+        authority
+            .find(']')
+            .map(|i| i + 1)
+            .ok_or_else(|| bad("unclosed IPv6 literal"))?
+    } else {
+        authority.find(':').unwrap_or(authority.len())
+    };
+    match &authority[host_end..] {
+        "" => {}
+        port => {
+            let digits = port
+                .strip_prefix(':')
+                .ok_or_else(|| bad("unexpected text after the host"))?;
+            match digits.parse::<u16>() {
+                Ok(p) if p > 0 && !digits.starts_with('0') => {}
+                _ => return Err(bad("invalid port")),
+            }
+        }
+    }
+    if host_end == 0 || &authority[..host_end] == "[]" {
+        return Err(bad("no host"));
+    }
+    Ok(s)
+}
+
+fn u32_field(path: &str, v: &Value) -> Result<u32> {
+    let n = integer(DOC, path, v)?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| invalid(DOC, format!("{path} must be a positive 32-bit integer")))
+}
+
+fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
+    let coordinator_url = check_url(&f.path("coordinator_url"), f.required("coordinator_url")?)?;
+    let members_path = f.path("members");
+    let items = list(DOC, &members_path, f.required("members")?)?;
+    let mut member_urls = BTreeMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let p = format!("{members_path}[{i}]");
+        let mut m = Fields::new(DOC, &p, item)?;
+        let shard = u32_field(&m.path("shard_num"), m.required("shard_num")?)?;
+        let replica = u32_field(&m.path("replica_num"), m.required("replica_num")?)?;
+        let url = check_url(&m.path("url"), m.required("url")?)?;
+        m.finish()?;
+        if member_urls.insert((shard, replica), url).is_some() {
+            return Err(ManifestError::new(
+                DOC,
+                ErrorKind::DuplicateMember,
+                format!("{p} repeats shard_num {shard} replica_num {replica}"),
+            ));
+        }
+    }
+    if member_urls.is_empty() {
+        return Err(invalid(
+            DOC,
+            format!("{members_path} must list every member"),
+        ));
+    }
+    let user = f.required_str("user")?;
+    if user.is_empty() || user.chars().any(char::is_control) {
+        return Err(invalid(
+            DOC,
+            format!("{} must be a user name", f.path("user")),
+        ));
+    }
+    let password_env = env_name(&f.path("password_env"), f.required("password_env")?)?;
+    let authority_path = f.path("authority");
+    let mut a = Fields::new(DOC, &authority_path, f.required("authority")?)?;
+    let authority_database = identifier(DOC, &a.path("database"), a.required("database")?)?;
+    let authority_table = identifier(DOC, &a.path("table"), a.required("table")?)?;
+    a.finish()?;
+    let ddl_task_timeout_secs = match f.optional("ddl_task_timeout_secs") {
+        None => DEFAULT_DDL_TASK_TIMEOUT_SECS,
+        Some(v) => {
+            let p = f.path("ddl_task_timeout_secs");
+            let n = integer(DOC, &p, v)?;
+            u64::try_from(n)
+                .ok()
+                .filter(|n| (1..=86_400).contains(n))
+                .ok_or_else(|| invalid(DOC, format!("{p} must be 1 to 86400 seconds")))?
+        }
+    };
+    Ok(ClickHouseConnection {
+        coordinator_url,
+        member_urls,
+        user,
+        password_env,
+        authority_database,
+        authority_table,
+        ddl_task_timeout_secs,
+    })
+}
+
+fn parse_postgres(f: &mut Fields<'_>) -> Result<PostgresConnection> {
+    let endpoint_path = f.path("endpoint");
+    let mut e = Fields::new(DOC, &endpoint_path, f.required("endpoint")?)?;
+    let host = e.required_str("host")?;
+    let host_ok = !host.is_empty()
+        && host.len() <= 255
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'/'));
+    if !host_ok {
+        return Err(invalid(
+            DOC,
+            format!(
+                "{} must be a host name, address or socket directory",
+                e.path("host")
+            ),
+        ));
+    }
+    let port_path = e.path("port");
+    let port = u16::try_from(integer(DOC, &port_path, e.required("port")?)?)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| invalid(DOC, format!("{port_path} must be 1 to 65535")))?;
+    let database = e.required_str("database")?;
+    let user = e.required_str("user")?;
+    for (name, value) in [("database", &database), ("user", &user)] {
+        if value.is_empty() || value.len() > 63 || value.chars().any(char::is_control) {
+            return Err(invalid(
+                DOC,
+                format!("{} must be 1 to 63 printable bytes", e.path(name)),
+            ));
+        }
+    }
+    e.finish()?;
+    let password_env = match f.optional("password_env") {
+        None => None,
+        Some(v) => Some(env_name(&f.path("password_env"), v)?),
+    };
+    Ok(PostgresConnection {
+        host,
+        port,
+        database,
+        user,
+        password_env,
+    })
+}
