@@ -373,6 +373,8 @@ pub struct PgTarget {
     spec: TargetSpec,
     sql: Sql,
     control: Option<Conn>,
+    /// Called with the bytes sent so far after each staging COPY chunk (progress display).
+    progress: Option<fn(u64)>,
 }
 
 impl PgTarget {
@@ -383,7 +385,14 @@ impl PgTarget {
             spec,
             sql,
             control: None,
+            progress: None,
         })
+    }
+
+    /// Reports staged bytes to `f` (the CLI draws progress on a terminal).
+    pub fn with_progress(mut self, f: fn(u64)) -> Self {
+        self.progress = Some(f);
+        self
     }
 
     /// A target for a prepared route.
@@ -770,6 +779,7 @@ impl TargetPort for PgTarget {
             sql: self.sql.clone(),
             keys_table: STAGE_ROWS,
             staged: Staged::default(),
+            progress: self.progress,
         })
     }
 }
@@ -780,6 +790,7 @@ pub struct PgSession {
     sql: Sql,
     keys_table: &'static str,
     staged: Staged,
+    progress: Option<fn(u64)>,
 }
 
 impl PgSession {
@@ -852,6 +863,9 @@ impl PgSession {
             sink.send(Bytes::from(buf))
                 .await
                 .map_err(|e| copy_error(&e))?;
+            if let Some(progress) = self.progress {
+                progress(total);
+            }
         }
         // The bytes sent must be exactly the validated artifact (no swap after validation).
         if hex::encode(hasher.finalize()) != artifact.artifact.sha256

@@ -47,6 +47,11 @@ enum Command {
     Run(route::RouteArgs),
     /// Read-only status of a workload's authority and state, with the safe recovery action.
     Status(route::RouteArgs),
+    /// XMin state: `state show` prints the checkpoint and the latest receipts (same as `status`).
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// Create and list XMin repair authorities (the environment owner's commands).
     Authority {
         #[command(subcommand)]
@@ -79,6 +84,12 @@ fn route_command(
     }
 }
 
+#[derive(Subcommand)]
+enum StateCommand {
+    /// The route's state row and latest commit receipts.
+    Show(route::RouteArgs),
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -102,6 +113,9 @@ fn main() -> ExitCode {
             route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status)
         }
         Command::Authority { command } => xmin_cmd::authority(command, &cli.source),
+        Command::State {
+            command: StateCommand::Show(args),
+        } => route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status),
         Command::Bundle { cmd } => return trust_cmd::run_bundle(cmd),
         Command::VerifyBundle(args) => return trust_cmd::run_verify_bundle(args),
     };

@@ -120,8 +120,12 @@ pub fn plan(args: &RouteArgs) -> Result<(), Failure> {
     with_route(args, |route, _| print_json(&route.plan_report()))
 }
 
-fn progress(rows: u64) {
-    eprint!("\rextracting: {rows} rows");
+fn extract_progress(bytes: u64) {
+    eprint!("\rextracting: {} KiB   ", bytes / 1024);
+}
+
+fn stage_progress(bytes: u64) {
+    eprint!("\rstaging:    {} KiB   ", bytes / 1024);
 }
 
 /// A fresh invocation id when the scheduler gave none; printed in the evidence so a retry can
@@ -155,11 +159,13 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
                 format!("cannot open the artifact directory: {}", e.kind()),
             )
         })?;
+        let terminal = std::io::stderr().is_terminal();
         let mut source = PgSource::new();
-        if std::io::stderr().is_terminal() {
-            source = source.with_progress(progress);
-        }
         let mut target = PgTarget::for_route(route)?;
+        if terminal {
+            source = source.with_progress(extract_progress);
+            target = target.with_progress(stage_progress);
+        }
         let outcome = block_on(dpone_engine_xmin::run(
             route,
             &request,
@@ -168,7 +174,7 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
             &store,
             policies,
         ))?;
-        if std::io::stderr().is_terminal() {
+        if terminal {
             eprintln!();
         }
         match outcome {
