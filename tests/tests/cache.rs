@@ -1,7 +1,7 @@
 //! Tier: precompiled cache. A cache entry is used only when its bytes match the digest this host
 //! recorded; a tampered entry is discarded and recompiled from the pinned component, never run.
 
-use dpone_integration_tests::{component, pin, workspace};
+use dpone_integration_tests::{component, load_shipped, workspace};
 use dpone_policy_model::guard::GuardFacts;
 use dpone_policy_runtime::{
     Budget, CodeSource, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig,
@@ -35,24 +35,9 @@ fn artifacts(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 fn cache_hits_after_first_compile() {
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = runtime_with_cache(dir.path());
-    let bytes = component("guard");
-    let first = runtime
-        .load(
-            PolicyKind::Guard,
-            &bytes,
-            pin(PolicyKind::Guard),
-            Budget::default(),
-        )
-        .expect("load");
+    let first = load_shipped(&runtime, PolicyKind::Guard);
     assert_eq!(first.report().code_source, CodeSource::Compiled);
-    let second = runtime
-        .load(
-            PolicyKind::Guard,
-            &bytes,
-            pin(PolicyKind::Guard),
-            Budget::default(),
-        )
-        .expect("load");
+    let second = load_shipped(&runtime, PolicyKind::Guard);
     assert_eq!(second.report().code_source, CodeSource::Cache);
     assert_eq!(
         second.guard_decide(&facts()).expect("decides").decision,
@@ -64,29 +49,14 @@ fn cache_hits_after_first_compile() {
 fn a_flipped_byte_in_the_artifact_is_detected_and_recompiled() {
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = runtime_with_cache(dir.path());
-    let bytes = component("guard");
-    runtime
-        .load(
-            PolicyKind::Guard,
-            &bytes,
-            pin(PolicyKind::Guard),
-            Budget::default(),
-        )
-        .expect("load");
+    load_shipped(&runtime, PolicyKind::Guard);
     let artifact = artifacts(dir.path()).pop().expect("one artifact");
     let mut tampered = std::fs::read(&artifact).expect("read");
     let at = tampered.len() / 3;
     tampered[at] ^= 0xff;
     std::fs::write(&artifact, &tampered).expect("write");
 
-    let reloaded = runtime
-        .load(
-            PolicyKind::Guard,
-            &bytes,
-            pin(PolicyKind::Guard),
-            Budget::default(),
-        )
-        .expect("load");
+    let reloaded = load_shipped(&runtime, PolicyKind::Guard);
     assert_eq!(
         reloaded.report().code_source,
         CodeSource::RecompiledAfterTamper
@@ -108,16 +78,8 @@ fn another_components_code_swapped_in_is_never_executed() {
     // same engine). Executing it would trap; the recorded digest refuses it instead.
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = runtime_with_cache(dir.path());
-    let guard = component("guard");
     let trap = component("hostile-trap");
-    runtime
-        .load(
-            PolicyKind::Guard,
-            &guard,
-            pin(PolicyKind::Guard),
-            Budget::default(),
-        )
-        .expect("load");
+    load_shipped(&runtime, PolicyKind::Guard);
     let guard_artifact = artifacts(dir.path()).pop().expect("guard artifact");
     runtime
         .load(
@@ -133,14 +95,7 @@ fn another_components_code_swapped_in_is_never_executed() {
         .expect("trap artifact");
     std::fs::copy(&trap_artifact, &guard_artifact).expect("swap");
 
-    let reloaded = runtime
-        .load(
-            PolicyKind::Guard,
-            &guard,
-            pin(PolicyKind::Guard),
-            Budget::default(),
-        )
-        .expect("load");
+    let reloaded = load_shipped(&runtime, PolicyKind::Guard);
     assert_eq!(
         reloaded.report().code_source,
         CodeSource::RecompiledAfterTamper
