@@ -7,7 +7,7 @@
 
 #![allow(clippy::print_stdout)] // the report is this binary's output
 
-use dpone_integration_tests::{component, pin, workspace};
+use dpone_integration_tests::{component, guard_sample, pin};
 use dpone_policy_model::guard::GuardFacts;
 use dpone_policy_runtime::{Budget, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig};
 use std::hint::black_box;
@@ -65,10 +65,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000);
-    let facts: GuardFacts = serde_json::from_str(
-        &std::fs::read_to_string(workspace().join("fixtures/samples/guard.json")).expect("sample"),
-    )
-    .expect("sample parses");
+    let facts: GuardFacts = guard_sample();
 
     if std::env::var("DPONE_BENCH_ONLY").is_ok_and(|v| v == "pooled") {
         // Profiling aid: only the pooled sandbox loop.

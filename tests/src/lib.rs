@@ -71,3 +71,10 @@ pub fn decision_tables() -> Vec<(String, dpone_decision_table::DecisionTable)> {
     tables.sort_by(|a, b| a.0.cmp(&b.0));
     tables
 }
+
+/// The sample guard facts in `fixtures/samples/guard.json`, parsed into the model type `T`.
+pub fn guard_sample<T: serde::de::DeserializeOwned>() -> T {
+    let text = std::fs::read_to_string(workspace().join("fixtures/samples/guard.json"))
+        .expect("guard sample is readable");
+    serde_json::from_str(&text).expect("guard sample parses")
+}

@@ -1,7 +1,7 @@
 //! Tier: precompiled cache. A cache entry is used only when its bytes match the digest this host
 //! recorded; a tampered entry is discarded and recompiled from the pinned component, never run.
 
-use dpone_integration_tests::{component, load_shipped, workspace};
+use dpone_integration_tests::{component, guard_sample, load_shipped};
 use dpone_policy_model::guard::GuardFacts;
 use dpone_policy_runtime::{
     Budget, CodeSource, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig,
@@ -15,9 +15,7 @@ fn runtime_with_cache(dir: &std::path::Path) -> PolicyRuntime {
 }
 
 fn facts() -> GuardFacts {
-    let text =
-        std::fs::read_to_string(workspace().join("fixtures/samples/guard.json")).expect("sample");
-    serde_json::from_str(&text).expect("parses")
+    guard_sample()
 }
 
 fn artifacts(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

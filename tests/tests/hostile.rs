@@ -1,14 +1,12 @@
 //! Tier: hostile components. Each component in the corpus is refused at load or fails closed with
 //! its own stable code, and the same runtime keeps serving correct decisions afterwards.
 
-use dpone_integration_tests::{component, load_shipped, pin, workspace};
+use dpone_integration_tests::{component, guard_sample, load_shipped, pin, workspace};
 use dpone_policy_model::guard::GuardFacts;
 use dpone_policy_runtime::{Budget, PolicyKind, PolicyRuntime, SandboxConfig, Sha256Digest};
 
 fn sample_facts() -> GuardFacts {
-    let text = std::fs::read_to_string(workspace().join("fixtures/samples/guard.json"))
-        .expect("guard sample");
-    serde_json::from_str(&text).expect("guard sample parses")
+    guard_sample()
 }
 
 fn wat(name: &str) -> Vec<u8> {
