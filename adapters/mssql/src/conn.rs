@@ -1,0 +1,203 @@
+//! tiberius connection (TDS over rustls; no OpenSSL) and the catalog captures that feed
+//! [`crate::pins`].
+//!
+//! Errors never carry the server's message text (it can quote key values): only the error
+//! class and, for server errors, the SQL Server error number.
+
+use crate::pins::{CatalogRow, SessionIdentity};
+use crate::sql;
+use tiberius::{Client, Config, Row};
+use tokio::net::TcpStream;
+use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
+
+/// A connected session.
+pub type MssqlClient = Client<Compat<TcpStream>>;
+
+/// Environment variable holding the ADO.NET connection string of the live-test server.
+pub const TEST_URL_ENV: &str = "DPONE_TEST_MSSQL_URL";
+
+/// A connection or statement failure, without server text.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    /// The connection string did not parse.
+    #[error("connection string invalid")]
+    Config,
+    /// TCP failure.
+    #[error("network error ({0:?})")]
+    Io(std::io::ErrorKind),
+    /// SQL Server error with its number.
+    #[error("SQL Server error {number} in {step}")]
+    Server {
+        /// Boundary.
+        step: &'static str,
+        /// `ERROR_NUMBER()`.
+        number: u32,
+    },
+    /// Driver-level failure (TLS, protocol, conversion).
+    #[error("driver error in {0}")]
+    Driver(&'static str),
+    /// `sp_getapplock` returned a negative status (timeout, cancel, deadlock).
+    #[error("application lock not granted (status {0})")]
+    LockNotGranted(i32),
+    /// A result had an unexpected shape.
+    #[error("unexpected result shape in {0}")]
+    Shape(&'static str),
+}
+
+/// Maps a driver error without its server text.
+pub fn map_error(step: &'static str, e: tiberius::error::Error) -> ConnError {
+    match e {
+        tiberius::error::Error::Server(t) => ConnError::Server {
+            step,
+            number: t.code(),
+        },
+        tiberius::error::Error::Io { kind, .. } => ConnError::Io(kind),
+        _ => ConnError::Driver(step),
+    }
+}
+
+/// Connects with an ADO.NET connection string (`server=tcp:host,1433;user=...;password=...;
+/// TrustServerCertificate=false`). TLS is negotiated by tiberius with rustls.
+pub async fn connect(ado: &str) -> Result<MssqlClient, ConnError> {
+    let config = Config::from_ado_string(ado).map_err(|_| ConnError::Config)?;
+    let tcp = TcpStream::connect(config.get_addr())
+        .await
+        .map_err(|e| ConnError::Io(e.kind()))?;
+    tcp.set_nodelay(true).map_err(|e| ConnError::Io(e.kind()))?;
+    Client::connect(config, tcp.compat_write())
+        .await
+        .map_err(|e| map_error("connect", e))
+}
+
+async fn rows(
+    client: &mut MssqlClient,
+    step: &'static str,
+    statement: &str,
+    params: &[&dyn tiberius::ToSql],
+) -> Result<Vec<Row>, ConnError> {
+    client
+        .query(statement, params)
+        .await
+        .map_err(|e| map_error(step, e))?
+        .into_first_result()
+        .await
+        .map_err(|e| map_error(step, e))
+}
+
+fn text(row: &Row, col: &str, step: &'static str) -> Result<Option<String>, ConnError> {
+    row.try_get::<&str, _>(col)
+        .map(|v| v.map(str::to_owned))
+        .map_err(|_| ConnError::Shape(step))
+}
+
+fn int(row: &Row, col: &str, step: &'static str) -> Result<Option<i32>, ConnError> {
+    row.try_get::<i32, _>(col)
+        .map_err(|_| ConnError::Shape(step))
+}
+
+/// `HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE')`.
+pub async fn metadata_permission(client: &mut MssqlClient) -> Result<Option<i32>, ConnError> {
+    const STEP: &str = "metadata_permission";
+    let r = rows(client, STEP, sql::METADATA_PERMISSION, &[]).await?;
+    let row = r.first().ok_or(ConnError::Shape(STEP))?;
+    int(row, "has_view_any_database", STEP)
+}
+
+/// Catalog rows folding to `name`.
+pub async fn catalog_rows(
+    client: &mut MssqlClient,
+    name: &str,
+) -> Result<Vec<CatalogRow>, ConnError> {
+    const STEP: &str = "catalog_rows";
+    let r = rows(client, STEP, sql::CATALOG_ROWS, &[&name]).await?;
+    r.iter()
+        .map(|row| {
+            Ok(CatalogRow {
+                name: text(row, "name", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                database_id: int(row, "database_id", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                create_token: text(row, "create_token", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                database_guid: text(row, "database_guid", STEP)?,
+                state_desc: text(row, "state_desc", STEP)?.unwrap_or_default(),
+                user_access_desc: text(row, "user_access_desc", STEP)?.unwrap_or_default(),
+                has_dbaccess: int(row, "has_dbaccess", STEP)?,
+            })
+        })
+        .collect()
+}
+
+/// Topology and effective principal of the session.
+pub async fn session_identity(client: &mut MssqlClient) -> Result<SessionIdentity, ConnError> {
+    const STEP: &str = "session_identity";
+    let r = rows(client, STEP, sql::SESSION_IDENTITY, &[]).await?;
+    let row = r.first().ok_or(ConnError::Shape(STEP))?;
+    let req = |c: &str| -> Result<String, ConnError> {
+        text(row, c, STEP)?.ok_or(ConnError::Shape(STEP))
+    };
+    Ok(SessionIdentity {
+        server_name: req("server_name")?,
+        machine_name: req("machine_name")?,
+        instance_name: text(row, "instance_name", STEP)?,
+        product_version: req("product_version")?,
+        principal_name: req("principal_name")?,
+        principal_sid: req("principal_sid")?,
+    })
+}
+
+/// Column rows of a table (`object` as `[schema].[table]`, in the session's database).
+pub async fn target_columns(
+    client: &mut MssqlClient,
+    object: &str,
+) -> Result<Vec<crate::shape::ColumnRow>, ConnError> {
+    const STEP: &str = "target_columns";
+    let r = rows(client, STEP, sql::TARGET_COLUMNS, &[&object]).await?;
+    r.iter()
+        .map(|row| {
+            let flag = |c: &str| -> Result<bool, ConnError> { Ok(int(row, c, STEP)? == Some(1)) };
+            Ok(crate::shape::ColumnRow {
+                name: text(row, "name", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                type_name: text(row, "type_name", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                is_nullable: flag("is_nullable")?,
+                collation_name: text(row, "collation_name", STEP)?,
+                is_computed: flag("is_computed")?,
+                is_persisted: flag("is_persisted")?,
+            })
+        })
+        .collect()
+}
+
+/// `DB_ID()` and `DB_NAME()` of the session (the staging lease check).
+pub async fn current_database(client: &mut MssqlClient) -> Result<(i32, String), ConnError> {
+    const STEP: &str = "current_database";
+    let r = rows(client, STEP, sql::CURRENT_DATABASE, &[]).await?;
+    let row = r.first().ok_or(ConnError::Shape(STEP))?;
+    Ok((
+        int(row, "database_id", STEP)?.ok_or(ConnError::Shape(STEP))?,
+        text(row, "database_name", STEP)?.ok_or(ConnError::Shape(STEP))?,
+    ))
+}
+
+/// Runs a statement batch that returns nothing of interest.
+pub async fn execute(
+    client: &mut MssqlClient,
+    step: &'static str,
+    statement: &str,
+) -> Result<(), ConnError> {
+    client
+        .simple_query(statement)
+        .await
+        .map_err(|e| map_error(step, e))?
+        .into_results()
+        .await
+        .map_err(|e| map_error(step, e))?;
+    Ok(())
+}
+
+/// The live-test connection string, or the reason to skip.
+pub fn test_url() -> Result<String, String> {
+    match std::env::var(TEST_URL_ENV) {
+        Ok(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(format!(
+            "{TEST_URL_ENV} is not set; no SQL Server to test against"
+        )),
+    }
+}

@@ -1,0 +1,18 @@
+//! SQL Server target for XMin key reconciliation (spec 003, the route the spec is written for).
+//!
+//! - [`sql`]: every T-SQL statement (pins, staging, the finalizer, target DDL).
+//! - [`pins`]: pure verification of `database_authorities` pins on captured catalog rows.
+//! - [`shape`]: the target-shape preflight over captured column rows.
+//! - [`keys`]: key checks before source export (900-byte limit, trailing U+0020).
+//! - [`provision`]: the reviewed provisioning scripts in `fixtures/mssql/`.
+//! - [`conn`]: tiberius connection over rustls and the live-test gate.
+//! - [`session`]: the run transaction and the staging lease (building blocks of the engine's
+//!   `TargetSession`).
+
+pub mod conn;
+pub mod keys;
+pub mod pins;
+pub mod provision;
+pub mod session;
+pub mod shape;
+pub mod sql;

@@ -1,0 +1,350 @@
+//! Database pins: pure verification of captured catalog rows against the closed
+//! `database_authorities` map of a connection.
+//!
+//! The caller runs [`crate::sql::METADATA_PERMISSION`], then [`crate::sql::CATALOG_ROWS`] for each
+//! pinned database (target, staging, then state), then [`crate::sql::SESSION_IDENTITY`] on the
+//! target and state sessions, and hands the rows here. Nothing in this module does I/O, so every
+//! outcome is unit-tested on captured rows.
+
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One pinned database: exactly three fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatabaseAuthority {
+    /// `sys.databases.database_id`.
+    pub database_id: i32,
+    /// `create_date` as `datetime2(7)` ISO 8601 (`2026-08-16T09:14:22.1233333`).
+    pub create_token: String,
+    /// `sys.database_recovery_status.database_guid` (compared case-insensitively as hex).
+    pub database_guid: String,
+}
+
+/// The closed map, keyed by canonical (exact) database name.
+pub type DatabaseAuthorities = BTreeMap<String, DatabaseAuthority>;
+
+/// Which database a pin serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// The target database.
+    Target,
+    /// An independently configured staging database.
+    Staging,
+    /// The state database.
+    State,
+}
+
+impl Role {
+    /// Stable role name used in codes and digests.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Target => "target",
+            Role::Staging => "staging",
+            Role::State => "state",
+        }
+    }
+}
+
+/// One row of [`crate::sql::CATALOG_ROWS`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogRow {
+    /// `name`, exact spelling.
+    pub name: String,
+    /// `database_id`.
+    pub database_id: i32,
+    /// `create_token`.
+    pub create_token: String,
+    /// `database_guid` (absent when the recovery-status row is not visible).
+    pub database_guid: Option<String>,
+    /// `state_desc`.
+    pub state_desc: String,
+    /// `user_access_desc`.
+    pub user_access_desc: String,
+    /// `HAS_DBACCESS(name)`; `None` when SQL Server returned NULL.
+    pub has_dbaccess: Option<i32>,
+}
+
+/// One row of [`crate::sql::SESSION_IDENTITY`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionIdentity {
+    /// `@@SERVERNAME`.
+    pub server_name: String,
+    /// `SERVERPROPERTY('MachineName')`.
+    pub machine_name: String,
+    /// `SERVERPROPERTY('InstanceName')` (NULL for the default instance).
+    pub instance_name: Option<String>,
+    /// `SERVERPROPERTY('ProductVersion')`.
+    pub product_version: String,
+    /// `SUSER_SNAME()`.
+    pub principal_name: String,
+    /// `SUSER_SID()` as `0x...`.
+    pub principal_sid: String,
+}
+
+/// A pin failure with a stable code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinError {
+    /// `mssql_transaction.<role>_<reason>` or `mssql_transaction.<reason>`.
+    pub code: String,
+    /// Human message (database names only; never credentials or row values).
+    pub message: String,
+}
+
+impl fmt::Display for PinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for PinError {}
+
+fn err(role: Role, reason: &str, message: String) -> PinError {
+    PinError {
+        code: format!("mssql_transaction.{}_{reason}", role.name()),
+        message,
+    }
+}
+
+/// Resolves a route's database name to the canonical key: the exact key, else the single key
+/// equal up to ASCII case. Anything else (no key, or two keys folding together) is rejected.
+pub fn resolve_alias(
+    role: Role,
+    authorities: &DatabaseAuthorities,
+    requested: &str,
+) -> Result<String, PinError> {
+    if authorities.contains_key(requested) {
+        return Ok(requested.to_owned());
+    }
+    let matches: Vec<&String> = authorities
+        .keys()
+        .filter(|k| k.eq_ignore_ascii_case(requested))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(err(
+            role,
+            "database_pin_missing",
+            format!("no database_authorities entry for {requested:?}"),
+        )),
+        _ => Err(err(
+            role,
+            "database_alias_ambiguous",
+            format!("{requested:?} folds to more than one pinned database"),
+        )),
+    }
+}
+
+/// Step one: `HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE')` must be exactly 1.
+pub fn check_metadata_permission(role: Role, has_perms: Option<i32>) -> Result<(), PinError> {
+    if has_perms == Some(1) {
+        Ok(())
+    } else {
+        Err(err(
+            role,
+            "database_metadata_permission_denied",
+            "VIEW ANY DATABASE is denied or invisible; the pin cannot be verified".into(),
+        ))
+    }
+}
+
+fn fold(s: &str) -> String {
+    s.chars().flat_map(char::to_lowercase).collect()
+}
+
+/// Verifies one pinned database against its catalog rows (all rows whose name folds to the
+/// canonical name). Requires exactly one row with the exact spelling, no casefold decoy, the
+/// pinned id, create token and GUID, and ONLINE, MULTI_USER, HAS_DBACCESS = 1.
+pub fn verify_database(
+    role: Role,
+    canonical: &str,
+    pin: &DatabaseAuthority,
+    rows: &[CatalogRow],
+) -> Result<(), PinError> {
+    let exact: Vec<&CatalogRow> = rows.iter().filter(|r| r.name == canonical).collect();
+    let decoys: Vec<&CatalogRow> = rows
+        .iter()
+        .filter(|r| r.name != canonical && fold(&r.name) == fold(canonical))
+        .collect();
+    if !decoys.is_empty() {
+        return Err(err(
+            role,
+            "database_casefold_decoy",
+            format!(
+                "{} database(s) fold to {canonical:?} with another spelling",
+                decoys.len()
+            ),
+        ));
+    }
+    let row = match exact.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(err(
+                role,
+                "database_not_found",
+                format!("no database spelled exactly {canonical:?} is visible"),
+            ));
+        }
+        _ => {
+            return Err(err(
+                role,
+                "database_not_found",
+                format!("more than one catalog row for {canonical:?}"),
+            ));
+        }
+    };
+    if row.database_id != pin.database_id {
+        return Err(err(
+            role,
+            "database_pin_mismatch",
+            format!(
+                "{canonical:?}: database_id {} differs from pin {}",
+                row.database_id, pin.database_id
+            ),
+        ));
+    }
+    if row.create_token != pin.create_token {
+        return Err(err(
+            role,
+            "database_pin_mismatch",
+            format!("{canonical:?}: create token differs from pin (database recreated?)"),
+        ));
+    }
+    let guid_ok = row
+        .database_guid
+        .as_deref()
+        .is_some_and(|g| g.eq_ignore_ascii_case(&pin.database_guid));
+    if !guid_ok {
+        return Err(err(
+            role,
+            "database_pin_mismatch",
+            format!("{canonical:?}: database_guid differs from pin (database recreated?)"),
+        ));
+    }
+    if row.state_desc != "ONLINE" {
+        return Err(err(
+            role,
+            "database_not_online",
+            format!("{canonical:?} is {}", row.state_desc),
+        ));
+    }
+    if row.user_access_desc != "MULTI_USER" {
+        return Err(err(
+            role,
+            "database_not_multi_user",
+            format!("{canonical:?} is {}", row.user_access_desc),
+        ));
+    }
+    if row.has_dbaccess != Some(1) {
+        return Err(err(
+            role,
+            "database_access_denied",
+            format!("HAS_DBACCESS({canonical:?}) is not 1"),
+        ));
+    }
+    Ok(())
+}
+
+/// Target and state sessions must share topology (server, machine, instance, version) and
+/// effective principal (name and SID).
+pub fn verify_same_topology(
+    target: &SessionIdentity,
+    state: &SessionIdentity,
+) -> Result<(), PinError> {
+    let topo = |s: &SessionIdentity| {
+        (
+            s.server_name.clone(),
+            s.machine_name.clone(),
+            s.instance_name.clone(),
+            s.product_version.clone(),
+        )
+    };
+    if topo(target) != topo(state) {
+        return Err(PinError {
+            code: "mssql_transaction.state_topology_mismatch".into(),
+            message: "target and state sessions reach different SQL Server instances".into(),
+        });
+    }
+    if target.principal_name != state.principal_name || target.principal_sid != state.principal_sid
+    {
+        return Err(PinError {
+            code: "mssql_transaction.state_principal_mismatch".into(),
+            message: "target and state sessions run as different principals".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The staging lease's own session view (`DB_ID()`, `DB_NAME()`) must be the pinned staging
+/// database; checked before and after every staging action.
+pub fn verify_lease(
+    canonical: &str,
+    pin: &DatabaseAuthority,
+    db_id: i32,
+    db_name: &str,
+) -> Result<(), PinError> {
+    if db_id == pin.database_id && db_name == canonical {
+        Ok(())
+    } else {
+        Err(err(
+            Role::Staging,
+            "lease_lost",
+            format!("staging session is no longer in {canonical:?}"),
+        ))
+    }
+}
+
+/// Captured catalog evidence of one role.
+#[derive(Clone, Debug)]
+pub struct RoleCapture<'a> {
+    /// Role.
+    pub role: Role,
+    /// Database name as the route spells it (may be a case-only alias).
+    pub requested: &'a str,
+    /// The connection's closed map.
+    pub authorities: &'a DatabaseAuthorities,
+    /// `HAS_PERMS_BY_NAME` result of the session.
+    pub has_perms: Option<i32>,
+    /// Catalog rows folding to the requested name.
+    pub rows: &'a [CatalogRow],
+}
+
+/// Verifies target, staging (if any), then state, then topology; returns the role-aware pin
+/// digest that enters invocation and receipt identity.
+pub fn verify_route(
+    roles: &[RoleCapture<'_>],
+    target_session: &SessionIdentity,
+    state_session: &SessionIdentity,
+) -> Result<String, PinError> {
+    let mut ordered: Vec<&RoleCapture<'_>> = roles.iter().collect();
+    ordered.sort_by_key(|r| r.role);
+    let mut resolved = Vec::new();
+    for c in ordered {
+        check_metadata_permission(c.role, c.has_perms)?;
+        let canonical = resolve_alias(c.role, c.authorities, c.requested)?;
+        let pin = &c.authorities[&canonical];
+        verify_database(c.role, &canonical, pin, c.rows)?;
+        resolved.push((c.role, canonical, pin.clone()));
+    }
+    verify_same_topology(target_session, state_session)?;
+    Ok(pin_digest(&resolved))
+}
+
+/// SHA-256 over `role \0 name \0 id \0 token \0 lower(guid) \n` per role, in role order.
+pub fn pin_digest(pins: &[(Role, String, DatabaseAuthority)]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"dpone.mssql.database_authorities.v1\n");
+    for (role, name, pin) in pins {
+        h.update(role.name().as_bytes());
+        h.update([0]);
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(pin.database_id.to_string().as_bytes());
+        h.update([0]);
+        h.update(pin.create_token.as_bytes());
+        h.update([0]);
+        h.update(pin.database_guid.to_ascii_lowercase().as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(h.finalize())
+}

@@ -1,0 +1,82 @@
+-- target_ddl
+CREATE TABLE [DWH].[dbo].[orders] (
+    [tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL,
+    [id] bigint NOT NULL,
+    [amount] decimal(18,2) NULL,
+    [note] nvarchar(200) NULL,
+    [__dpone__deleted_at] datetime2(7) NULL,
+    [__dpone__is_deleted] AS (CONVERT(bit, CASE WHEN [__dpone__deleted_at] IS NULL THEN 0 ELSE 1 END)) PERSISTED,
+    [__dpone__updated_at] datetime2(7) NOT NULL,
+    CONSTRAINT [PK_orders] PRIMARY KEY CLUSTERED ([tenant], [id])
+);
+
+-- stage_rows_ddl
+CREATE TABLE [DWH_Stage].[dpone].[rows_0123456789abcdef] (
+    [tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL,
+    [id] bigint NOT NULL,
+    [amount] decimal(18,2) NULL,
+    [note] nvarchar(200) NULL,
+    PRIMARY KEY CLUSTERED ([tenant], [id])
+);
+
+-- stage_keys_ddl
+CREATE TABLE [DWH_Stage].[dpone].[keys_0123456789abcdef] (
+    [tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL,
+    [id] bigint NOT NULL,
+    PRIMARY KEY CLUSTERED ([tenant], [id])
+);
+
+-- staged_counts
+SELECT (SELECT COUNT_BIG(*) FROM [DWH_Stage].[dpone].[rows_0123456789abcdef]) AS row_count, (SELECT COUNT_BIG(*) FROM [DWH_Stage].[dpone].[keys_0123456789abcdef]) AS key_count;
+
+-- read_own_state
+SELECT state_key, target_identity, scope_hash, safe_xmin, revision, visible_horizon, last_receipt_id, superseded_at_utc, superseded_by FROM [DWH_State].[dpone].[dpone_source_state] WITH (UPDLOCK, HOLDLOCK) WHERE state_key = @P1;
+
+-- read_other_owner
+SELECT state_key, safe_xmin, revision FROM [DWH_State].[dpone].[dpone_source_state] WITH (UPDLOCK, HOLDLOCK) WHERE target_identity = @P2 AND state_key <> @P1 AND superseded_at_utc IS NULL;
+
+-- read_authority
+SELECT a.authority_id, a.recorded_digest, a.document, c.receipt_id AS consumed_by FROM [DWH_State].[dpone].[dpone_repair_authority] AS a WITH (UPDLOCK, HOLDLOCK) LEFT JOIN [DWH_State].[dpone].[dpone_repair_authority_consumption] AS c WITH (UPDLOCK, HOLDLOCK) ON c.authority_id = a.authority_id WHERE a.authority_id = @P1;
+
+-- missing_table_ddl
+DROP TABLE IF EXISTS #dpone_missing; CREATE TABLE #dpone_missing ([tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL, [id] bigint NOT NULL, PRIMARY KEY CLUSTERED ([tenant], [id]));
+
+-- populations
+DELETE FROM #dpone_missing; INSERT INTO #dpone_missing ([tenant], [id]) SELECT t.[tenant], t.[id] FROM [DWH].[dbo].[orders] AS t WHERE t.[__dpone__deleted_at] IS NULL AND NOT EXISTS (SELECT 1 FROM [DWH_Stage].[dpone].[keys_0123456789abcdef] AS k WHERE k.[tenant] = t.[tenant] AND k.[id] = t.[id]); SELECT (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders] AS t WHERE t.[__dpone__deleted_at] IS NULL) AS active, (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders]) AS total, (SELECT COUNT_BIG(*) FROM #dpone_missing) AS missing;
+
+-- supersede
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE s SET s.superseded_at_utc = @P5, s.superseded_by = @P4 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH_State].[dpone].[dpone_source_state] AS s WHERE s.state_key = @P1 AND s.safe_xmin = @P2 AND s.revision = @P3 AND s.superseded_at_utc IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+
+-- update_changed
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE t.[__dpone__deleted_at] IS NULL AND EXISTS (SELECT s.[amount], s.[note] EXCEPT SELECT t.[amount], t.[note]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+
+-- reactivate
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__deleted_at] = NULL, t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE NOT (t.[__dpone__deleted_at] IS NULL); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+
+-- insert
+DECLARE @dpone_out TABLE (n bit NOT NULL); INSERT INTO [DWH].[dbo].[orders] ([tenant], [id], [amount], [note], [__dpone__updated_at]) OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) SELECT s.[tenant], s.[id], s.[amount], s.[note], @P1 FROM [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s WHERE NOT EXISTS (SELECT 1 FROM [DWH].[dbo].[orders] AS t WHERE t.[tenant] = s.[tenant] AND t.[id] = s.[id]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+
+-- missing_action
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[__dpone__deleted_at] = @P1, t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN #dpone_missing AS m ON m.[tenant] = t.[tenant] AND m.[id] = t.[id] WHERE t.[__dpone__deleted_at] IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+
+-- parity
+SELECT (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders] AS t WHERE t.[__dpone__deleted_at] IS NULL) AS active, (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders]) AS total, (SELECT COUNT_BIG(*) FROM [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s WHERE NOT EXISTS (SELECT 1 FROM [DWH_Stage].[dpone].[keys_0123456789abcdef] AS k WHERE k.[tenant] = s.[tenant] AND k.[id] = s.[id])) AS delta_outside_snapshot;
+
+-- cas_update
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE s SET s.safe_xmin = @P4, s.revision = @P5, s.visible_horizon = @P6, s.last_receipt_id = @P7, s.updated_at_utc = @P8 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH_State].[dpone].[dpone_source_state] AS s WHERE s.state_key = @P1 AND s.safe_xmin = @P2 AND s.revision = @P3 AND s.superseded_at_utc IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+
+-- cas_insert
+DECLARE @dpone_out TABLE (n bit NOT NULL); INSERT INTO [DWH_State].[dpone].[dpone_source_state] (state_key, target_identity, scope_hash, safe_xmin, revision, visible_horizon, last_receipt_id, created_at_utc, updated_at_utc) OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) SELECT @P1, @P2, @P3, @P4, @P5, @P6, @P7, @P8, @P8 WHERE NOT EXISTS (SELECT 1 FROM [DWH_State].[dpone].[dpone_source_state] AS s WITH (UPDLOCK, HOLDLOCK) WHERE s.state_key = @P1); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+
+-- insert_receipt
+INSERT INTO [DWH_State].[dpone].[dpone_commit_receipt] (receipt_id, load_id, invocation_id, invocation_digest, state_key, previous_xmin, previous_revision, new_xmin, new_revision, body, committed_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, @P7, @P8, @P9, @P10, @P11);
+
+-- consume_authority
+INSERT INTO [DWH_State].[dpone].[dpone_repair_authority_consumption] (authority_id, authority_digest, state_key, load_id, receipt_id, consumed_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6);
+
+-- record_run
+INSERT INTO [DWH_State].[dpone].[dpone_run_state] (run_id, invocation_id, state_key, status, code, evidence, recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());
+
+-- stage_drop
+DROP TABLE IF EXISTS [DWH_Stage].[dpone].[rows_0123456789abcdef]; DROP TABLE IF EXISTS [DWH_Stage].[dpone].[keys_0123456789abcdef];
+

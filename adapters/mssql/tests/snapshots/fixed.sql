@@ -1,0 +1,36 @@
+-- metadata_permission
+SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE') AS has_view_any_database;
+
+-- catalog_rows
+SELECT d.name AS name, d.database_id AS database_id, CONVERT(varchar(27), CAST(d.create_date AS datetime2(7)), 126) AS create_token, CONVERT(varchar(36), r.database_guid) AS database_guid, d.state_desc AS state_desc, d.user_access_desc AS user_access_desc, HAS_DBACCESS(d.name) AS has_dbaccess FROM master.sys.databases AS d LEFT JOIN master.sys.database_recovery_status AS r ON r.database_id = d.database_id WHERE d.name COLLATE Latin1_General_100_CI_AI = @P1 COLLATE Latin1_General_100_CI_AI ORDER BY d.database_id;
+
+-- session_identity
+SELECT CONVERT(nvarchar(256), @@SERVERNAME) AS server_name, CONVERT(nvarchar(256), SERVERPROPERTY('MachineName')) AS machine_name, CONVERT(nvarchar(256), SERVERPROPERTY('InstanceName')) AS instance_name, CONVERT(nvarchar(256), SERVERPROPERTY('ProductVersion')) AS product_version, SUSER_SNAME() AS principal_name, CONVERT(varchar(172), SUSER_SID(), 1) AS principal_sid;
+
+-- current_database
+SELECT DB_ID() AS database_id, DB_NAME() AS database_name;
+
+-- target_columns
+SELECT c.name AS name, ty.name AS type_name, CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.is_nullable) AS is_nullable, c.collation_name AS collation_name, CONVERT(int, c.is_computed) AS is_computed, CONVERT(int, ISNULL(cc.is_persisted, 0)) AS is_persisted FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;
+
+-- set_xact_abort
+SET XACT_ABORT ON;
+
+-- set_serializable
+SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;
+
+-- begin
+BEGIN TRANSACTION;
+
+-- applock
+DECLARE @rc int; EXEC @rc = sp_getapplock @Resource = @P1, @LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = 30000; SELECT @rc AS applock_status;
+
+-- detection_time
+SELECT DATEDIFF_BIG(MICROSECOND, CAST('1970-01-01T00:00:00' AS datetime2(7)), SYSUTCDATETIME()) AS detection_micros;
+
+-- commit
+COMMIT TRANSACTION;
+
+-- rollback
+IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION;
+

@@ -1,0 +1,146 @@
+//! Snapshot of every T-SQL statement: a change to any statement shows up in review.
+
+mod common;
+
+use dpone_adapter_mssql::sql;
+use expect_test::expect_file;
+
+fn render(pairs: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (n, s) in pairs {
+        out.push_str(&format!("-- {n}\n{s}\n\n"));
+    }
+    out
+}
+
+#[test]
+fn fixed_statements() {
+    let pairs: Vec<(String, String)> = sql::fixed()
+        .into_iter()
+        .map(|(n, s)| (n.to_owned(), s.to_owned()))
+        .collect();
+    expect_file!["snapshots/fixed.sql"].assert_eq(&render(&pairs));
+}
+
+#[test]
+fn finalizer_timestamp_only() {
+    snapshot(0, expect_file!["snapshots/finalizer_timestamp_only.sql"]);
+}
+
+#[test]
+fn finalizer_timestamp_and_flag() {
+    snapshot(
+        1,
+        expect_file!["snapshots/finalizer_timestamp_and_flag.sql"],
+    );
+}
+
+#[test]
+fn finalizer_flag_only() {
+    snapshot(2, expect_file!["snapshots/finalizer_flag_only.sql"]);
+}
+
+#[test]
+fn finalizer_hard_delete() {
+    snapshot(3, expect_file!["snapshots/finalizer_hard_delete.sql"]);
+}
+
+fn snapshot(case: usize, expected: expect_test::ExpectFile) {
+    let (_, mode, missing) = common::CASES[case];
+    let f = common::finalizer(mode, missing);
+    let mut pairs = vec![(
+        "target_ddl".to_owned(),
+        sql::target_ddl(&f.target, &f.keys, &f.business, mode),
+    )];
+    pairs.extend(f.all().into_iter().map(|(n, s)| (n.to_owned(), s)));
+    expected.assert_eq(&render(&pairs));
+}
+
+#[test]
+fn no_merge_and_counts_from_output() {
+    for (name, s) in common::all_statements() {
+        assert!(
+            !s.to_ascii_uppercase().contains("MERGE "),
+            "{name} uses MERGE"
+        );
+    }
+    for (case, mode, missing) in common::CASES {
+        let f = common::finalizer(mode, missing);
+        for s in [
+            f.update_changed(),
+            f.reactivate(),
+            f.insert(),
+            f.missing_action(),
+            f.supersede(),
+            f.cas_update(),
+            f.cas_insert(),
+        ] {
+            assert!(
+                s.contains("OUTPUT CONVERT(bit, 1) INTO @dpone_out"),
+                "{case}: {s}"
+            );
+            assert!(s.ends_with("SELECT COUNT_BIG(*) AS affected FROM @dpone_out;"));
+        }
+        // State writes go through three-part names on the run connection.
+        for s in [f.insert_receipt(), f.consume_authority(), f.cas_update()] {
+            assert!(s.contains("[DWH_State].[dpone]."), "{case}: {s}");
+        }
+    }
+}
+
+#[test]
+fn text_keys_are_binary_collated_in_target_and_staging() {
+    let f = common::finalizer(
+        sql::DeleteMode::TimestampOnly,
+        sql::MissingAction::SoftDelete,
+    );
+    for s in [
+        f.stage_rows_ddl(),
+        f.stage_keys_ddl(),
+        sql::target_ddl(&f.target, &f.keys, &f.business, f.mode),
+    ] {
+        assert!(s.contains("[tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL"));
+    }
+}
+
+#[test]
+fn key_only_table_has_no_update_and_reactivates_marker_only() {
+    let mut f = common::finalizer(sql::DeleteMode::FlagOnly, sql::MissingAction::SoftDelete);
+    f.business.clear();
+    assert_eq!(f.update_changed(), "SELECT CAST(0 AS bigint) AS affected;");
+    assert!(
+        f.reactivate()
+            .starts_with("DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[__dpone__is_deleted] = 0, t.[__dpone__updated_at] = @P1 OUTPUT")
+    );
+    f.validate().unwrap();
+}
+
+#[test]
+fn finalizer_validation() {
+    let f = common::finalizer(
+        sql::DeleteMode::TimestampOnly,
+        sql::MissingAction::SoftDelete,
+    );
+    f.validate().unwrap();
+    let mut wide = f.clone();
+    wide.keys[0].ty = sql::KeyType::Text { max_chars: 450 };
+    assert_eq!(
+        wide.validate(),
+        Err("mssql_transaction.target_key_too_wide")
+    );
+    let mut none = f.clone();
+    none.keys.clear();
+    assert_eq!(none.validate(), Err("mssql_transaction.target_key_missing"));
+    let mut reserved = f.clone();
+    reserved.business[0].name = "__dpone__deleted_at".into();
+    assert_eq!(
+        reserved.validate(),
+        Err("mssql_transaction.target_reserved_column")
+    );
+    let mut dup = f.clone();
+    dup.business[0].name = "id".into();
+    assert_eq!(
+        dup.validate(),
+        Err("mssql_transaction.target_duplicate_column")
+    );
+}
