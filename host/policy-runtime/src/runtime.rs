@@ -304,17 +304,25 @@ impl LoadedPolicy {
     }
 
     /// Runs one call in a fresh sandbox, validates the output and records evidence.
-    fn decide<I, O>(
+    ///
+    /// `instantiate` makes the instance from the prepared component; `call` invokes the export
+    /// and converts its result. Their failures are classified separately.
+    fn decide<I, N, O>(
         &self,
         function: &'static str,
         input: &I,
-        call: impl FnOnce(&mut wasmtime::Store<SandboxState>) -> Result<O, (Step, wasmtime::Error)>,
+        instantiate: impl FnOnce(&mut wasmtime::Store<SandboxState>) -> wasmtime::Result<N>,
+        call: impl FnOnce(N, &mut wasmtime::Store<SandboxState>) -> wasmtime::Result<O>,
         check: impl FnOnce(&I, &O) -> Result<(), String>,
     ) -> Result<Decided<O>, PolicyError>
     where
         I: Serialize,
         O: Serialize,
     {
+        let call = |store: &mut wasmtime::Store<SandboxState>| {
+            let instance = instantiate(&mut *store).map_err(at(Step::Instantiate))?;
+            call(instance, store).map_err(at(Step::Call))
+        };
         let input_bytes = canonical_json(input).map_err(|e| PolicyError::InputInvalid {
             function: function.to_owned(),
             message: e.to_string(),
@@ -359,14 +367,11 @@ impl LoadedPolicy {
         self.decide(
             "decide",
             facts,
-            |store| {
-                let instance = pre
-                    .instantiate(&mut *store)
-                    .map_err(at(Step::Instantiate))?;
+            |store| pre.instantiate(store),
+            |instance, store| {
                 let out = instance
                     .dpone_policy_guard()
-                    .call_decide(&mut *store, &wit_facts)
-                    .map_err(at(Step::Call))?;
+                    .call_decide(store, &wit_facts)?;
                 Ok(convert::guard::decision_from_wit(out))
             },
             validate::guard,
@@ -385,14 +390,11 @@ impl LoadedPolicy {
         self.decide(
             "plan",
             facts,
-            |store| {
-                let instance = pre
-                    .instantiate(&mut *store)
-                    .map_err(at(Step::Instantiate))?;
+            |store| pre.instantiate(store),
+            |instance, store| {
                 let out = instance
                     .dpone_policy_delete_mode()
-                    .call_plan(&mut *store, &wit_facts)
-                    .map_err(at(Step::Call))?;
+                    .call_plan(store, &wit_facts)?;
                 Ok(convert::delete_mode::decision_from_wit(out))
             },
             validate::delete_mode,
@@ -411,14 +413,11 @@ impl LoadedPolicy {
         self.decide(
             "admit-static",
             facts,
-            |store| {
-                let instance = pre
-                    .instantiate(&mut *store)
-                    .map_err(at(Step::Instantiate))?;
+            |store| pre.instantiate(store),
+            |instance, store| {
                 let out = instance
                     .dpone_policy_admission()
-                    .call_admit_static(&mut *store, &wit_facts)
-                    .map_err(at(Step::Call))?;
+                    .call_admit_static(store, &wit_facts)?;
                 Ok(convert::admission::static_decision_from_wit(out))
             },
             validate::admission_static,
@@ -437,14 +436,11 @@ impl LoadedPolicy {
         self.decide(
             "admit-runtime",
             facts,
-            |store| {
-                let instance = pre
-                    .instantiate(&mut *store)
-                    .map_err(at(Step::Instantiate))?;
+            |store| pre.instantiate(store),
+            |instance, store| {
                 let out = instance
                     .dpone_policy_admission()
-                    .call_admit_runtime(&mut *store, &wit_facts)
-                    .map_err(at(Step::Call))?;
+                    .call_admit_runtime(store, &wit_facts)?;
                 Ok(convert::admission::runtime_decision_from_wit(out))
             },
             validate::admission_runtime,
@@ -463,14 +459,11 @@ impl LoadedPolicy {
         self.decide(
             "decide",
             facts,
-            |store| {
-                let instance = pre
-                    .instantiate(&mut *store)
-                    .map_err(at(Step::Instantiate))?;
+            |store| pre.instantiate(store),
+            |instance, store| {
                 let out = instance
                     .dpone_policy_scope()
-                    .call_decide(&mut *store, &wit_facts)
-                    .map_err(at(Step::Call))?;
+                    .call_decide(store, &wit_facts)?;
                 Ok(convert::scope::decision_from_wit(out))
             },
             validate::scope,
