@@ -6,7 +6,8 @@
 
 use crate::pins::{CatalogRow, SessionIdentity};
 use crate::sql;
-use tiberius::{Client, Config, Row};
+use dpone_engine_xmin::registry::Endpoint;
+use tiberius::{AuthMethod, Client, Config, EncryptionLevel, Row};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 
@@ -60,6 +61,34 @@ pub fn map_error(step: &'static str, e: tiberius::error::Error) -> ConnError {
 /// TrustServerCertificate=false`). TLS is negotiated by tiberius with rustls.
 pub async fn connect(ado: &str) -> Result<MssqlClient, ConnError> {
     let config = Config::from_ado_string(ado).map_err(|_| ConnError::Config)?;
+    let tcp = TcpStream::connect(config.get_addr())
+        .await
+        .map_err(|e| ConnError::Io(e.kind()))?;
+    tcp.set_nodelay(true).map_err(|e| ConnError::Io(e.kind()))?;
+    Client::connect(config, tcp.compat_write())
+        .await
+        .map_err(|e| map_error("connect", e))
+}
+
+/// Connects to `database` with a registry endpoint's coordinates and credential (SQL Server
+/// authentication), TLS required and negotiated with rustls. The certificate chain is validated
+/// unless the registry set `trust_server_certificate` (disposable test instances only).
+pub async fn connect_endpoint(
+    endpoint: &Endpoint,
+    database: &str,
+    trust_server_certificate: bool,
+) -> Result<MssqlClient, ConnError> {
+    let mut config = Config::new();
+    config.host(&endpoint.spec.host);
+    config.port(endpoint.spec.port);
+    config.database(database);
+    config.application_name("dpone-host");
+    let password = endpoint.password.as_ref().map_or("", |p| p.expose());
+    config.authentication(AuthMethod::sql_server(&endpoint.spec.user, password));
+    config.encryption(EncryptionLevel::Required);
+    if trust_server_certificate {
+        config.trust_cert();
+    }
     let tcp = TcpStream::connect(config.get_addr())
         .await
         .map_err(|e| ConnError::Io(e.kind()))?;
@@ -160,9 +189,17 @@ pub async fn target_columns(
                 collation_name: text(row, "collation_name", STEP)?,
                 is_computed: flag("is_computed")?,
                 is_persisted: flag("is_persisted")?,
+                max_length: int(row, "max_length", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                precision: small(int(row, "type_precision", STEP)?, STEP)?,
+                scale: small(int(row, "type_scale", STEP)?, STEP)?,
             })
         })
         .collect()
+}
+
+fn small(v: Option<i32>, step: &'static str) -> Result<u8, ConnError> {
+    v.and_then(|v| u8::try_from(v).ok())
+        .ok_or(ConnError::Shape(step))
 }
 
 /// `DB_ID()` and `DB_NAME()` of the session (the staging lease check).

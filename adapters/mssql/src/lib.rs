@@ -8,6 +8,7 @@
 //! - [`conn`]: tiberius connection over rustls and the live-test gate.
 //! - [`session`]: the run transaction and the staging lease (building blocks of the engine's
 //!   `TargetSession`).
+//! - [`stage`]: the pre-export check and the bulk load of binary COPY artifacts into staging.
 
 pub mod conn;
 pub mod keys;
@@ -16,3 +17,5 @@ pub mod provision;
 pub mod session;
 pub mod shape;
 pub mod sql;
+pub mod stage;
+pub mod target;

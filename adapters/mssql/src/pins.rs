@@ -6,45 +6,18 @@
 //! target and state sessions, and hands the rows here. Nothing in this module does I/O, so every
 //! outcome is unit-tested on captured rows.
 
-use sha2::{Digest, Sha256};
+use dpone_engine_xmin::registry::{MssqlPin, mssql_pin_digest};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// One pinned database: exactly three fields.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DatabaseAuthority {
-    /// `sys.databases.database_id`.
-    pub database_id: i32,
-    /// `create_date` as `datetime2(7)` ISO 8601 (`2026-08-16T09:14:22.1233333`).
-    pub create_token: String,
-    /// `sys.database_recovery_status.database_guid` (compared case-insensitively as hex).
-    pub database_guid: String,
-}
+/// One pinned database: exactly three fields (the registry's type).
+pub use dpone_engine_xmin::registry::MssqlDatabaseAuthority as DatabaseAuthority;
 
 /// The closed map, keyed by canonical (exact) database name.
 pub type DatabaseAuthorities = BTreeMap<String, DatabaseAuthority>;
 
-/// Which database a pin serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    /// The target database.
-    Target,
-    /// An independently configured staging database.
-    Staging,
-    /// The state database.
-    State,
-}
-
-impl Role {
-    /// Stable role name used in codes and digests.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Target => "target",
-            Role::Staging => "staging",
-            Role::State => "state",
-        }
-    }
-}
+/// Which database a pin serves (the registry's type).
+pub use dpone_engine_xmin::registry::MssqlRole as Role;
 
 /// One row of [`crate::sql::CATALOG_ROWS`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -330,21 +303,15 @@ pub fn verify_route(
     Ok(pin_digest(&resolved))
 }
 
-/// SHA-256 over `role \0 name \0 id \0 token \0 lower(guid) \n` per role, in role order.
+/// The role-aware digest (the registry's [`dpone_engine_xmin::registry::mssql_pin_digest`]).
 pub fn pin_digest(pins: &[(Role, String, DatabaseAuthority)]) -> String {
-    let mut h = Sha256::new();
-    h.update(b"dpone.mssql.database_authorities.v1\n");
-    for (role, name, pin) in pins {
-        h.update(role.name().as_bytes());
-        h.update([0]);
-        h.update(name.as_bytes());
-        h.update([0]);
-        h.update(pin.database_id.to_string().as_bytes());
-        h.update([0]);
-        h.update(pin.create_token.as_bytes());
-        h.update([0]);
-        h.update(pin.database_guid.to_ascii_lowercase().as_bytes());
-        h.update(b"\n");
-    }
-    hex::encode(h.finalize())
+    let pins: Vec<MssqlPin> = pins
+        .iter()
+        .map(|(role, name, authority)| MssqlPin {
+            role: *role,
+            name: name.clone(),
+            authority: authority.clone(),
+        })
+        .collect();
+    mssql_pin_digest(&pins)
 }

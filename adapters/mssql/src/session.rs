@@ -168,6 +168,17 @@ impl RunTransaction {
         }
     }
 
+    /// The session, for the state statements of the transaction (reads under the lock, CAS,
+    /// receipt, consumption, run row).
+    pub fn client_mut(&mut self) -> &mut MssqlClient {
+        &mut self.client
+    }
+
+    /// The frozen coordinates; the staging table names are fixed when staging starts.
+    pub fn finalizer_mut(&mut self) -> &mut Finalizer {
+        &mut self.fin
+    }
+
     /// Commits once and returns the connection.
     pub async fn commit(mut self) -> Result<MssqlClient, ConnError> {
         conn::execute(&mut self.client, "commit", sql::COMMIT).await?;
@@ -256,6 +267,12 @@ impl StagingLease {
         let out = action(&mut self.client).await.map_err(StagingError::Conn)?;
         self.check().await?;
         Ok(out)
+    }
+
+    /// The lease session for an action whose error type is not [`ConnError`]; the caller checks
+    /// the lease with [`StagingLease::check`] before and after it.
+    pub fn client_mut(&mut self) -> &mut MssqlClient {
+        &mut self.client
     }
 
     /// Ends the lease and returns the session.

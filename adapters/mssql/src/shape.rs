@@ -22,6 +22,52 @@ pub struct ColumnRow {
     pub is_computed: bool,
     /// Persisted computed column.
     pub is_persisted: bool,
+    /// `max_length` in bytes (-1 for `max`).
+    pub max_length: i32,
+    /// `precision` (decimal, numeric).
+    pub precision: u8,
+    /// `scale` (decimal, numeric, datetime2, time, datetimeoffset).
+    pub scale: u8,
+}
+
+impl ColumnRow {
+    /// The column's type as SQL Server spells it in DDL (`nvarchar(40)`, `decimal(18,2)`,
+    /// `datetime2(7)`, `varbinary(max)`), for staging tables of the same shape.
+    pub fn type_sql(&self) -> String {
+        let len = |chars: i32| {
+            if self.max_length < 0 {
+                "max".to_owned()
+            } else {
+                chars.to_string()
+            }
+        };
+        match self.type_name.as_str() {
+            "nvarchar" | "nchar" => format!("{}({})", self.type_name, len(self.max_length / 2)),
+            "varchar" | "char" | "varbinary" | "binary" => {
+                format!("{}({})", self.type_name, len(self.max_length))
+            }
+            "decimal" | "numeric" => {
+                format!("{}({},{})", self.type_name, self.precision, self.scale)
+            }
+            "datetime2" | "time" | "datetimeoffset" => {
+                format!("{}({})", self.type_name, self.scale)
+            }
+            other => other.to_owned(),
+        }
+    }
+
+    /// The key type of a unique-key column, if SQL Server keys of this type are supported.
+    pub fn key_type(&self) -> Option<KeyType> {
+        match self.type_name.as_str() {
+            "int" => Some(KeyType::Int),
+            "bigint" => Some(KeyType::BigInt),
+            "uniqueidentifier" => Some(KeyType::Uuid),
+            "nvarchar" if self.max_length > 0 => Some(KeyType::Text {
+                max_chars: u16::try_from(self.max_length / 2).ok()?,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Stable code of every shape failure (the message names the column).

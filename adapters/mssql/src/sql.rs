@@ -101,10 +101,20 @@ pub const CURRENT_DATABASE: &str = "SELECT DB_ID() AS database_id, DB_NAME() AS 
 pub const TARGET_COLUMNS: &str = "SELECT c.name AS name, ty.name AS type_name, \
 CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.is_nullable) AS is_nullable, \
 c.collation_name AS collation_name, CONVERT(int, c.is_computed) AS is_computed, \
-CONVERT(int, ISNULL(cc.is_persisted, 0)) AS is_persisted \
+CONVERT(int, ISNULL(cc.is_persisted, 0)) AS is_persisted, \
+CONVERT(int, c.precision) AS type_precision, CONVERT(int, c.scale) AS type_scale \
 FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id \
 LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id \
 WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;";
+
+/// Columns of a staging table as the bulk load fills them (`@P1` = the bracket-quoted table in
+/// the session's database): name, base type, max length in bytes (-1 = `max`), precision and
+/// scale, in column order. Computed columns are skipped, as tiberius' bulk insert skips them.
+pub const STAGE_COLUMNS: &str = "SELECT c.name AS name, TYPE_NAME(c.system_type_id) AS type_name, \
+CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.precision) AS type_precision, \
+CONVERT(int, c.scale) AS type_scale \
+FROM sys.columns AS c WHERE c.object_id = OBJECT_ID(@P1) AND c.is_computed = 0 \
+ORDER BY c.column_id;";
 
 // ---------------------------------------------------------------------------------------------
 // Transaction framing
@@ -308,7 +318,87 @@ pub struct StateNames {
     pub repair_consumption: ThreePart,
 }
 
+/// Columns of a state row as the target reads them (the superseded flag as an int, so no
+/// date/time decoding is needed).
+const STATE_COLUMNS: &str = "state_key, target_identity, scope_hash, safe_xmin, revision, \
+visible_horizon, last_receipt_id, \
+CONVERT(int, CASE WHEN superseded_at_utc IS NULL THEN 0 ELSE 1 END) AS superseded";
+
 impl StateNames {
+    /// The five tables, named, in catalog order.
+    pub fn named(&self) -> [(&'static str, &ThreePart); 5] {
+        [
+            ("source_state", &self.source_state),
+            ("run", &self.run),
+            ("receipt", &self.receipt),
+            ("repair_authority", &self.repair_authority),
+            ("repair_consumption", &self.repair_consumption),
+        ]
+    }
+
+    /// `OBJECT_ID` of each state table (NULL when missing): the state catalog preflight. Names
+    /// are validated identifiers, bracket-quoted and embedded as Unicode literals.
+    pub fn catalog_check(&self) -> String {
+        let cols: Vec<String> = self
+            .named()
+            .iter()
+            .map(|(n, t)| format!("OBJECT_ID(N'{}', N'U') AS {n}", t.sql().replace('\'', "''")))
+            .collect();
+        format!("SELECT {};", cols.join(", "))
+    }
+
+    /// A state row outside the run transaction (`@P1` = state key).
+    pub fn select_state(&self) -> String {
+        format!(
+            "SELECT {STATE_COLUMNS} FROM {} WHERE state_key = @P1;",
+            self.source_state.sql()
+        )
+    }
+
+    /// The receipt of an invocation of a state key (`@P1` invocation id, `@P2` state key).
+    pub fn select_receipt_by_invocation(&self) -> String {
+        format!(
+            "SELECT body FROM {} WHERE invocation_id = @P1 AND state_key = @P2;",
+            self.receipt.sql()
+        )
+    }
+
+    /// The receipt of a load (`@P1` load id): the acknowledgement-loss probe.
+    pub fn select_receipt_by_load(&self) -> String {
+        format!(
+            "SELECT body FROM {} WHERE load_id = @P1;",
+            self.receipt.sql()
+        )
+    }
+
+    /// Receipts of a state key, newest first (`@P1` state key, `@P2` limit).
+    pub fn select_receipts(&self) -> String {
+        format!(
+            "SELECT TOP (@P2) body FROM {} WHERE state_key = @P1 ORDER BY new_revision DESC;",
+            self.receipt.sql()
+        )
+    }
+
+    /// An authority and whether it was consumed, outside the run transaction (`@P1` id).
+    pub fn select_authority(&self) -> String {
+        format!(
+            "SELECT a.authority_id, a.recorded_digest, a.document, \
+CONVERT(int, CASE WHEN EXISTS (SELECT 1 FROM {c} AS c WHERE c.authority_id = a.authority_id) \
+THEN 1 ELSE 0 END) AS consumed FROM {a} AS a WHERE a.authority_id = @P1;",
+            a = self.repair_authority.sql(),
+            c = self.repair_consumption.sql(),
+        )
+    }
+
+    /// A run row written outside the run transaction (a run that did not commit).
+    pub fn insert_failed_run(&self) -> String {
+        format!(
+            "INSERT INTO {} (run_id, invocation_id, state_key, status, code, evidence, \
+recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());",
+            self.run.sql()
+        )
+    }
+
     /// Default table names in a state database and schema.
     pub fn defaults(database: &str, schema: &str) -> Self {
         let t = |n: &str| ThreePart::new(database, schema, n);
@@ -592,9 +682,7 @@ AS delta_outside_snapshot;",
     /// This key's state row, locked for the rest of the transaction (`@P1` = state key).
     pub fn read_own_state(&self) -> String {
         format!(
-            "SELECT state_key, target_identity, scope_hash, safe_xmin, revision, visible_horizon, \
-last_receipt_id, superseded_at_utc, superseded_by FROM {} WITH (UPDLOCK, HOLDLOCK) \
-WHERE state_key = @P1;",
+            "SELECT {STATE_COLUMNS} FROM {} WITH (UPDLOCK, HOLDLOCK) WHERE state_key = @P1;",
             self.state.source_state.sql()
         )
     }
@@ -611,7 +699,8 @@ WHERE target_identity = @P2 AND state_key <> @P1 AND superseded_at_utc IS NULL;"
     /// The selected authority under the lock (`@P1` = authority id).
     pub fn read_authority(&self) -> String {
         format!(
-            "SELECT a.authority_id, a.recorded_digest, a.document, c.receipt_id AS consumed_by \
+            "SELECT a.authority_id, a.recorded_digest, a.document, \
+CONVERT(int, CASE WHEN c.receipt_id IS NULL THEN 0 ELSE 1 END) AS consumed \
 FROM {a} AS a WITH (UPDLOCK, HOLDLOCK) LEFT JOIN {c} AS c WITH (UPDLOCK, HOLDLOCK) \
 ON c.authority_id = a.authority_id WHERE a.authority_id = @P1;",
             a = self.state.repair_authority.sql(),
@@ -708,6 +797,19 @@ recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());",
             ("consume_authority", self.consume_authority()),
             ("record_run", self.record_run()),
             ("stage_drop", self.stage_drop()),
+            ("state_catalog_check", self.state.catalog_check()),
+            ("select_state", self.state.select_state()),
+            (
+                "select_receipt_by_invocation",
+                self.state.select_receipt_by_invocation(),
+            ),
+            (
+                "select_receipt_by_load",
+                self.state.select_receipt_by_load(),
+            ),
+            ("select_receipts", self.state.select_receipts()),
+            ("select_authority", self.state.select_authority()),
+            ("insert_failed_run", self.state.insert_failed_run()),
         ]
     }
 }
@@ -731,6 +833,7 @@ pub fn fixed() -> Vec<(&'static str, &'static str)> {
         ("session_identity", SESSION_IDENTITY),
         ("current_database", CURRENT_DATABASE),
         ("target_columns", TARGET_COLUMNS),
+        ("stage_columns", STAGE_COLUMNS),
         ("set_xact_abort", SET_XACT_ABORT),
         ("set_serializable", SET_SERIALIZABLE),
         ("begin", BEGIN),

@@ -13,6 +13,9 @@ fn col(name: &str, ty: &str, nullable: bool) -> ColumnRow {
         collation_name: None,
         is_computed: false,
         is_persisted: false,
+        max_length: 0,
+        precision: 0,
+        scale: 0,
     }
 }
 
@@ -36,6 +39,9 @@ fn computed_flag() -> ColumnRow {
     ColumnRow {
         is_computed: true,
         is_persisted: true,
+        max_length: 0,
+        precision: 0,
+        scale: 0,
         ..col("__dpone__is_deleted", "bit", true)
     }
 }
@@ -73,6 +79,9 @@ fn each_mode_accepts_its_columns_only() {
     rows.push(ts);
     rows.push(ColumnRow {
         is_persisted: false,
+        max_length: 0,
+        precision: 0,
+        scale: 0,
         ..computed_flag()
     });
     assert!(verify_target(&f, &rows).is_err());

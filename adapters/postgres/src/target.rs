@@ -81,11 +81,17 @@ pub struct TargetSpec {
 }
 
 impl TargetSpec {
-    /// The spec of a prepared route.
-    pub fn from_route(route: &Route) -> Self {
-        Self {
+    /// The spec of a prepared route with a PostgreSQL target.
+    pub fn from_route(route: &Route) -> Result<Self> {
+        let pin = route.resolved.target_pins.postgres().ok_or_else(|| {
+            XminError::new(
+                ErrorCode::ManifestUnsupportedRoute,
+                "the route's target is not PostgreSQL",
+            )
+        })?;
+        Ok(Self {
             endpoint: route.resolved.target.clone(),
-            pin: route.resolved.target_pin.clone(),
+            pin: pin.clone(),
             schema: route.manifest.target_schema.clone(),
             table: route.manifest.target_table.clone(),
             keys: route.manifest.unique_key.clone(),
@@ -93,7 +99,7 @@ impl TargetSpec {
             plan: route.plan.clone(),
             state_schema: route.resolved.state_schema.clone(),
             state: route.manifest.state.clone(),
-        }
+        })
     }
 }
 
@@ -397,7 +403,7 @@ impl PgTarget {
 
     /// A target for a prepared route.
     pub fn for_route(route: &Route) -> Result<Self> {
-        Self::new(TargetSpec::from_route(route))
+        Self::new(TargetSpec::from_route(route)?)
     }
 
     async fn control(&mut self) -> Result<&tokio_postgres::Client> {
@@ -905,8 +911,16 @@ fn copy_error(e: &tokio_postgres::Error) -> XminError {
     }
 }
 
+/// The advisory-lock key of a target: the first 8 bytes of its identity.
+fn advisory_lock_key(target_identity: &[u8; 32]) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&target_identity[..8]);
+    i64::from_be_bytes(b)
+}
+
 impl TargetSession for PgSession {
-    async fn lock_target(&mut self, key: i64) -> Result<()> {
+    async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<()> {
+        let key = advisory_lock_key(target_identity);
         // A SERIALIZABLE transaction takes its snapshot at its first query, so the advisory lock
         // (a SELECT) alone would let a waiting run read the state as of *before* the run it waited
         // for. `LOCK TABLE` takes no snapshot: this self-conflicting table lock (readers are not

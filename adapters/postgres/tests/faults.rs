@@ -314,7 +314,7 @@ async fn stale_cas_is_refused_at_the_port() {
         (Some(cp), true),
     ] {
         let mut s = target.begin().await.expect("begin");
-        s.lock_target(id.advisory_lock_key()).await.expect("lock");
+        s.lock_target(&id.target_identity).await.expect("lock");
         let at = s.detection_time().await.expect("time");
         assert_eq!(
             s.cas_checkpoint(&cas(expected), at).await.expect("cas"),

@@ -91,7 +91,7 @@ struct Admission {
 }
 
 fn read_manifest(args: &RouteArgs) -> Result<Manifest, Failure> {
-    let bytes = shipped::read_input(&args.manifest, "manifest")?;
+    let bytes = shipped::read_input(args.manifest_path()?, "manifest")?;
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         Failure::bad_input(
             "DPONE_CLICKHOUSE_MANIFEST_YAML_NON_ASCII",

@@ -7,6 +7,7 @@
 
 mod activation;
 mod clickhouse_cmd;
+mod connections_cmd;
 mod demo;
 mod exit;
 mod policy_cmd;
@@ -39,8 +40,10 @@ enum Command {
         command: policy_cmd::PolicyCommand,
     },
     /// Validate a workload manifest and its connections; non-zero exit with a stable code on a
-    /// blocker. No source or target I/O that mutates anything.
-    Check(route::RouteArgs),
+    /// blocker. No source or target I/O that mutates anything. Without `--manifest`, check the
+    /// connection registry (`--connections`): connect to every connection and print the pin
+    /// diff (`--offline`: structure only, nothing verified).
+    Check(route::CheckArgs),
     /// Print the plan of a workload (JSON) without running it.
     Plan(route::RouteArgs),
     /// Run a workload and print its evidence (JSON).
@@ -77,7 +80,7 @@ fn route_command(
     xmin: fn(&route::RouteArgs) -> Result<(), exit::Failure>,
 ) -> Result<(), exit::Failure> {
     args.source = source.clone();
-    let text = shipped::read_input(&args.manifest, "manifest")?;
+    let text = shipped::read_input(args.manifest_path()?, "manifest")?;
     match route::detect(&String::from_utf8_lossy(&text))? {
         route::Route::ClickhousePublication => clickhouse(&args),
         route::Route::XminReconciliation => xmin(&args),
@@ -102,9 +105,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Policy { command } => policy_cmd::run(command, &cli.source),
         Command::Demo(args) => demo::run(args, &cli.source),
-        Command::Check(args) => {
-            route_command(args, &cli.source, clickhouse_cmd::check, xmin_cmd::check)
-        }
+        Command::Check(args) if args.route.manifest.is_none() => connections_cmd::check(&args),
+        Command::Check(args) => route_command(
+            args.route,
+            &cli.source,
+            clickhouse_cmd::check,
+            xmin_cmd::check,
+        ),
         Command::Plan(args) => {
             route_command(args, &cli.source, clickhouse_cmd::plan, xmin_cmd::plan)
         }

@@ -1,17 +1,19 @@
 //! `check | plan | run | status`: the protocol routes. The manifest says which route it is for:
 //! a `reconciliation` block is XMin key reconciliation, a `physical_design` block is ClickHouse
-//! cluster publication. Each route module implements the commands it supports.
+//! cluster publication. Each route module implements the commands it supports. `check` without a
+//! manifest reviews the connection registry instead (`crate::connections_cmd`).
 
 use crate::exit::Failure;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Options shared by the route commands.
 #[derive(Args, Clone, Debug)]
 pub struct RouteArgs {
-    /// The workload manifest (YAML).
+    /// The workload manifest (YAML). Required, except by `check`: without a manifest, `check`
+    /// checks the connection registry given by `--connections`.
     #[arg(long)]
-    pub manifest: PathBuf,
+    pub manifest: Option<PathBuf>,
     /// The environment-owned connection registry (YAML).
     #[arg(long, env = "DPONE_CONNECTIONS")]
     pub connections: Option<PathBuf>,
@@ -30,6 +32,38 @@ pub struct RouteArgs {
     /// Where policies come from (the global `--trust-policy` / `--bundle`), filled in by main.
     #[arg(skip)]
     pub source: crate::shipped::PolicySourceArgs,
+}
+
+impl RouteArgs {
+    /// The manifest path; a command that needs one and got none fails as bad input.
+    pub fn manifest_path(&self) -> Result<&Path, Failure> {
+        self.manifest.as_deref().ok_or_else(|| {
+            Failure::bad_input(
+                MANIFEST_REQUIRED,
+                "this command needs the workload manifest (--manifest)",
+            )
+        })
+    }
+}
+
+/// Code of a route command run without `--manifest` (and of `check` with neither `--manifest`
+/// nor `--connections`).
+pub const MANIFEST_REQUIRED: &str = "DPONE_CLI_MANIFEST_REQUIRED";
+
+/// Options of `check`: the route options, and the registry check's own flags.
+#[derive(Args, Clone, Debug)]
+pub struct CheckArgs {
+    /// Route options.
+    #[command(flatten)]
+    pub route: RouteArgs,
+    /// Registry check only (no `--manifest`): print the pin diff as JSON
+    /// (`dpone.connections-check.v1`) instead of a table.
+    #[arg(long, conflicts_with = "manifest")]
+    pub json: bool,
+    /// Registry check only (no `--manifest`): validate the registry's structure and print its
+    /// pins without connecting anywhere or reading credentials; nothing is verified.
+    #[arg(long, conflicts_with = "manifest")]
+    pub offline: bool,
 }
 
 /// Which protocol a manifest is for.

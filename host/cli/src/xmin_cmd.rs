@@ -8,9 +8,11 @@ use crate::exit::{Failure, print_json};
 use crate::route::RouteArgs;
 use crate::shipped::{self, Policy, PolicySource};
 use clap::Subcommand;
+use dpone_adapter_mssql::target::MssqlTarget;
 use dpone_adapter_postgres::artifacts::DirArtifactStore;
 use dpone_adapter_postgres::source::PgSource;
 use dpone_adapter_postgres::target::PgTarget;
+use dpone_engine_xmin::manifest::TargetKind;
 use dpone_engine_xmin::ports::{Judged, PolicyPort};
 use dpone_engine_xmin::state::AuthorityDocument;
 use dpone_engine_xmin::{
@@ -71,7 +73,7 @@ fn read_text(path: &std::path::Path, what: &str) -> Result<String, Failure> {
 
 /// Parses the manifest and registry and resolves the route (no I/O beyond reading the files).
 fn prepare(args: &RouteArgs, policies: &ComponentPolicies<'_>) -> Result<Route, Failure> {
-    let manifest = Manifest::from_yaml(&read_text(&args.manifest, "manifest")?)?;
+    let manifest = Manifest::from_yaml(&read_text(args.manifest_path()?, "manifest")?)?;
     let registry_path = args.connections.as_ref().ok_or_else(|| {
         Failure::bad_input(
             "DPONE_CLI_CONNECTIONS_REQUIRED",
@@ -161,19 +163,36 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
         })?;
         let terminal = std::io::stderr().is_terminal();
         let mut source = PgSource::new();
-        let mut target = PgTarget::for_route(route)?;
         if terminal {
             source = source.with_progress(extract_progress);
-            target = target.with_progress(stage_progress);
         }
-        let outcome = block_on(dpone_engine_xmin::run(
-            route,
-            &request,
-            &mut source,
-            &mut target,
-            &store,
-            policies,
-        ))?;
+        let outcome = match route.manifest.target_kind {
+            TargetKind::Postgres => {
+                let mut target = PgTarget::for_route(route)?;
+                if terminal {
+                    target = target.with_progress(stage_progress);
+                }
+                block_on(dpone_engine_xmin::run(
+                    route,
+                    &request,
+                    &mut source,
+                    &mut target,
+                    &store,
+                    policies,
+                ))?
+            }
+            TargetKind::Mssql => {
+                let mut target = MssqlTarget::for_route(route)?;
+                block_on(dpone_engine_xmin::run(
+                    route,
+                    &request,
+                    &mut source,
+                    &mut target,
+                    &store,
+                    policies,
+                ))?
+            }
+        };
         if terminal {
             eprintln!();
         }
@@ -199,10 +218,30 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
 /// `status`: the state row and the latest receipts of the route (`state show`).
 pub fn status(args: &RouteArgs) -> Result<(), Failure> {
     with_route(args, |route, _| {
-        let mut target = PgTarget::for_route(route)?;
-        let report = block_on(dpone_engine_xmin::state_show(route, &mut target, 10))??;
+        let report = match route.manifest.target_kind {
+            TargetKind::Postgres => {
+                let mut target = PgTarget::for_route(route)?;
+                block_on(dpone_engine_xmin::state_show(route, &mut target, 10))??
+            }
+            TargetKind::Mssql => {
+                let mut target = MssqlTarget::for_route(route)?;
+                block_on(dpone_engine_xmin::state_show(route, &mut target, 10))??
+            }
+        };
         print_json(&report)
     })
+}
+
+/// Commands the SQL Server target does not offer: on SQL Server the environment owner writes
+/// authorities with the reviewed tooling of `fixtures/mssql/` (see docs/mssql-target.md).
+fn postgres_only(route: &Route, command: &str) -> Result<(), Failure> {
+    match route.manifest.target_kind {
+        TargetKind::Postgres => Ok(()),
+        TargetKind::Mssql => Err(Failure::bad_input(
+            "DPONE_CLI_TARGET_UNSUPPORTED",
+            format!("{command} is available for PostgreSQL targets only"),
+        )),
+    }
 }
 
 /// The environment owner's repair-authority commands.
@@ -239,6 +278,7 @@ pub fn authority(
             let doc: AuthorityDocument = serde_json::from_str(&text)
                 .map_err(|e| Failure::bad_input("DPONE_XMIN_AUTHORITY_MALFORMED", e.to_string()))?;
             with_route(&route, |route, _| {
+                postgres_only(route, "authority create")?;
                 let mut target = PgTarget::for_route(route)?;
                 let digest = block_on(target.create_authority(&doc))??;
                 print_json(&serde_json::json!({
@@ -250,6 +290,7 @@ pub fn authority(
         AuthorityCommand::List { mut route } => {
             route.source = source.clone();
             with_route(&route, |route, _| {
+                postgres_only(route, "authority list")?;
                 let mut target = PgTarget::for_route(route)?;
                 let list = block_on(target.list_authorities())??;
                 print_json(&list)

@@ -393,7 +393,7 @@ async fn body<X: TargetSession>(
 ) -> Result<CommitReceipt> {
     let id = &ctx.route.identity;
     let env = ctx.envelope;
-    tx.lock_target(id.advisory_lock_key()).await?;
+    tx.lock_target(&id.target_identity).await?;
     let at = tx.detection_time().await?;
 
     // Re-read state and authority under the lock: closes the preview-to-commit race.

@@ -102,6 +102,19 @@ codes! {
     TargetSystemIdentifierMismatch = "DPONE_XMIN_TARGET_SYSTEM_IDENTIFIER_MISMATCH",
     /// The target table is missing or its columns, reserved columns or unique key do not match.
     TargetTableInvalid = "DPONE_XMIN_TARGET_TABLE_INVALID",
+    /// The principal may not read the server's database catalog (`VIEW ANY DATABASE`), so pins
+    /// cannot be verified; the adapter's detail code is in the message.
+    TargetMetadataPermissionDenied = "DPONE_XMIN_TARGET_METADATA_PERMISSION_DENIED",
+    /// Target and state sessions differ in server topology or effective principal.
+    TargetTopologyMismatch = "DPONE_XMIN_TARGET_TOPOLOGY_MISMATCH",
+    /// The staging session lost its signed staging database (eviction or substitution): a
+    /// staging-authority failure, never authority for another database.
+    TargetStagingAuthorityLost = "DPONE_XMIN_TARGET_STAGING_AUTHORITY_LOST",
+    /// A key value cannot be stored faithfully by the target (SQL Server: trailing U+0020,
+    /// wider than its column or the 900-byte index limit), rejected before staging.
+    TargetKeyUnsupported = "DPONE_XMIN_TARGET_KEY_UNSUPPORTED",
+    /// A source column type has no faithful mapping to the target column.
+    TargetColumnTypeUnsupported = "DPONE_XMIN_TARGET_COLUMN_TYPE_UNSUPPORTED",
     /// A state table is missing or does not have the reviewed shape.
     StateCatalogInvalid = "DPONE_XMIN_STATE_CATALOG_INVALID",
 

@@ -149,8 +149,8 @@ impl<T: TargetPort> TargetPort for FaultyTarget<T> {
 }
 
 impl<S: TargetSession> TargetSession for FaultySession<S> {
-    async fn lock_target(&mut self, key: i64) -> Result<()> {
-        boundary!(self, "lock_target", self.inner.lock_target(key))
+    async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<()> {
+        boundary!(self, "lock_target", self.inner.lock_target(target_identity))
     }
     async fn detection_time(&mut self) -> Result<i64> {
         boundary!(self, "detection_time", self.inner.detection_time())

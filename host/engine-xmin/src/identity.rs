@@ -15,7 +15,7 @@
 //! numbers are IEEE doubles and would round large XIDs and system identifiers.
 
 use crate::manifest::{Manifest, Scope};
-use crate::registry::{DatabasePin, ResolvedRoute};
+use crate::registry::{DatabasePin, MssqlPin, MssqlRole, ResolvedRoute, TargetPins};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -70,11 +70,16 @@ impl RouteIdentity {
             &manifest.columns,
             &manifest.unique_key,
         ));
-        let target_identity = target_identity(
-            &route.target_pin,
-            &manifest.target_schema,
-            &manifest.target_table,
-        );
+        let target_identity = match &route.target_pins {
+            TargetPins::Postgres(pin) => {
+                target_identity(pin, &manifest.target_schema, &manifest.target_table)
+            }
+            TargetPins::SqlServer(pins) => mssql_target_identity(
+                pins.pin(MssqlRole::Target),
+                &manifest.target_schema,
+                &manifest.target_table,
+            ),
+        };
         let source_identity = ("postgres", &sa.database.name, &canonical_relation);
         let state_key = sha256_canonical(&StateKeyDoc {
             contract: CONTRACT_VERSION,
@@ -87,7 +92,10 @@ impl RouteIdentity {
             schema_hash: &schema_hash,
         });
         let source_authority_digest = sa.digest();
-        let target_pin_digest = sha256_canonical(&("dpone.xmin.target-pin.v1", &route.target_pin));
+        let target_pin_digest = match &route.target_pins {
+            TargetPins::Postgres(pin) => sha256_canonical(&("dpone.xmin.target-pin.v1", pin)),
+            TargetPins::SqlServer(pins) => pins.digest(),
+        };
         let route_fingerprint = sha256_canonical(&(
             "dpone.xmin.route.v1",
             &state_key,
@@ -103,13 +111,6 @@ impl RouteIdentity {
             target_pin_digest,
             route_fingerprint,
         }
-    }
-
-    /// The advisory-lock key of the target: the first 8 bytes of the target identity.
-    pub fn advisory_lock_key(&self) -> i64 {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&self.target_identity[..8]);
-        i64::from_be_bytes(b)
     }
 }
 
@@ -136,6 +137,23 @@ pub fn target_identity(pin: &DatabasePin, schema: &str, table: &str) -> [u8; 32]
         "dpone.xmin.target-identity.v1",
         &pin.system_identifier,
         pin.oid,
+        &pin.name,
+        schema,
+        table,
+    );
+    let bytes = serde_json_canonicalizer::to_vec(&doc).unwrap_or_default();
+    Sha256::digest(&bytes).into()
+}
+
+/// Binary physical-target identity of a SQL Server table: the target database's pinned
+/// authority (GUID, id, create token, canonical name), schema and table. A recreated database
+/// (new GUID or create token) is a different target.
+pub fn mssql_target_identity(pin: &MssqlPin, schema: &str, table: &str) -> [u8; 32] {
+    let doc = (
+        "dpone.xmin.target-identity.mssql.v1",
+        pin.authority.database_guid.to_ascii_lowercase(),
+        pin.authority.database_id,
+        &pin.authority.create_token,
         &pin.name,
         schema,
         table,

@@ -86,15 +86,35 @@ pub struct SourceOptions {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTarget {
-    /// Target dialect; this build supports `postgres`.
+    /// Target dialect: `postgres` or `mssql`.
     #[serde(rename = "type")]
     pub kind: String,
     /// Logical target connection.
     pub connection_ref: String,
+    /// Target database (`mssql` only; default: the connection's database).
+    #[serde(default)]
+    pub database: Option<String>,
     /// Target schema.
     pub schema: String,
     /// Target table.
     pub table: String,
+    /// Staging database (`mssql` only; default: the target database). Must be pinned by the
+    /// target connection.
+    #[serde(default)]
+    pub staging_database: Option<String>,
+    /// Schema of the staging tables (`mssql` only; default `dbo`).
+    #[serde(default)]
+    pub staging_schema: Option<String>,
+}
+
+/// Target dialects of this route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// PostgreSQL target; state in the same database.
+    Postgres,
+    /// SQL Server target; state on the same instance, reached by three-part names.
+    Mssql,
 }
 
 /// `reconciliation`.
@@ -208,8 +228,16 @@ pub struct Manifest {
     pub scope: Scope,
     /// Replay amplification ceiling, if the workload set one.
     pub max_replay_amplification_xids: Option<u64>,
+    /// Target dialect.
+    pub target_kind: TargetKind,
     /// Logical target connection.
     pub target_connection_ref: String,
+    /// Target database as authored (`mssql`; resolved against the pins later).
+    pub target_database: Option<String>,
+    /// Staging database as authored (`mssql`).
+    pub staging_database: Option<String>,
+    /// Staging schema (`mssql`).
+    pub staging_schema: Option<String>,
     /// Target schema.
     pub target_schema: String,
     /// Target table.
@@ -361,11 +389,31 @@ impl RawManifest {
         }
 
         // Target.
-        if self.target.kind != "postgres" {
-            return Err(unsupported(format!(
-                "target.type {:?} is not supported by this route (supported: postgres)",
-                self.target.kind
-            )));
+        let target_kind = match self.target.kind.as_str() {
+            "postgres" => TargetKind::Postgres,
+            "mssql" => TargetKind::Mssql,
+            other => {
+                return Err(unsupported(format!(
+                    "target.type {other:?} is not supported by this route (supported: postgres, mssql)"
+                )));
+            }
+        };
+        let t = &self.target;
+        if target_kind == TargetKind::Postgres
+            && (t.database.is_some() || t.staging_database.is_some() || t.staging_schema.is_some())
+        {
+            return Err(invalid(
+                "target.database, staging_database and staging_schema apply to mssql targets only",
+            ));
+        }
+        for (v, field) in [
+            (&t.database, "target.database"),
+            (&t.staging_database, "target.staging_database"),
+            (&t.staging_schema, "target.staging_schema"),
+        ] {
+            if let Some(v) = v {
+                check_identifier(v, field)?;
+            }
         }
         check_identifier(&self.target.schema, "target.schema")?;
         check_identifier(&self.target.table, "target.table")?;
@@ -399,12 +447,16 @@ impl RawManifest {
 
         // State.
         let s = &self.state;
-        if s.kind != "postgres" {
+        let state_kind_matches = matches!(
+            (s.kind.as_str(), target_kind),
+            ("postgres", TargetKind::Postgres) | ("mssql", TargetKind::Mssql)
+        );
+        if !state_kind_matches {
             return Err(XminError::new(
                 ErrorCode::ManifestStateAtomicityUnsupported,
                 format!(
-                    "state.type {:?} cannot be target-atomic with a postgres target",
-                    s.kind
+                    "state.type {:?} cannot be target-atomic with a {} target",
+                    s.kind, self.target.kind
                 ),
             ));
         }
@@ -472,7 +524,11 @@ impl RawManifest {
                 .source
                 .options
                 .and_then(|o| o.xmin_max_replay_amplification_xids),
+            target_kind,
             target_connection_ref: self.target.connection_ref,
+            target_database: self.target.database,
+            staging_database: self.target.staging_database,
+            staging_schema: self.target.staging_schema,
             target_schema: self.target.schema,
             target_table: self.target.table,
             delete_policy: self.reconciliation.delete_policy,

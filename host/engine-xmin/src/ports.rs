@@ -200,8 +200,12 @@ pub trait TargetPort: Send {
 
 /// The run transaction on one connection. Every method is one boundary.
 pub trait TargetSession: Send {
-    /// `pg_advisory_xact_lock` on the target identity.
-    fn lock_target(&mut self, key: i64) -> impl Future<Output = Result<()>> + Send;
+    /// A transaction-owned exclusive lock on the 32-byte target identity (PostgreSQL: an
+    /// advisory lock keyed by its first 8 bytes; SQL Server: `sp_getapplock` on its hex).
+    fn lock_target(
+        &mut self,
+        target_identity: &[u8; 32],
+    ) -> impl Future<Output = Result<()>> + Send;
     /// The run's single detection timestamp, microseconds since the Unix epoch.
     fn detection_time(&mut self) -> impl Future<Output = Result<i64>> + Send;
     /// State of this key and any other active owner of the target.

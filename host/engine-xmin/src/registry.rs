@@ -8,14 +8,17 @@
 //!   version 1 (`physical_cluster`: adds the signed system identifier and timeline) or version 2
 //!   (`catalog_identity`: never calls control or statistics functions);
 //! - a PostgreSQL **target** (and state) connection holds a `database_pin`: database name and
-//!   OID and the cluster's system identifier.
+//!   OID and the cluster's system identifier;
+//! - a SQL Server **target** (and state) connection holds a closed `database_authorities` map:
+//!   canonical database name → `database_id`, `create_token`, `database_guid`, for the target,
+//!   every staging database and the state database it serves.
 //!
 //! Credentials are read from an [`Environment`] when a connection is resolved; they never appear
 //! in errors, evidence or `Debug` output.
 
 use crate::error::{ErrorCode, Result, XminError};
 use crate::identity::sha256_canonical;
-use crate::manifest::{Manifest, check_identifier, schema_error, split_relation};
+use crate::manifest::{Manifest, TargetKind, check_identifier, schema_error, split_relation};
 use crate::yaml;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -96,9 +99,157 @@ pub struct Connection {
     /// Source authority document (source connections only).
     #[serde(default)]
     pub postgres_source_authority: Option<SourceAuthority>,
-    /// Database pin (target and state connections only).
+    /// Database pin (PostgreSQL target and state connections only).
     #[serde(default)]
     pub database_pin: Option<DatabasePin>,
+    /// The closed map of pinned databases (SQL Server connections only).
+    #[serde(default)]
+    pub database_authorities: Option<BTreeMap<String, MssqlDatabaseAuthority>>,
+    /// Accept the server's certificate without validating its chain (SQL Server only; for
+    /// disposable test instances). Default false: the chain is validated by rustls.
+    #[serde(default)]
+    pub trust_server_certificate: bool,
+}
+
+/// One pinned SQL Server database: exactly three fields.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MssqlDatabaseAuthority {
+    /// `sys.databases.database_id`.
+    pub database_id: i32,
+    /// `create_date` as `datetime2(7)` ISO 8601 (`2026-08-16T09:14:22.1233333`).
+    pub create_token: String,
+    /// `sys.database_recovery_status.database_guid` (compared case-insensitively).
+    pub database_guid: String,
+}
+
+/// Which database of a SQL Server route a pin serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MssqlRole {
+    /// The target database.
+    Target,
+    /// The staging database (may be the target database).
+    Staging,
+    /// The state database.
+    State,
+}
+
+impl MssqlRole {
+    /// Stable role name used in codes and digests.
+    pub fn name(self) -> &'static str {
+        match self {
+            MssqlRole::Target => "target",
+            MssqlRole::Staging => "staging",
+            MssqlRole::State => "state",
+        }
+    }
+}
+
+/// One resolved SQL Server pin: role, canonical name and authority.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MssqlPin {
+    /// Role.
+    pub role: MssqlRole,
+    /// Canonical database name (the map key, exact spelling).
+    pub name: String,
+    /// The pinned authority.
+    pub authority: MssqlDatabaseAuthority,
+}
+
+/// The pins of a SQL Server route and the sessions they need.
+#[derive(Clone, Debug)]
+pub struct MssqlRoutePins {
+    /// Target, staging, then state.
+    pub pins: [MssqlPin; 3],
+    /// Schema of the staging tables in the staging database.
+    pub staging_schema: String,
+    /// The state connection (a separate session, for the topology and principal proof).
+    pub state_endpoint: Endpoint,
+    /// The target connection's `trust_server_certificate`.
+    pub trust_server_certificate: bool,
+}
+
+impl MssqlRoutePins {
+    /// The pin of a role.
+    pub fn pin(&self, role: MssqlRole) -> &MssqlPin {
+        &self.pins[role as usize]
+    }
+
+    /// The role-aware digest of the pins that enters invocation and receipt identity:
+    /// SHA-256 over `role \0 name \0 id \0 token \0 lower(guid) \n` per role, in role order.
+    pub fn digest(&self) -> String {
+        mssql_pin_digest(&self.pins)
+    }
+}
+
+/// The role-aware pin digest (see [`MssqlRoutePins::digest`]).
+pub fn mssql_pin_digest(pins: &[MssqlPin]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"dpone.mssql.database_authorities.v1\n");
+    for p in pins {
+        h.update(p.role.name().as_bytes());
+        h.update([0]);
+        h.update(p.name.as_bytes());
+        h.update([0]);
+        h.update(p.authority.database_id.to_string().as_bytes());
+        h.update([0]);
+        h.update(p.authority.create_token.as_bytes());
+        h.update([0]);
+        h.update(p.authority.database_guid.to_ascii_lowercase().as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(h.finalize())
+}
+
+/// Resolves a database name against a closed map: the exact key, else the single key equal up
+/// to ASCII case. Non-ASCII names, no key, or several folding keys are rejected.
+pub fn resolve_database_alias<'a>(
+    authorities: &'a BTreeMap<String, MssqlDatabaseAuthority>,
+    requested: &str,
+) -> std::result::Result<(&'a str, &'a MssqlDatabaseAuthority), &'static str> {
+    if let Some((k, a)) = authorities.get_key_value(requested) {
+        return Ok((k.as_str(), a));
+    }
+    if !requested.is_ascii() {
+        return Err("alias_ambiguous");
+    }
+    let mut found = authorities
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case(requested));
+    match (found.next(), found.next()) {
+        (Some((k, a)), None) => Ok((k.as_str(), a)),
+        (None, _) => Err("pin_missing"),
+        (Some(_), Some(_)) => Err("alias_ambiguous"),
+    }
+}
+
+/// The pins a target of either dialect carries.
+#[derive(Clone, Debug)]
+pub enum TargetPins {
+    /// A PostgreSQL target: one database pin (state in the same database).
+    Postgres(DatabasePin),
+    /// A SQL Server target: target, staging and state database authorities.
+    SqlServer(Box<MssqlRoutePins>),
+}
+
+impl TargetPins {
+    /// The PostgreSQL pin, if this is a PostgreSQL target.
+    pub fn postgres(&self) -> Option<&DatabasePin> {
+        match self {
+            TargetPins::Postgres(p) => Some(p),
+            TargetPins::SqlServer(_) => None,
+        }
+    }
+
+    /// The SQL Server pins, if this is a SQL Server target.
+    pub fn sql_server(&self) -> Option<&MssqlRoutePins> {
+        match self {
+            TargetPins::Postgres(_) => None,
+            TargetPins::SqlServer(p) => Some(p),
+        }
+    }
 }
 
 /// Connection kinds.
@@ -109,6 +260,8 @@ pub enum ConnectionKind {
     PostgresSource,
     /// A PostgreSQL target or state database.
     PostgresTarget,
+    /// A SQL Server target or state database.
+    MssqlTarget,
 }
 
 /// Endpoint coordinates (no credentials).
@@ -266,8 +419,8 @@ pub struct ResolvedRoute {
     pub source_authority: SelectedSourceAuthority,
     /// Target endpoint (also used for state: one connection, one transaction).
     pub target: Endpoint,
-    /// Target database pin.
-    pub target_pin: DatabasePin,
+    /// Target database pins of the route's dialect.
+    pub target_pins: TargetPins,
     /// Schema of the state tables and how it was chosen.
     pub state_schema: String,
     /// Evidence of a manifest/registry schema conflict, if any (manifest wins).
@@ -326,7 +479,15 @@ impl Registry {
                 check_identifier(s, "default_schema")
                     .map_err(|e| invalid(format!("connection {name:?}: {}", e.message())))?;
             }
+            if c.kind != ConnectionKind::MssqlTarget
+                && (c.database_authorities.is_some() || c.trust_server_certificate)
+            {
+                return Err(invalid(format!(
+                    "connection {name:?}: database_authorities and trust_server_certificate apply to mssql_target connections only"
+                )));
+            }
             match c.kind {
+                ConnectionKind::MssqlTarget => check_mssql_connection(name, c)?,
                 ConnectionKind::PostgresSource => {
                     if c.database_pin.is_some() {
                         return Err(invalid(format!(
@@ -393,38 +554,18 @@ impl Registry {
             &manifest.source_connection_ref,
             ConnectionKind::PostgresSource,
         )?;
-        let target = self.connection(
-            &manifest.target_connection_ref,
-            ConnectionKind::PostgresTarget,
-        )?;
-        let state = self.connection(
-            &manifest.state.connection_ref,
-            ConnectionKind::PostgresTarget,
-        )?;
-        let target_pin = target.database_pin.clone().ok_or_else(|| {
-            XminError::new(
-                ErrorCode::RegistryPinMissing,
-                "target connection lacks database_pin",
-            )
-        })?;
-        let state_pin = state.database_pin.as_ref().ok_or_else(|| {
-            XminError::new(
-                ErrorCode::RegistryPinMissing,
-                "state connection lacks database_pin",
-            )
-        })?;
-        if *state_pin != target_pin {
-            return Err(XminError::new(
-                ErrorCode::RegistryStateNotTargetAtomic,
-                "state and target pins name different databases; target_atomic needs one database",
-            ));
-        }
-        if target.endpoint.database != target_pin.name {
-            return Err(XminError::new(
-                ErrorCode::RegistryInvalid,
-                "target endpoint database differs from its pinned name",
-            ));
-        }
+        let target_kind = match manifest.target_kind {
+            TargetKind::Postgres => ConnectionKind::PostgresTarget,
+            TargetKind::Mssql => ConnectionKind::MssqlTarget,
+        };
+        let target = self.connection(&manifest.target_connection_ref, target_kind)?;
+        let state = self.connection(&manifest.state.connection_ref, target_kind)?;
+        let target_pins = match manifest.target_kind {
+            TargetKind::Postgres => TargetPins::Postgres(postgres_pins(target, state)?),
+            TargetKind::Mssql => {
+                TargetPins::SqlServer(Box::new(mssql_pins(manifest, target, state, env)?))
+            }
+        };
         let authority = source.postgres_source_authority.as_ref().ok_or_else(|| {
             XminError::new(
                 ErrorCode::RegistryAuthorityInvalid,
@@ -467,10 +608,175 @@ impl Registry {
                 timeline: authority.timeline,
             },
             target: endpoint(target, env)?,
-            target_pin,
+            target_pins,
             state_schema,
             state_schema_conflict,
         })
+    }
+}
+
+fn postgres_pins(target: &Connection, state: &Connection) -> Result<DatabasePin> {
+    let target_pin = target.database_pin.clone().ok_or_else(|| {
+        XminError::new(
+            ErrorCode::RegistryPinMissing,
+            "target connection lacks database_pin",
+        )
+    })?;
+    let state_pin = state.database_pin.as_ref().ok_or_else(|| {
+        XminError::new(
+            ErrorCode::RegistryPinMissing,
+            "state connection lacks database_pin",
+        )
+    })?;
+    if *state_pin != target_pin {
+        return Err(XminError::new(
+            ErrorCode::RegistryStateNotTargetAtomic,
+            "state and target pins name different databases; target_atomic needs one database",
+        ));
+    }
+    if target.endpoint.database != target_pin.name {
+        return Err(XminError::new(
+            ErrorCode::RegistryInvalid,
+            "target endpoint database differs from its pinned name",
+        ));
+    }
+    Ok(target_pin)
+}
+
+/// Resolves target, staging and state against the closed maps: the target connection pins
+/// target and staging, the state connection pins the state database.
+fn mssql_pins(
+    manifest: &Manifest,
+    target: &Connection,
+    state: &Connection,
+    env: &dyn Environment,
+) -> Result<MssqlRoutePins> {
+    let empty = BTreeMap::new();
+    let resolve = |role: MssqlRole, c: &Connection, requested: &str| -> Result<MssqlPin> {
+        let map = c.database_authorities.as_ref().unwrap_or(&empty);
+        let (name, authority) = resolve_database_alias(map, requested).map_err(|reason| {
+            let code = if reason == "alias_ambiguous" {
+                ErrorCode::RegistryRelationAliasAmbiguous
+            } else {
+                ErrorCode::RegistryPinMissing
+            };
+            XminError::new(
+                code,
+                format!(
+                    "mssql_transaction.{}_database_{reason}: the {} database is not pinned exactly once by its connection's database_authorities",
+                    role.name(),
+                    role.name()
+                ),
+            )
+        })?;
+        Ok(MssqlPin {
+            role,
+            name: name.to_owned(),
+            authority: authority.clone(),
+        })
+    };
+    let target_db = manifest
+        .target_database
+        .as_deref()
+        .unwrap_or(&target.endpoint.database);
+    let staging_db = manifest.staging_database.as_deref().unwrap_or(target_db);
+    let target_pin = resolve(MssqlRole::Target, target, target_db)?;
+    let staging_pin = resolve(MssqlRole::Staging, target, staging_db)?;
+    let state_pin = resolve(MssqlRole::State, state, &state.endpoint.database)?;
+    Ok(MssqlRoutePins {
+        pins: [target_pin, staging_pin, state_pin],
+        staging_schema: manifest
+            .staging_schema
+            .clone()
+            .unwrap_or_else(|| "dbo".to_owned()),
+        state_endpoint: endpoint(state, env)?,
+        trust_server_certificate: target.trust_server_certificate,
+    })
+}
+
+fn check_mssql_connection(name: &str, c: &Connection) -> Result<()> {
+    let invalid = |m: String| XminError::new(ErrorCode::RegistryInvalid, m);
+    if c.database_pin.is_some() || c.postgres_source_authority.is_some() {
+        return Err(invalid(format!(
+            "connection {name:?}: an mssql_target connection holds database_authorities only"
+        )));
+    }
+    let map = match &c.database_authorities {
+        Some(m) if !m.is_empty() => m,
+        _ => {
+            return Err(XminError::new(
+                ErrorCode::RegistryPinMissing,
+                format!("mssql_target connection {name:?} lacks database_authorities"),
+            ));
+        }
+    };
+    let keys: Vec<&String> = map.keys().collect();
+    for (i, k) in keys.iter().enumerate() {
+        if k.is_empty() || k.len() > 128 || !k.is_ascii() || k.chars().any(char::is_control) {
+            return Err(invalid(format!(
+                "connection {name:?}: database names must be 1-128 printable ASCII characters"
+            )));
+        }
+        if keys[..i].iter().any(|o| o.eq_ignore_ascii_case(k)) {
+            return Err(XminError::new(
+                ErrorCode::RegistryRelationAliasAmbiguous,
+                format!(
+                    "connection {name:?}: two database_authorities keys fold to the same ASCII name"
+                ),
+            ));
+        }
+        let a = &map[*k];
+        if a.database_id <= 0 {
+            return Err(invalid(format!(
+                "connection {name:?}: database_id must be positive"
+            )));
+        }
+        if !is_create_token(&a.create_token) {
+            return Err(invalid(format!(
+                "connection {name:?}: create_token must be datetime2(7) ISO 8601 (YYYY-MM-DDTHH:MM:SS.fffffff)"
+            )));
+        }
+        if !is_guid(&a.database_guid) {
+            return Err(invalid(format!(
+                "connection {name:?}: database_guid must be a GUID (8-4-4-4-12 hex digits)"
+            )));
+        }
+    }
+    if resolve_database_alias(map, &c.endpoint.database).is_err() {
+        return Err(XminError::new(
+            ErrorCode::RegistryPinMissing,
+            format!("connection {name:?}: its endpoint database is not pinned exactly once"),
+        ));
+    }
+    Ok(())
+}
+
+fn is_create_token(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 27
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            4 | 7 => c == b'-',
+            10 => c == b'T',
+            13 | 16 => c == b':',
+            19 => c == b'.',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+fn is_guid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+impl Connection {
+    /// The endpoint with its credential read from `env`; an unset password variable is
+    /// [`ErrorCode::RegistryCredentialMissing`].
+    pub fn endpoint(&self, env: &dyn Environment) -> Result<Endpoint> {
+        endpoint(self, env)
     }
 }
 

@@ -6,9 +6,9 @@
 
 use crate::error::{ErrorCode, Result, XminError};
 use crate::identity::RouteIdentity;
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, TargetKind};
 use crate::ports::PolicyPort;
-use crate::registry::{Environment, Registry, ResolvedRoute};
+use crate::registry::{Environment, MssqlRole, Registry, ResolvedRoute, TargetPins};
 use dpone_policy_model::delete_mode::{DeleteModeFacts, DeletePlan, PlanDecision};
 use serde::Serialize;
 
@@ -133,7 +133,10 @@ impl Route {
         CheckReport {
             status: "ok",
             workload: self.manifest.name.clone(),
-            route: "postgres_xmin_to_postgres_key_snapshot",
+            route: match self.manifest.target_kind {
+                TargetKind::Postgres => "postgres_xmin_to_postgres_key_snapshot",
+                TargetKind::Mssql => "postgres_xmin_to_mssql_key_snapshot",
+            },
             identity: self.identity.clone(),
             source_relation: format!("{}.{}", sa.schema, sa.relation),
             source_authority: format!("v{} {:?}", sa.version, sa.profile),
@@ -143,10 +146,17 @@ impl Route {
                 "{}.{}",
                 self.manifest.target_schema, self.manifest.target_table
             ),
-            state_location: format!(
-                "{} (target_atomic, same database as the target)",
-                self.resolved.state_schema
-            ),
+            state_location: match &self.resolved.target_pins {
+                TargetPins::Postgres(_) => format!(
+                    "{} (target_atomic, same database as the target)",
+                    self.resolved.state_schema
+                ),
+                TargetPins::SqlServer(p) => format!(
+                    "{}.{} (target_atomic, same SQL Server instance and principal as the target)",
+                    p.pin(MssqlRole::State).name,
+                    self.resolved.state_schema
+                ),
+            },
             state_schema_conflict: self.resolved.state_schema_conflict.clone(),
             deprecations: self.manifest.deprecations.clone(),
         }

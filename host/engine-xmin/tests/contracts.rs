@@ -372,3 +372,189 @@ fn engine_depends_on_no_driver_or_runtime() {
         assert!(!deps.contains(forbidden), "engine depends on {forbidden}");
     }
 }
+
+const MSSQL_MANIFEST: &str = include_str!("../../../fixtures/xmin/mssql/manifest.yaml");
+const MSSQL_REGISTRY: &str = include_str!("../../../fixtures/xmin/mssql/registry.yaml");
+
+fn mssql_env() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("DPONE_PG_SOURCE_PASSWORD".to_owned(), "s".to_owned()),
+        ("DPONE_MSSQL_PASSWORD".to_owned(), "m".to_owned()),
+    ])
+}
+
+fn mssql_route(manifest: &str, registry: &str) -> dpone_engine_xmin::Result<Route> {
+    let m = Manifest::from_yaml(manifest)?;
+    let r = Registry::from_yaml(registry)?;
+    Route::prepare(m, &r, &mssql_env(), &Stub)
+}
+
+#[test]
+fn sql_server_route_resolves_target_staging_and_state_pins() {
+    use dpone_engine_xmin::registry::MssqlRole;
+    let route = mssql_route(MSSQL_MANIFEST, MSSQL_REGISTRY).expect("route");
+    let pins = route.resolved.target_pins.sql_server().expect("sql server");
+    assert_eq!(pins.pin(MssqlRole::Target).name, "DWH");
+    assert_eq!(pins.pin(MssqlRole::Staging).name, "DWH_Stage");
+    assert_eq!(pins.pin(MssqlRole::State).name, "DWH_State");
+    assert_eq!(pins.pin(MssqlRole::State).authority.database_id, 9);
+    assert_eq!(pins.staging_schema, "dpone_stage");
+    assert_eq!(route.resolved.state_schema, "dpone");
+    // The role-aware digest of the pins is the target pin digest of the route.
+    assert_eq!(route.identity.target_pin_digest, pins.digest());
+    let report = route.check_report();
+    assert_eq!(report.route, "postgres_xmin_to_mssql_key_snapshot");
+    assert!(report.state_location.starts_with("DWH_State.dpone"));
+    // No endpoint or credential in the report or Debug output.
+    let dbg = format!(
+        "{:?}{}",
+        route.resolved,
+        serde_json::to_string(&report).unwrap_or_default()
+    );
+    assert!(
+        !dbg.contains("sql.internal") && !dbg.contains("\"m\""),
+        "{dbg}"
+    );
+
+    // Staging defaults to the target database and `dbo`.
+    let m = MSSQL_MANIFEST
+        .replace("  staging_database: DWH_Stage\n", "")
+        .replace("  staging_schema: dpone_stage\n", "");
+    let route = mssql_route(&m, MSSQL_REGISTRY).expect("defaults");
+    let pins = route.resolved.target_pins.sql_server().expect("sql server");
+    assert_eq!(pins.pin(MssqlRole::Staging).name, "DWH");
+    assert_eq!(pins.staging_schema, "dbo");
+
+    // A case-only alias resolves to the single canonical key.
+    let m = MSSQL_MANIFEST.replace("staging_database: DWH_Stage", "staging_database: dwh_stage");
+    let route = mssql_route(&m, MSSQL_REGISTRY).expect("alias");
+    let pins = route.resolved.target_pins.sql_server().expect("sql server");
+    assert_eq!(pins.pin(MssqlRole::Staging).name, "DWH_Stage");
+}
+
+#[test]
+fn sql_server_identity_reacts_to_a_recreated_database() {
+    let base = mssql_route(MSSQL_MANIFEST, MSSQL_REGISTRY).expect("route");
+    // New GUID and create token of the target database: a different physical target.
+    let recreated = MSSQL_REGISTRY.replace(
+        "database_guid: '01234567-89ab-cdef-0123-456789abcdef'",
+        "database_guid: '01234567-89ab-cdef-0123-456789abcdee'",
+    );
+    let other = mssql_route(MSSQL_MANIFEST, &recreated).expect("route");
+    assert_ne!(
+        base.identity.target_identity,
+        other.identity.target_identity
+    );
+    assert_ne!(base.identity.state_key, other.identity.state_key);
+    // A rotated staging pin keeps the target (and state key) but changes the route fingerprint.
+    let rotated = MSSQL_REGISTRY.replace("database_id: 8", "database_id: 18");
+    let other = mssql_route(MSSQL_MANIFEST, &rotated).expect("route");
+    assert_eq!(
+        base.identity.target_identity,
+        other.identity.target_identity
+    );
+    assert_eq!(base.identity.state_key, other.identity.state_key);
+    assert_ne!(
+        base.identity.route_fingerprint,
+        other.identity.route_fingerprint
+    );
+}
+
+#[test]
+fn sql_server_registry_and_manifest_refusals() {
+    let code = |m: &str, r: &str| mssql_route(m, r).expect_err("must be refused").code();
+    // Structural registry errors.
+    for (from, to, want) in [
+        (
+            "database_guid: '01234567-89ab-cdef-0123-456789abcdef'",
+            "database_guid: not-a-guid",
+            ErrorCode::RegistryInvalid,
+        ),
+        (
+            "create_token: '2026-08-16T09:14:22.1233333'",
+            "create_token: '2026-08-16 09:14:22'",
+            ErrorCode::RegistryInvalid,
+        ),
+        (
+            "database_id: 7",
+            "database_id: 0",
+            ErrorCode::RegistryInvalid,
+        ),
+        (
+            "      DWH_Stage:\n",
+            "      dwh:\n",
+            ErrorCode::RegistryRelationAliasAmbiguous,
+        ),
+        (
+            "        database_guid: '89abcdef-0123-4567-89ab-cdef01234567'\n",
+            "        database_guid: '89abcdef-0123-4567-89ab-cdef01234567'\n        extra: 1\n",
+            ErrorCode::RegistryUnknownField,
+        ),
+        (
+            "endpoint: {host: sql.internal, port: 1433, database: DWH, user",
+            "endpoint: {host: sql.internal, port: 1433, database: Other, user",
+            ErrorCode::RegistryPinMissing,
+        ),
+    ] {
+        assert!(MSSQL_REGISTRY.contains(from), "{from}");
+        assert_eq!(
+            code(MSSQL_MANIFEST, &MSSQL_REGISTRY.replacen(from, to, 1)),
+            want,
+            "{to}"
+        );
+    }
+    // A staging database the target connection does not pin.
+    assert_eq!(
+        code(
+            &MSSQL_MANIFEST.replace("staging_database: DWH_Stage", "staging_database: Scratch"),
+            MSSQL_REGISTRY
+        ),
+        ErrorCode::RegistryPinMissing
+    );
+    // A state database pinned by the target connection only is not the state connection's.
+    assert_eq!(
+        code(
+            MSSQL_MANIFEST,
+            &MSSQL_REGISTRY.replace(
+                "DWH_State:\n        database_id: 9",
+                "DWH_Other:\n        database_id: 9"
+            )
+        ),
+        ErrorCode::RegistryPinMissing
+    );
+    // State on PostgreSQL with a SQL Server target cannot be target-atomic.
+    assert_eq!(
+        code(
+            &MSSQL_MANIFEST.replace(
+                "  type: mssql\n  connection_ref: mssql_state",
+                "  type: postgres\n  connection_ref: mssql_state"
+            ),
+            MSSQL_REGISTRY
+        ),
+        ErrorCode::ManifestStateAtomicityUnsupported
+    );
+    // SQL Server fields on a PostgreSQL target are refused.
+    assert_eq!(
+        manifest_code(&MANIFEST.replace(
+            "  table: orders\n",
+            "  table: orders\n  staging_database: DWH_Stage\n"
+        )),
+        ErrorCode::ManifestInvalid
+    );
+    // The target connection must be of the target's kind.
+    assert_eq!(
+        code(
+            &MSSQL_MANIFEST.replace("connection_ref: mssql_target", "connection_ref: pg_source"),
+            MSSQL_REGISTRY
+        ),
+        ErrorCode::RegistryConnectionUnknown
+    );
+    // SQL Server pins on a PostgreSQL connection are refused.
+    assert_eq!(
+        registry_code(&REGISTRY.replace(
+            "    default_schema: dpone_state\n    database_pin: {name: dwh, oid: 16500",
+            "    default_schema: dpone_state\n    trust_server_certificate: true\n    database_pin: {name: dwh, oid: 16500"
+        )),
+        ErrorCode::RegistryInvalid
+    );
+}

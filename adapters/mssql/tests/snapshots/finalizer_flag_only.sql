@@ -29,13 +29,13 @@ CREATE TABLE [DWH_Stage].[dpone].[keys_0123456789abcdef] (
 SELECT (SELECT COUNT_BIG(*) FROM [DWH_Stage].[dpone].[rows_0123456789abcdef]) AS row_count, (SELECT COUNT_BIG(*) FROM [DWH_Stage].[dpone].[keys_0123456789abcdef]) AS key_count;
 
 -- read_own_state
-SELECT state_key, target_identity, scope_hash, safe_xmin, revision, visible_horizon, last_receipt_id, superseded_at_utc, superseded_by FROM [DWH_State].[dpone].[dpone_source_state] WITH (UPDLOCK, HOLDLOCK) WHERE state_key = @P1;
+SELECT state_key, target_identity, scope_hash, safe_xmin, revision, visible_horizon, last_receipt_id, CONVERT(int, CASE WHEN superseded_at_utc IS NULL THEN 0 ELSE 1 END) AS superseded FROM [DWH_State].[dpone].[dpone_source_state] WITH (UPDLOCK, HOLDLOCK) WHERE state_key = @P1;
 
 -- read_other_owner
 SELECT state_key, safe_xmin, revision FROM [DWH_State].[dpone].[dpone_source_state] WITH (UPDLOCK, HOLDLOCK) WHERE target_identity = @P2 AND state_key <> @P1 AND superseded_at_utc IS NULL;
 
 -- read_authority
-SELECT a.authority_id, a.recorded_digest, a.document, c.receipt_id AS consumed_by FROM [DWH_State].[dpone].[dpone_repair_authority] AS a WITH (UPDLOCK, HOLDLOCK) LEFT JOIN [DWH_State].[dpone].[dpone_repair_authority_consumption] AS c WITH (UPDLOCK, HOLDLOCK) ON c.authority_id = a.authority_id WHERE a.authority_id = @P1;
+SELECT a.authority_id, a.recorded_digest, a.document, CONVERT(int, CASE WHEN c.receipt_id IS NULL THEN 0 ELSE 1 END) AS consumed FROM [DWH_State].[dpone].[dpone_repair_authority] AS a WITH (UPDLOCK, HOLDLOCK) LEFT JOIN [DWH_State].[dpone].[dpone_repair_authority_consumption] AS c WITH (UPDLOCK, HOLDLOCK) ON c.authority_id = a.authority_id WHERE a.authority_id = @P1;
 
 -- missing_table_ddl
 DROP TABLE IF EXISTS #dpone_missing; CREATE TABLE #dpone_missing ([tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL, [id] bigint NOT NULL, PRIMARY KEY CLUSTERED ([tenant], [id]));
@@ -78,4 +78,25 @@ INSERT INTO [DWH_State].[dpone].[dpone_run_state] (run_id, invocation_id, state_
 
 -- stage_drop
 DROP TABLE IF EXISTS [DWH_Stage].[dpone].[rows_0123456789abcdef]; DROP TABLE IF EXISTS [DWH_Stage].[dpone].[keys_0123456789abcdef];
+
+-- state_catalog_check
+SELECT OBJECT_ID(N'[DWH_State].[dpone].[dpone_source_state]', N'U') AS source_state, OBJECT_ID(N'[DWH_State].[dpone].[dpone_run_state]', N'U') AS run, OBJECT_ID(N'[DWH_State].[dpone].[dpone_commit_receipt]', N'U') AS receipt, OBJECT_ID(N'[DWH_State].[dpone].[dpone_repair_authority]', N'U') AS repair_authority, OBJECT_ID(N'[DWH_State].[dpone].[dpone_repair_authority_consumption]', N'U') AS repair_consumption;
+
+-- select_state
+SELECT state_key, target_identity, scope_hash, safe_xmin, revision, visible_horizon, last_receipt_id, CONVERT(int, CASE WHEN superseded_at_utc IS NULL THEN 0 ELSE 1 END) AS superseded FROM [DWH_State].[dpone].[dpone_source_state] WHERE state_key = @P1;
+
+-- select_receipt_by_invocation
+SELECT body FROM [DWH_State].[dpone].[dpone_commit_receipt] WHERE invocation_id = @P1 AND state_key = @P2;
+
+-- select_receipt_by_load
+SELECT body FROM [DWH_State].[dpone].[dpone_commit_receipt] WHERE load_id = @P1;
+
+-- select_receipts
+SELECT TOP (@P2) body FROM [DWH_State].[dpone].[dpone_commit_receipt] WHERE state_key = @P1 ORDER BY new_revision DESC;
+
+-- select_authority
+SELECT a.authority_id, a.recorded_digest, a.document, CONVERT(int, CASE WHEN EXISTS (SELECT 1 FROM [DWH_State].[dpone].[dpone_repair_authority_consumption] AS c WHERE c.authority_id = a.authority_id) THEN 1 ELSE 0 END) AS consumed FROM [DWH_State].[dpone].[dpone_repair_authority] AS a WHERE a.authority_id = @P1;
+
+-- insert_failed_run
+INSERT INTO [DWH_State].[dpone].[dpone_run_state] (run_id, invocation_id, state_key, status, code, evidence, recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());
 

@@ -1,0 +1,936 @@
+//! The engine's target and state ports on SQL Server.
+//!
+//! [`MssqlTarget`] is the [`TargetPort`]: its preflight verifies the `database_authorities`
+//! pins of target, staging and state against the master catalog (permission first), proves the
+//! target and state sessions share topology and effective principal, freezes the finalizer from
+//! the target's columns and checks the state catalog — all before source I/O. Reads outside the
+//! run (state, receipt probes, authority preview) use a control session.
+//!
+//! [`MssqlSession`] is the [`TargetSession`]: the run connection ([`RunTransaction`]) plus the
+//! staging lease ([`StagingLease`]) on the signed staging database. Staging tables get a fresh
+//! name per run; they are created, bulk-loaded and dropped on the lease (checked before and
+//! after each action), and read by the finalizer through three-part names on the run
+//! connection. Staging is committed data outside the run transaction: the run transaction reads
+//! it but never depends on it surviving a failure, and cleanup drops it after commit or
+//! rollback (best effort; names are unique, so a leftover never collides).
+
+use crate::conn::{self, ConnError, MssqlClient};
+use crate::pins::{self, CatalogRow, DatabaseAuthorities, PinError, RoleCapture};
+use crate::session::{RunTransaction, StagingError, StagingLease, iso_utc, to_xmin};
+use crate::shape::{self, ColumnRow};
+use crate::sql::{
+    BusinessColumn, DeleteMode, Finalizer, KeyColumn, MissingAction, StateNames, ThreePart, ident,
+};
+use crate::stage;
+use dpone_engine_xmin::artifact::ArtifactStore;
+use dpone_engine_xmin::envelope::SnapshotEnvelope;
+use dpone_engine_xmin::identity::sha256_hex;
+use dpone_engine_xmin::manifest::StateTables;
+use dpone_engine_xmin::ports::{
+    ApplyStep, CheckpointCas, Parity, Populations, RunRecord, Staged, StateView, TargetPort,
+    TargetSession,
+};
+use dpone_engine_xmin::registry::{Endpoint, MssqlRole, MssqlRoutePins};
+use dpone_engine_xmin::state::{AuthorityRecord, CommitReceipt, Consumption, SourceState};
+use dpone_engine_xmin::{ErrorCode, Result, Route, XminError};
+use dpone_policy_model::delete_mode::Mode;
+use dpone_policy_model::guard::{ActiveOwner, Checkpoint, TransferBinding};
+use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicU64, Ordering};
+use tiberius::Row;
+
+/// Everything the SQL Server target needs from a prepared route.
+#[derive(Clone, Debug)]
+pub struct MssqlTargetSpec {
+    /// Target connection (its credential also opens the staging lease).
+    pub endpoint: Endpoint,
+    /// Target, staging and state pins and the state connection.
+    pub pins: MssqlRoutePins,
+    /// Target schema.
+    pub schema: String,
+    /// Target table.
+    pub table: String,
+    /// Unique key, in key order.
+    pub keys: Vec<String>,
+    /// Business columns, in manifest order.
+    pub business: Vec<String>,
+    /// The delete plan's mode.
+    pub mode: Mode,
+    /// State schema (in the state database).
+    pub state_schema: String,
+    /// State table names.
+    pub state: StateTables,
+}
+
+impl MssqlTargetSpec {
+    /// The spec of a prepared route with a SQL Server target.
+    pub fn from_route(route: &Route) -> Result<Self> {
+        let pins = route.resolved.target_pins.sql_server().ok_or_else(|| {
+            XminError::new(
+                ErrorCode::ManifestUnsupportedRoute,
+                "the route's target is not SQL Server",
+            )
+        })?;
+        Ok(Self {
+            endpoint: route.resolved.target.clone(),
+            pins: pins.clone(),
+            schema: route.manifest.target_schema.clone(),
+            table: route.manifest.target_table.clone(),
+            keys: route.manifest.unique_key.clone(),
+            business: route.manifest.business_columns(),
+            mode: route.plan.mode,
+            state_schema: route.resolved.state_schema.clone(),
+            state: route.manifest.state.clone(),
+        })
+    }
+
+    fn db(&self, role: MssqlRole) -> &str {
+        &self.pins.pin(role).name
+    }
+
+    /// State tables by three-part name in the pinned state database.
+    pub fn state_names(&self) -> StateNames {
+        let t = |n: &str| ThreePart::new(self.db(MssqlRole::State), &self.state_schema, n);
+        StateNames {
+            source_state: t(&self.state.source_state),
+            run: t(&self.state.run),
+            receipt: t(&self.state.receipt),
+            repair_authority: t(&self.state.repair_authority),
+            repair_consumption: t(&self.state.repair_consumption),
+        }
+    }
+
+    /// The delete mode of the target table and the missing-key action. A hard-delete target
+    /// keeps the `timestamp_only` column contract (its `__dpone__deleted_at` stays NULL).
+    pub fn delete_shape(&self) -> (DeleteMode, MissingAction) {
+        match self.mode {
+            Mode::TimestampOnly => (DeleteMode::TimestampOnly, MissingAction::SoftDelete),
+            Mode::TimestampAndFlag => (DeleteMode::TimestampAndFlag, MissingAction::SoftDelete),
+            Mode::FlagOnly => (DeleteMode::FlagOnly, MissingAction::SoftDelete),
+            Mode::HardDelete => (DeleteMode::TimestampOnly, MissingAction::HardDelete),
+        }
+    }
+
+    /// Freezes the finalizer from the target's captured columns and checks the shape.
+    pub fn finalizer(&self, columns: &[ColumnRow]) -> Result<Finalizer> {
+        let invalid = |m: String| {
+            XminError::new(
+                ErrorCode::TargetTableInvalid,
+                format!("{}: {m}", shape::TARGET_TABLE_INVALID),
+            )
+        };
+        let find = |name: &str| {
+            columns
+                .iter()
+                .find(|c| c.name == name)
+                .ok_or_else(|| invalid(format!("column {name:?} is missing")))
+        };
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| {
+                let c = find(k)?;
+                let ty = c.key_type().ok_or_else(|| {
+                    invalid(format!(
+                        "key column {k:?} must be int, bigint, uniqueidentifier or nvarchar(n)"
+                    ))
+                })?;
+                Ok(KeyColumn {
+                    name: k.clone(),
+                    ty,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let business = self
+            .business
+            .iter()
+            .map(|b| {
+                Ok(BusinessColumn {
+                    name: b.clone(),
+                    type_sql: find(b)?.type_sql(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let (mode, missing) = self.delete_shape();
+        let staging =
+            |n: &str| ThreePart::new(self.db(MssqlRole::Staging), &self.pins.staging_schema, n);
+        let fin = Finalizer {
+            target: ThreePart::new(self.db(MssqlRole::Target), &self.schema, &self.table),
+            stage_rows: staging("dpone_stage_rows"),
+            stage_keys: staging("dpone_stage_keys"),
+            keys,
+            business,
+            mode,
+            missing,
+            state: self.state_names(),
+        };
+        fin.validate().map_err(|code| {
+            XminError::new(
+                ErrorCode::TargetTableInvalid,
+                format!("{code}: the target's key or columns cannot be reconciled"),
+            )
+        })?;
+        shape::verify_target(&fin, columns).map_err(invalid)?;
+        Ok(fin)
+    }
+}
+
+/// Maps a pin failure to the engine's codes; the adapter's detail code leads the message.
+pub fn pin_error(e: &PinError) -> XminError {
+    let code = if e.code.ends_with("metadata_permission_denied") {
+        ErrorCode::TargetMetadataPermissionDenied
+    } else if e.code.ends_with("topology_mismatch") || e.code.ends_with("principal_mismatch") {
+        ErrorCode::TargetTopologyMismatch
+    } else if e.code.ends_with("lease_lost") {
+        ErrorCode::TargetStagingAuthorityLost
+    } else {
+        ErrorCode::TargetDatabasePinMismatch
+    };
+    XminError::new(code, e.to_string())
+}
+
+fn staging_error(e: StagingError) -> XminError {
+    match e {
+        StagingError::Authority(p) => XminError::new(
+            ErrorCode::TargetStagingAuthorityLost,
+            format!("{p} (staging authority lost)"),
+        ),
+        StagingError::Conn(c) => staging_conn_error(&c),
+    }
+}
+
+/// Staging statement failures: a duplicate key (2627/2601) or a null key (515) in the staged
+/// payload has its own code; everything else is a statement failure.
+fn staging_conn_error(e: &ConnError) -> XminError {
+    match e {
+        ConnError::Server {
+            number: 2627 | 2601,
+            ..
+        } => XminError::new(
+            ErrorCode::SnapshotDuplicateKey,
+            "a key occurs twice in the staged payload",
+        ),
+        ConnError::Server { number: 515, .. } => XminError::new(
+            ErrorCode::SnapshotNullKey,
+            "a key column is null in the staged payload",
+        ),
+        other => to_xmin(other),
+    }
+}
+
+fn cx(e: ConnError) -> XminError {
+    to_xmin(&e)
+}
+
+fn to_i64(v: u64) -> Result<i64> {
+    i64::try_from(v).map_err(|_| {
+        XminError::new(
+            ErrorCode::TargetStatementFailed,
+            "a 64-bit value exceeds bigint",
+        )
+    })
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The scheduler identity of an invocation (contract v2: one receipt per invocation digest).
+/// It binds the invocation only, so a retry after a pin rotation finds the existing receipt.
+pub fn invocation_digest(invocation_id: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"dpone.xmin.invocation.v1\n");
+    h.update(invocation_id.as_bytes());
+    h.finalize().into()
+}
+
+async fn query_rows(
+    client: &mut MssqlClient,
+    step: &'static str,
+    statement: &str,
+    params: &[&dyn tiberius::ToSql],
+) -> std::result::Result<Vec<Row>, ConnError> {
+    let sets = client
+        .query(statement, params)
+        .await
+        .map_err(|e| conn::map_error(step, e))?
+        .into_results()
+        .await
+        .map_err(|e| conn::map_error(step, e))?;
+    Ok(sets.into_iter().last().unwrap_or_default())
+}
+
+fn shape_err(step: &'static str) -> XminError {
+    XminError::new(
+        ErrorCode::StateCatalogInvalid,
+        format!("{step}: a state row does not have the reviewed shape"),
+    )
+}
+
+fn get_str(row: &Row, i: usize, step: &'static str) -> Result<String> {
+    row.try_get::<&str, _>(i)
+        .ok()
+        .flatten()
+        .map(|s| s.trim_end().to_owned())
+        .ok_or_else(|| shape_err(step))
+}
+
+fn get_i64(row: &Row, i: usize, step: &'static str) -> Result<i64> {
+    row.try_get::<i64, _>(i)
+        .ok()
+        .flatten()
+        .ok_or_else(|| shape_err(step))
+}
+
+fn get_i32(row: &Row, i: usize, step: &'static str) -> Result<i32> {
+    row.try_get::<i32, _>(i)
+        .ok()
+        .flatten()
+        .ok_or_else(|| shape_err(step))
+}
+
+fn state_from_row(row: &Row) -> Result<SourceState> {
+    const STEP: &str = "read state";
+    let identity = row
+        .try_get::<&[u8], _>(1)
+        .ok()
+        .flatten()
+        .ok_or_else(|| shape_err(STEP))?;
+    Ok(SourceState {
+        state_key: get_str(row, 0, STEP)?,
+        target_identity: hex::encode(identity),
+        scope_hash: get_str(row, 2, STEP)?,
+        checkpoint: Checkpoint {
+            xmin: to_u64(get_i64(row, 3, STEP)?),
+            revision: to_u64(get_i64(row, 4, STEP)?),
+        },
+        visible_horizon: to_u64(get_i64(row, 5, STEP)?),
+        last_receipt_id: get_str(row, 6, STEP)?,
+        superseded: get_i32(row, 7, STEP)? == 1,
+    })
+}
+
+fn authority_from_row(row: &Row) -> Result<AuthorityRecord> {
+    const STEP: &str = "read authority";
+    Ok(AuthorityRecord {
+        authority_id: get_str(row, 0, STEP)?,
+        recorded_digest: get_str(row, 1, STEP)?,
+        // The document is kept byte-exact: its digest is recomputed from these bytes.
+        document: row
+            .try_get::<&str, _>(2)
+            .ok()
+            .flatten()
+            .map(str::to_owned)
+            .ok_or_else(|| shape_err(STEP))?,
+        consumed: get_i32(row, 3, STEP)? == 1,
+    })
+}
+
+fn receipt_from_row(row: &Row) -> Result<CommitReceipt> {
+    let body = row
+        .try_get::<&str, _>(0)
+        .ok()
+        .flatten()
+        .ok_or_else(|| shape_err("read receipt"))?;
+    serde_json::from_str(body).map_err(|_| {
+        XminError::new(
+            ErrorCode::StateCatalogInvalid,
+            "stored receipt does not parse",
+        )
+    })
+}
+
+/// The SQL Server target and state database.
+pub struct MssqlTarget {
+    spec: MssqlTargetSpec,
+    fin: Option<Finalizer>,
+    control: Option<MssqlClient>,
+}
+
+impl MssqlTarget {
+    /// A target for a spec; connects lazily.
+    pub fn new(spec: MssqlTargetSpec) -> Self {
+        Self {
+            spec,
+            fin: None,
+            control: None,
+        }
+    }
+
+    /// A target for a prepared route.
+    pub fn for_route(route: &Route) -> Result<Self> {
+        Ok(Self::new(MssqlTargetSpec::from_route(route)?))
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &MssqlTargetSpec {
+        &self.spec
+    }
+
+    async fn connect(&self, role: MssqlRole) -> Result<MssqlClient> {
+        let endpoint = match role {
+            MssqlRole::State => &self.spec.pins.state_endpoint,
+            MssqlRole::Target | MssqlRole::Staging => &self.spec.endpoint,
+        };
+        conn::connect_endpoint(
+            endpoint,
+            self.spec.db(role),
+            self.spec.pins.trust_server_certificate,
+        )
+        .await
+        .map_err(|e| XminError::new(ErrorCode::TargetConnect, e.to_string()))
+    }
+
+    async fn control(&mut self) -> Result<&mut MssqlClient> {
+        if self.control.is_none() {
+            self.control = Some(self.connect(MssqlRole::Target).await?);
+        }
+        self.control
+            .as_mut()
+            .ok_or_else(|| XminError::new(ErrorCode::TargetConnect, "no control session"))
+    }
+
+    /// Verifies the pins of target, staging then state and the shared topology; returns the
+    /// role-aware pin digest.
+    async fn verify_pins(
+        &self,
+        target: &mut MssqlClient,
+        state: &mut MssqlClient,
+    ) -> Result<String> {
+        let authorities: DatabaseAuthorities = self
+            .spec
+            .pins
+            .pins
+            .iter()
+            .map(|p| (p.name.clone(), p.authority.clone()))
+            .collect();
+        let target_perms = conn::metadata_permission(target).await.map_err(cx)?;
+        let state_perms = conn::metadata_permission(state).await.map_err(cx)?;
+        let mut captured: Vec<(MssqlRole, Option<i32>, Vec<CatalogRow>)> = Vec::new();
+        for pin in &self.spec.pins.pins {
+            let (session, perms) = match pin.role {
+                MssqlRole::State => (&mut *state, state_perms),
+                MssqlRole::Target | MssqlRole::Staging => (&mut *target, target_perms),
+            };
+            // Permission first: without it the catalog rows are not interpretable.
+            pins::check_metadata_permission(pin.role, perms).map_err(|e| pin_error(&e))?;
+            let rows = conn::catalog_rows(session, &pin.name).await.map_err(cx)?;
+            captured.push((pin.role, perms, rows));
+        }
+        let roles: Vec<RoleCapture<'_>> = captured
+            .iter()
+            .zip(&self.spec.pins.pins)
+            .map(|((role, perms, rows), pin)| RoleCapture {
+                role: *role,
+                requested: &pin.name,
+                authorities: &authorities,
+                has_perms: *perms,
+                rows,
+            })
+            .collect();
+        let target_identity = conn::session_identity(target).await.map_err(cx)?;
+        let state_identity = conn::session_identity(state).await.map_err(cx)?;
+        pins::verify_route(&roles, &target_identity, &state_identity).map_err(|e| pin_error(&e))
+    }
+}
+
+impl TargetPort for MssqlTarget {
+    type Session = MssqlSession;
+
+    async fn preflight(&mut self) -> Result<()> {
+        let mut target = self.connect(MssqlRole::Target).await?;
+        let mut state = self.connect(MssqlRole::State).await?;
+        let digest = self.verify_pins(&mut target, &mut state).await?;
+        if digest != self.spec.pins.digest() {
+            return Err(XminError::new(
+                ErrorCode::TargetDatabasePinMismatch,
+                "verified pins differ from the route's pins",
+            ));
+        }
+        let object = format!("{}.{}", ident(&self.spec.schema), ident(&self.spec.table));
+        let columns = conn::target_columns(&mut target, &object)
+            .await
+            .map_err(cx)?;
+        if columns.is_empty() {
+            return Err(XminError::new(
+                ErrorCode::TargetTableInvalid,
+                format!(
+                    "{}: the target table does not exist",
+                    shape::TARGET_TABLE_INVALID
+                ),
+            ));
+        }
+        let fin = self.spec.finalizer(&columns)?;
+        let rows = query_rows(&mut state, "state catalog", &fin.state.catalog_check(), &[])
+            .await
+            .map_err(cx)?;
+        let row = rows.first().ok_or_else(|| shape_err("state catalog"))?;
+        for (i, (name, _)) in fin.state.named().iter().enumerate() {
+            if row.try_get::<i32, _>(i).ok().flatten().is_none() {
+                return Err(XminError::new(
+                    ErrorCode::StateCatalogInvalid,
+                    format!("state table {name} is missing; run the reviewed provisioning script"),
+                ));
+            }
+        }
+        self.fin = Some(fin);
+        self.control = Some(target);
+        Ok(())
+    }
+
+    async fn read_state(&mut self, state_key: &str) -> Result<Option<SourceState>> {
+        let sql = self.spec.state_names().select_state();
+        let c = self.control().await?;
+        let rows = query_rows(c, "read state", &sql, &[&state_key])
+            .await
+            .map_err(cx)?;
+        rows.first().map(state_from_row).transpose()
+    }
+
+    async fn receipt_by_invocation(
+        &mut self,
+        invocation_id: &str,
+        state_key: &str,
+    ) -> Result<Option<CommitReceipt>> {
+        let sql = self.spec.state_names().select_receipt_by_invocation();
+        let c = self.control().await?;
+        let rows = query_rows(c, "read receipt", &sql, &[&invocation_id, &state_key])
+            .await
+            .map_err(cx)?;
+        rows.first().map(receipt_from_row).transpose()
+    }
+
+    async fn receipt_by_load(&mut self, load_id: &str) -> Result<Option<CommitReceipt>> {
+        // A fresh session: the run's own connection may be the one that lost the ack.
+        self.control = None;
+        let sql = self.spec.state_names().select_receipt_by_load();
+        let c = self.control().await?;
+        let rows = query_rows(c, "read receipt", &sql, &[&load_id])
+            .await
+            .map_err(cx)?;
+        rows.first().map(receipt_from_row).transpose()
+    }
+
+    async fn receipts(&mut self, state_key: &str, limit: u32) -> Result<Vec<CommitReceipt>> {
+        let sql = self.spec.state_names().select_receipts();
+        let c = self.control().await?;
+        let limit = i64::from(limit);
+        let rows = query_rows(c, "read receipts", &sql, &[&state_key, &limit])
+            .await
+            .map_err(cx)?;
+        rows.iter().map(receipt_from_row).collect()
+    }
+
+    async fn read_authority(&mut self, authority_id: &str) -> Result<Option<AuthorityRecord>> {
+        let sql = self.spec.state_names().select_authority();
+        let c = self.control().await?;
+        let rows = query_rows(c, "read authority", &sql, &[&authority_id])
+            .await
+            .map_err(cx)?;
+        rows.first().map(authority_from_row).transpose()
+    }
+
+    async fn record_failed_run(&mut self, run: &RunRecord) -> Result<()> {
+        let sql = self.spec.state_names().insert_failed_run();
+        let evidence = run.evidence.to_string();
+        let c = self.control().await?;
+        query_rows(
+            c,
+            "record failed run",
+            &sql,
+            &[
+                &run.run_id.as_str(),
+                &run.invocation_id.as_str(),
+                &run.state_key.as_str(),
+                &run.status,
+                &run.code.as_deref(),
+                &evidence.as_str(),
+            ],
+        )
+        .await
+        .map_err(cx)?;
+        Ok(())
+    }
+
+    async fn begin(&mut self) -> Result<MssqlSession> {
+        let fin = self.fin.clone().ok_or_else(|| {
+            XminError::new(
+                ErrorCode::TargetTableInvalid,
+                "preflight must run before the run transaction",
+            )
+        })?;
+        let staging_pin = self.spec.pins.pin(MssqlRole::Staging).clone();
+        let lease_client = self.connect(MssqlRole::Staging).await?;
+        let lease = StagingLease::open(lease_client, &staging_pin.name, staging_pin.authority)
+            .await
+            .map_err(staging_error)?;
+        let client = self.connect(MssqlRole::Target).await?;
+        let tx = RunTransaction::begin(client, fin).await.map_err(cx)?;
+        Ok(MssqlSession {
+            tx,
+            lease,
+            staging_schema: self.spec.pins.staging_schema.clone(),
+            staged: false,
+        })
+    }
+}
+
+/// Distinguishes staging tables of runs in one process.
+static STAGE_SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh staging-table stem: the envelope digest, the process and a sequence number, so two
+/// runs never share staging tables and a leftover never collides with a later run.
+fn stage_stem(envelope: &SnapshotEnvelope) -> String {
+    let seq = STAGE_SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let salt = sha256_hex(
+        format!("{}:{}:{seq}:{nanos}", envelope.digest(), std::process::id()).as_bytes(),
+    );
+    format!("dpone_stage_{}", &salt[..20])
+}
+
+/// One staging statement between two lease checks.
+async fn lease_execute(
+    lease: &mut StagingLease,
+    step: &'static str,
+    statement: &str,
+) -> Result<()> {
+    lease.check().await.map_err(staging_error)?;
+    conn::execute(lease.client_mut(), step, statement)
+        .await
+        .map_err(|e| staging_conn_error(&e))?;
+    lease.check().await.map_err(staging_error)
+}
+
+/// The run transaction and its staging lease.
+pub struct MssqlSession {
+    tx: RunTransaction,
+    lease: StagingLease,
+    staging_schema: String,
+    staged: bool,
+}
+
+impl MssqlSession {
+    async fn lease_action(&mut self, step: &'static str, statement: &str) -> Result<()> {
+        lease_execute(&mut self.lease, step, statement).await
+    }
+
+    async fn count(
+        &mut self,
+        step: &'static str,
+        statement: &str,
+        params: &[&dyn tiberius::ToSql],
+    ) -> Result<u64> {
+        let rows = query_rows(self.tx.client_mut(), step, statement, params)
+            .await
+            .map_err(cx)?;
+        let row = rows.first().ok_or_else(|| shape_err(step))?;
+        Ok(to_u64(get_i64(row, 0, step)?))
+    }
+}
+
+impl TargetSession for MssqlSession {
+    async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<()> {
+        self.tx.lock_target(target_identity).await.map_err(cx)
+    }
+
+    async fn detection_time(&mut self) -> Result<i64> {
+        self.tx.detection_time().await.map_err(cx)
+    }
+
+    async fn read_state(
+        &mut self,
+        state_key: &str,
+        target_identity: &[u8; 32],
+    ) -> Result<StateView> {
+        let fin = self.tx.finalizer_mut().clone();
+        let own = query_rows(
+            self.tx.client_mut(),
+            "read state",
+            &fin.read_own_state(),
+            &[&state_key],
+        )
+        .await
+        .map_err(cx)?;
+        let own = own.first().map(state_from_row).transpose()?;
+        let identity: &[u8] = target_identity;
+        let others = query_rows(
+            self.tx.client_mut(),
+            "read other owner",
+            &fin.read_other_owner(),
+            &[&state_key, &identity],
+        )
+        .await
+        .map_err(cx)?;
+        let other_owner = match others.first() {
+            None => None,
+            Some(row) => Some(ActiveOwner {
+                state_key: get_str(row, 0, "read other owner")?,
+                checkpoint: Checkpoint {
+                    xmin: to_u64(get_i64(row, 1, "read other owner")?),
+                    revision: to_u64(get_i64(row, 2, "read other owner")?),
+                },
+            }),
+        };
+        Ok(StateView { own, other_owner })
+    }
+
+    async fn read_authority(&mut self, authority_id: &str) -> Result<Option<AuthorityRecord>> {
+        let sql = self.tx.finalizer_mut().read_authority();
+        let rows = query_rows(
+            self.tx.client_mut(),
+            "read authority",
+            &sql,
+            &[&authority_id],
+        )
+        .await
+        .map_err(cx)?;
+        rows.first().map(authority_from_row).transpose()
+    }
+
+    async fn stage(&mut self, env: &SnapshotEnvelope, store: &dyn ArtifactStore) -> Result<Staged> {
+        let keys = self.tx.finalizer_mut().keys.clone();
+        // Every key is checked before any SQL Server object is created.
+        stage::check_export(env, store, &keys)?;
+        let stem = stage_stem(env);
+        let (rows_table, keys_table) = {
+            let fin = self.tx.finalizer_mut();
+            let db = fin.stage_rows.database.clone();
+            let rows = ThreePart::new(&db, &self.staging_schema, &format!("{stem}_rows"));
+            let keys = if env.keys.is_some() {
+                ThreePart::new(&db, &self.staging_schema, &format!("{stem}_keys"))
+            } else {
+                // A baseline's keys are its rows' keys.
+                rows.clone()
+            };
+            fin.stage_rows = rows.clone();
+            fin.stage_keys = keys.clone();
+            (rows, keys)
+        };
+        let fin = self.tx.finalizer_mut().clone();
+        self.staged = true;
+        self.lease_action("stage_rows_ddl", &fin.stage_rows_ddl())
+            .await?;
+        if keys_table != rows_table {
+            self.lease_action("stage_keys_ddl", &fin.stage_keys_ddl())
+                .await?;
+        }
+        let two_part = |t: &ThreePart| format!("{}.{}", ident(&t.schema), ident(&t.object));
+        let k = usize::from(env.key_columns);
+        let mut payloads = vec![(two_part(&rows_table), &env.columns[..], &env.rows)];
+        if let Some(kp) = &env.keys {
+            payloads.push((two_part(&keys_table), &env.columns[..k], kp));
+        }
+        for (table, columns, payload) in payloads {
+            self.lease.check().await.map_err(staging_error)?;
+            stage::bulk_load(self.lease.client_mut(), &table, columns, k, payload, store).await?;
+            self.lease.check().await.map_err(staging_error)?;
+        }
+        let rows = query_rows(
+            self.tx.client_mut(),
+            "staged counts",
+            &fin.staged_counts(),
+            &[],
+        )
+        .await
+        .map_err(|e| staging_conn_error(&e))?;
+        let row = rows.first().ok_or_else(|| shape_err("staged counts"))?;
+        Ok(Staged {
+            rows: to_u64(get_i64(row, 0, "staged counts")?),
+            keys: to_u64(get_i64(row, 1, "staged counts")?),
+        })
+    }
+
+    async fn populations(&mut self) -> Result<Populations> {
+        self.tx.populations().await.map_err(cx)
+    }
+
+    async fn supersede(
+        &mut self,
+        transfer: &TransferBinding,
+        new_state_key: &str,
+        at_micros: i64,
+    ) -> Result<u64> {
+        let sql = self.tx.finalizer_mut().supersede();
+        let at = iso_utc(at_micros);
+        let xmin = to_i64(transfer.old_checkpoint.xmin)?;
+        let revision = to_i64(transfer.old_checkpoint.revision)?;
+        self.count(
+            "supersede",
+            &sql,
+            &[
+                &transfer.old_state_key.as_str(),
+                &xmin,
+                &revision,
+                &new_state_key,
+                &at.as_str(),
+            ],
+        )
+        .await
+    }
+
+    async fn apply(&mut self, step: ApplyStep, at_micros: i64) -> Result<u64> {
+        self.tx.apply(step, at_micros).await.map_err(cx)
+    }
+
+    async fn parity(&mut self) -> Result<Parity> {
+        self.tx.parity().await.map_err(cx)
+    }
+
+    async fn cas_checkpoint(&mut self, cas: &CheckpointCas, at_micros: i64) -> Result<bool> {
+        let fin = self.tx.finalizer_mut().clone();
+        let at = iso_utc(at_micros);
+        let new_xmin = to_i64(cas.new.xmin)?;
+        let new_revision = to_i64(cas.new.revision)?;
+        let horizon = to_i64(cas.visible_horizon)?;
+        let n = match cas.expected {
+            Some(expected) => {
+                let xmin = to_i64(expected.xmin)?;
+                let revision = to_i64(expected.revision)?;
+                self.count(
+                    "cas_update",
+                    &fin.cas_update(),
+                    &[
+                        &cas.state_key.as_str(),
+                        &xmin,
+                        &revision,
+                        &new_xmin,
+                        &new_revision,
+                        &horizon,
+                        &cas.receipt_id.as_str(),
+                        &at.as_str(),
+                    ],
+                )
+                .await?
+            }
+            None => {
+                let identity: &[u8] = &cas.target_identity;
+                self.count(
+                    "cas_insert",
+                    &fin.cas_insert(),
+                    &[
+                        &cas.state_key.as_str(),
+                        &identity,
+                        &cas.scope_hash.as_str(),
+                        &new_xmin,
+                        &new_revision,
+                        &horizon,
+                        &cas.receipt_id.as_str(),
+                        &at.as_str(),
+                    ],
+                )
+                .await?
+            }
+        };
+        Ok(n == 1)
+    }
+
+    async fn insert_receipt(&mut self, r: &CommitReceipt) -> Result<()> {
+        let sql = self.tx.finalizer_mut().insert_receipt();
+        let body = serde_json::to_string(r)
+            .map_err(|_| XminError::new(ErrorCode::TargetStatementFailed, "receipt encoding"))?;
+        let digest = invocation_digest(&r.invocation_id);
+        let digest: &[u8] = &digest;
+        let previous_xmin = r.previous.map(|p| to_i64(p.xmin)).transpose()?;
+        let previous_revision = r.previous.map(|p| to_i64(p.revision)).transpose()?;
+        let new_xmin = to_i64(r.checkpoint.xmin)?;
+        let new_revision = to_i64(r.checkpoint.revision)?;
+        let at = iso_utc(r.detected_at_micros);
+        query_rows(
+            self.tx.client_mut(),
+            "insert receipt",
+            &sql,
+            &[
+                &r.receipt_id.as_str(),
+                &r.load_id.as_str(),
+                &r.invocation_id.as_str(),
+                &digest,
+                &r.state_key.as_str(),
+                &previous_xmin,
+                &previous_revision,
+                &new_xmin,
+                &new_revision,
+                &body.as_str(),
+                &at.as_str(),
+            ],
+        )
+        .await
+        .map_err(cx)?;
+        Ok(())
+    }
+
+    async fn consume_authority(&mut self, c: &Consumption, at_micros: i64) -> Result<()> {
+        let sql = self.tx.finalizer_mut().consume_authority();
+        let at = iso_utc(at_micros);
+        query_rows(
+            self.tx.client_mut(),
+            "consume authority",
+            &sql,
+            &[
+                &c.authority_id.as_str(),
+                &c.authority_digest.as_str(),
+                &c.state_key.as_str(),
+                &c.load_id.as_str(),
+                &c.receipt_id.as_str(),
+                &at.as_str(),
+            ],
+        )
+        .await
+        .map_err(cx)?;
+        Ok(())
+    }
+
+    async fn record_run(&mut self, run: &RunRecord) -> Result<()> {
+        let sql = self.tx.finalizer_mut().record_run();
+        let evidence = run.evidence.to_string();
+        query_rows(
+            self.tx.client_mut(),
+            "record run",
+            &sql,
+            &[
+                &run.run_id.as_str(),
+                &run.invocation_id.as_str(),
+                &run.state_key.as_str(),
+                &run.status,
+                &run.code.as_deref(),
+                &evidence.as_str(),
+            ],
+        )
+        .await
+        .map_err(cx)?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<()> {
+        let Self {
+            mut tx,
+            mut lease,
+            staged,
+            ..
+        } = self;
+        let drop_sql = tx.finalizer_mut().stage_drop();
+        let result = tx.commit().await.map(drop).map_err(cx);
+        if staged {
+            // Best effort: the commit stands whatever cleanup does; names are unique per run.
+            let _ = lease_execute(&mut lease, "stage_drop", &drop_sql).await;
+        }
+        result
+    }
+
+    async fn rollback(self) -> Result<()> {
+        let Self {
+            mut tx,
+            mut lease,
+            staged,
+            ..
+        } = self;
+        let drop_sql = tx.finalizer_mut().stage_drop();
+        let result = tx.rollback().await.map(drop).map_err(cx);
+        if staged {
+            let _ = lease_execute(&mut lease, "stage_drop", &drop_sql).await;
+        }
+        result
+    }
+}

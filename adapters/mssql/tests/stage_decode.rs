@@ -1,0 +1,1038 @@
+//! Staging decode without a server: PostgreSQL binary send formats into tiberius values, the
+//! streaming artifact reader against its receipt, the pre-export key checks and the exact fit
+//! of values to staging columns. Every expected value is derived in the comment next to it.
+
+use dpone_adapter_mssql::keys::{KEY_TOO_WIDE, KEY_TRAILING_SPACE};
+use dpone_adapter_mssql::sql::{KeyColumn, KeyType};
+use dpone_adapter_mssql::stage::{
+    ColumnFit, KEY_TOO_LONG, PgType, TargetColumn, TupleReader, check_export, column_types,
+    decode_field, open_payload, plan_columns,
+};
+use dpone_engine_xmin::ErrorCode;
+use dpone_engine_xmin::artifact::{ArtifactReceipt, ArtifactStore, ArtifactWriter};
+use dpone_engine_xmin::copy_binary::encode_for_tests;
+use dpone_engine_xmin::envelope::{
+    ARTIFACT_FORMAT, ENVELOPE_SCHEMA, PayloadReceipt, SnapshotEnvelope, SourceColumn,
+};
+use dpone_policy_model::guard::LoadKind;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::{self, Cursor, Read};
+use std::sync::Mutex;
+use tiberius::ColumnData;
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------------------------
+
+/// Artifacts by name; a name need not be the digest of its bytes (that is how tests corrupt).
+#[derive(Default)]
+struct MemStore {
+    files: Mutex<HashMap<String, Vec<u8>>>,
+}
+
+impl MemStore {
+    fn put(&self, name: &str, bytes: Vec<u8>) {
+        self.files
+            .lock()
+            .expect("store lock")
+            .insert(name.into(), bytes);
+    }
+}
+
+impl ArtifactStore for MemStore {
+    fn create(&self) -> io::Result<Box<dyn ArtifactWriter>> {
+        Err(io::Error::other("read-only test store"))
+    }
+
+    fn open(&self, sha256: &str) -> io::Result<Box<dyn Read + Send>> {
+        let files = self.files.lock().expect("store lock");
+        let bytes = files.get(sha256).cloned().ok_or(io::ErrorKind::NotFound)?;
+        Ok(Box::new(Cursor::new(bytes)))
+    }
+
+    fn remove(&self, sha256: &str) -> io::Result<()> {
+        self.files.lock().expect("store lock").remove(sha256);
+        Ok(())
+    }
+}
+
+fn sha(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn receipt(bytes: &[u8], fields: u16, rows: u64) -> PayloadReceipt {
+    PayloadReceipt {
+        artifact: ArtifactReceipt {
+            sha256: sha(bytes),
+            bytes: bytes.len() as u64,
+        },
+        format: ARTIFACT_FORMAT.into(),
+        rows,
+        fields,
+        complete: true,
+    }
+}
+
+/// Stores `bytes` under their digest and returns the matching receipt.
+fn stored(store: &MemStore, bytes: Vec<u8>, fields: u16, rows: u64) -> PayloadReceipt {
+    let r = receipt(&bytes, fields, rows);
+    store.put(&r.artifact.sha256, bytes);
+    r
+}
+
+fn col(name: &str, type_sql: &str, type_oid: u32) -> SourceColumn {
+    SourceColumn {
+        name: name.into(),
+        type_sql: type_sql.into(),
+        type_oid,
+    }
+}
+
+fn key(name: &str, ty: KeyType) -> KeyColumn {
+    KeyColumn {
+        name: name.into(),
+        ty,
+    }
+}
+
+fn envelope(
+    columns: Vec<SourceColumn>,
+    key_columns: u16,
+    rows: PayloadReceipt,
+    keys: Option<PayloadReceipt>,
+) -> SnapshotEnvelope {
+    let key_count = keys.as_ref().unwrap_or(&rows).rows;
+    SnapshotEnvelope {
+        schema: ENVELOPE_SCHEMA.into(),
+        state_key: "state".into(),
+        scope_hash: "scope".into(),
+        source_authority_digest: "authority".into(),
+        snapshot_token: "token".into(),
+        load: if keys.is_some() {
+            LoadKind::Incremental
+        } else {
+            LoadKind::FullBaseline
+        },
+        previous_xmin: keys.as_ref().map(|_| 100),
+        safe_checkpoint: 200,
+        visible_horizon: 210,
+        replay_amplification_xids: 10,
+        columns,
+        key_columns,
+        rows,
+        keys,
+        key_count,
+        complete: true,
+    }
+}
+
+fn i32be(v: i32) -> Vec<u8> {
+    v.to_be_bytes().to_vec()
+}
+
+fn i64be(v: i64) -> Vec<u8> {
+    v.to_be_bytes().to_vec()
+}
+
+/// PostgreSQL `numeric_send`: ndigits, weight, sign, dscale, then base-10000 digits, all
+/// big-endian 16-bit.
+fn numeric(weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(digits.len() as i16).to_be_bytes());
+    out.extend_from_slice(&weight.to_be_bytes());
+    out.extend_from_slice(&sign.to_be_bytes());
+    out.extend_from_slice(&dscale.to_be_bytes());
+    for d in digits {
+        out.extend_from_slice(&d.to_be_bytes());
+    }
+    out
+}
+
+const POS: u16 = 0x0000;
+const NEG: u16 = 0x4000;
+
+fn code<T: std::fmt::Debug>(r: Result<T, dpone_engine_xmin::XminError>) -> ErrorCode {
+    r.expect_err("expected an error").code()
+}
+
+fn num(ty: PgType, bytes: &[u8]) -> (i128, u8) {
+    match decode_field(ty, bytes).expect("decodes") {
+        ColumnData::Numeric(Some(n)) => (n.value(), n.scale()),
+        other => panic!("not a numeric: {other:?}"),
+    }
+}
+
+/// (SQL Server day since 0001-01-01, 10^-scale increments since midnight, scale).
+fn dt2(v: ColumnData<'static>) -> (u32, u64, u8) {
+    match v {
+        ColumnData::DateTime2(Some(d)) => {
+            (d.date().days(), d.time().increments(), d.time().scale())
+        }
+        other => panic!("not a datetime2: {other:?}"),
+    }
+}
+
+fn target(name: &str, type_name: &str, max_length: i32, precision: u8, scale: u8) -> TargetColumn {
+    TargetColumn {
+        name: name.into(),
+        type_name: type_name.into(),
+        max_length,
+        precision,
+        scale,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn accepted_oids_round_trip_and_others_are_refused() {
+    let accepted = [
+        16, 17, 20, 21, 23, 25, 700, 701, 1042, 1043, 1082, 1083, 1114, 1184, 1700, 2950,
+    ];
+    for oid in accepted {
+        let ty = PgType::from_oid(oid).expect("accepted");
+        assert_eq!(ty.oid(), oid);
+    }
+    assert_eq!(PgType::from_oid(1700), Some(PgType::Numeric));
+    assert_eq!(PgType::from_oid(2950), Some(PgType::Uuid));
+    // json, jsonb, interval, timetz, money, oid, bit, int2vector
+    for oid in [114, 3802, 1186, 1266, 790, 26, 1560, 22, 0] {
+        assert_eq!(PgType::from_oid(oid), None, "oid {oid}");
+    }
+}
+
+#[test]
+fn unsupported_column_type_names_column_and_type_only() {
+    let cols = [col("id", "integer", 23), col("doc", "jsonb", 3802)];
+    let e = column_types(&cols).expect_err("jsonb is not accepted");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    assert!(e.message().contains("\"doc\""), "{}", e.message());
+    assert!(e.message().contains("jsonb"), "{}", e.message());
+    assert!(!e.message().contains("\"id\""), "{}", e.message());
+    assert_eq!(
+        column_types(&cols[..1]).expect("int4 accepted"),
+        vec![PgType::Int4]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// decode_field
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn integers_bool_and_floats() {
+    // int2 -2 = 0xFFFE (two's complement, big-endian).
+    assert_eq!(
+        decode_field(PgType::Int2, &[0xFF, 0xFE]).expect("int2"),
+        ColumnData::I16(Some(-2))
+    );
+    // int4 0x01020304 = 16909060.
+    assert_eq!(
+        decode_field(PgType::Int4, &[1, 2, 3, 4]).expect("int4"),
+        ColumnData::I32(Some(16_909_060))
+    );
+    assert_eq!(
+        decode_field(PgType::Int8, &i64be(i64::MIN)).expect("int8"),
+        ColumnData::I64(Some(i64::MIN))
+    );
+    assert_eq!(
+        code(decode_field(PgType::Int4, &[1, 2, 3])),
+        ErrorCode::ArtifactMalformed
+    );
+    assert_eq!(
+        decode_field(PgType::Bool, &[1]).expect("bool"),
+        ColumnData::Bit(Some(true))
+    );
+    assert_eq!(
+        decode_field(PgType::Bool, &[0]).expect("bool"),
+        ColumnData::Bit(Some(false))
+    );
+    assert_eq!(
+        code(decode_field(PgType::Bool, &[2])),
+        ErrorCode::ArtifactMalformed
+    );
+    // float4 1.5 = 0x3FC00000; float8 -0.1 = 0xBFB999999999999A.
+    assert_eq!(
+        decode_field(PgType::Float4, &[0x3F, 0xC0, 0, 0]).expect("float4"),
+        ColumnData::F32(Some(1.5))
+    );
+    assert_eq!(
+        decode_field(PgType::Float8, &0xBFB9_9999_9999_999Au64.to_be_bytes()).expect("float8"),
+        ColumnData::F64(Some(-0.1))
+    );
+    // float4 NaN = 0x7FC00000; float8 +Infinity = 0x7FF0000000000000.
+    assert_eq!(
+        code(decode_field(PgType::Float4, &[0x7F, 0xC0, 0, 0])),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    assert_eq!(
+        code(decode_field(
+            PgType::Float8,
+            &0x7FF0_0000_0000_0000u64.to_be_bytes()
+        )),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+}
+
+#[test]
+fn text_bytea_and_uuid() {
+    let s = "Grüße, 世界 🎉";
+    for ty in [PgType::Text, PgType::Varchar, PgType::Bpchar] {
+        assert_eq!(
+            decode_field(ty, s.as_bytes()).expect("utf-8"),
+            ColumnData::String(Some(s.into()))
+        );
+    }
+    // bpchar arrives padded and stays padded.
+    assert_eq!(
+        decode_field(PgType::Bpchar, b"ab  ").expect("bpchar"),
+        ColumnData::String(Some("ab  ".into()))
+    );
+    assert_eq!(
+        code(decode_field(PgType::Text, &[b'a', 0xFF])),
+        ErrorCode::ArtifactMalformed
+    );
+    assert_eq!(
+        decode_field(PgType::Bytea, &[0, 0xFF, 0x10]).expect("bytea"),
+        ColumnData::Binary(Some(vec![0u8, 0xFF, 0x10].into()))
+    );
+    // uuid_send writes the 16 bytes in RFC 4122 order; tiberius takes uuid::Uuid in that order
+    // and swaps groups 1-3 to SQL Server's mixed-endian layout itself, so no swap here.
+    let raw: [u8; 16] = [
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE,
+        0xFF,
+    ];
+    match decode_field(PgType::Uuid, &raw).expect("uuid") {
+        ColumnData::Guid(Some(u)) => {
+            assert_eq!(u.as_bytes(), &raw);
+            assert_eq!(u.to_string(), "00112233-4455-6677-8899-aabbccddeeff");
+        }
+        other => panic!("not a guid: {other:?}"),
+    }
+    assert_eq!(
+        code(decode_field(PgType::Uuid, &raw[..15])),
+        ErrorCode::ArtifactMalformed
+    );
+}
+
+#[test]
+fn dates_from_the_2000_epoch() {
+    let day = |pg: i32| match decode_field(PgType::Date, &i32be(pg)).expect("date") {
+        ColumnData::Date(Some(d)) => d.days(),
+        other => panic!("not a date: {other:?}"),
+    };
+    // 0001-01-01 .. 2000-01-01: 1999 * 365 + 484 leap days = 730119.
+    assert_eq!(day(0), 730_119);
+    assert_eq!(day(-1), 730_118); // 1999-12-31
+    // 1970-01-01 is 10957 days before 2000-01-01; 1969 * 365 + 477 = 719162.
+    assert_eq!(day(-10_957), 719_162);
+    // 2024-02-29: 24 * 365 + 6 leap days + 31 + 28 = 8825 days after 2000-01-01.
+    assert_eq!(day(8_825), 738_944);
+    assert_eq!(day(-730_119), 0); // 0001-01-01
+    assert_eq!(day(2_921_939), 3_652_058); // 9999-12-31
+    for out in [2_921_940, -730_120] {
+        assert_eq!(
+            code(decode_field(PgType::Date, &i32be(out))),
+            ErrorCode::TargetColumnTypeUnsupported
+        );
+    }
+    // 'infinity' and '-infinity'.
+    for inf in [i32::MAX, i32::MIN] {
+        let e = decode_field(PgType::Date, &i32be(inf)).expect_err("infinite");
+        assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+        assert!(e.message().contains("infinite"), "{}", e.message());
+    }
+}
+
+#[test]
+fn time_in_100ns_increments() {
+    let t = |micros: i64| match decode_field(PgType::Time, &i64be(micros)).expect("time") {
+        ColumnData::Time(Some(t)) => (t.increments(), t.scale()),
+        other => panic!("not a time: {other:?}"),
+    };
+    assert_eq!(t(0), (0, 7));
+    // 12:34:56.789012 = 45296 s + 789012 us = 45_296_789_012 us = 452_967_890_120 * 100 ns.
+    assert_eq!(t(45_296_789_012), (452_967_890_120, 7));
+    // 23:59:59.999999
+    assert_eq!(t(86_399_999_999), (863_999_999_990, 7));
+    // PostgreSQL accepts 24:00:00; SQL Server's time does not.
+    assert_eq!(
+        code(decode_field(PgType::Time, &i64be(86_400_000_000))),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    assert_eq!(
+        code(decode_field(PgType::Time, &i64be(-1))),
+        ErrorCode::ArtifactMalformed
+    );
+}
+
+#[test]
+fn timestamps_from_the_2000_epoch() {
+    for ty in [PgType::Timestamp, PgType::Timestamptz] {
+        let ts = |micros: i64| dt2(decode_field(ty, &i64be(micros)).expect("timestamp"));
+        assert_eq!(ts(0), (730_119, 0, 7));
+        // One microsecond before 2000-01-01: 1999-12-31 23:59:59.999999.
+        assert_eq!(ts(-1), (730_118, 863_999_999_990, 7));
+        // Unix epoch: 946_684_800 s before 2000-01-01.
+        assert_eq!(ts(-946_684_800_000_000), (719_162, 0, 7));
+        // 2024-02-29 12:34:56.789012: 8825 days * 86_400_000_000 + 45_296_789_012.
+        assert_eq!(ts(762_525_296_789_012), (738_944, 452_967_890_120, 7));
+        // 0001-01-01 00:00:00 = -730119 days; one microsecond earlier is out of range.
+        assert_eq!(ts(-730_119 * 86_400_000_000), (0, 0, 7));
+        assert_eq!(
+            code(decode_field(ty, &i64be(-730_119 * 86_400_000_000 - 1))),
+            ErrorCode::TargetColumnTypeUnsupported
+        );
+        for inf in [i64::MAX, i64::MIN] {
+            let e = decode_field(ty, &i64be(inf)).expect_err("infinite");
+            assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+            assert!(e.message().contains("infinite"), "{}", e.message());
+        }
+    }
+}
+
+#[test]
+fn numerics_exact_at_display_scale() {
+    let n = PgType::Numeric;
+    // 0: no digits, weight 0, dscale 0.
+    assert_eq!(num(n, &numeric(0, POS, 0, &[])), (0, 0));
+    // 12345.6780 (dscale 4) = 1 * 10000^1 + 2345 + 6780 / 10000 -> 123456780 at scale 4.
+    assert_eq!(
+        num(n, &numeric(1, POS, 4, &[1, 2345, 6780])),
+        (123_456_780, 4)
+    );
+    // Same digits, dscale 6 (e.g. numeric(20,6)): 12345.678000 -> 12345678000 at scale 6.
+    assert_eq!(
+        num(n, &numeric(1, POS, 6, &[1, 2345, 6780])),
+        (12_345_678_000, 6)
+    );
+    // -1.5 = -(1 + 5000 / 10000), dscale 1 -> -15 at scale 1.
+    assert_eq!(num(n, &numeric(0, NEG, 1, &[1, 5000])), (-15, 1));
+    // 0.0001 = 1 * 10000^-1, dscale 4.
+    assert_eq!(num(n, &numeric(-1, POS, 4, &[1])), (1, 4));
+    // 100000000 = 1 * 10000^2 (trailing zero groups are not sent).
+    assert_eq!(num(n, &numeric(2, POS, 0, &[1])), (100_000_000, 0));
+    // 10^37 = 10 * 10000^9: 38 digits, the largest power that fits.
+    assert_eq!(num(n, &numeric(9, POS, 0, &[10])), (10i128.pow(37), 0));
+    // 10^38 - 1: 38 nines = "99" then nine groups of 9999, weight 9.
+    let nines = [99, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999];
+    assert_eq!(
+        num(n, &numeric(9, NEG, 0, &nines)),
+        (-(10i128.pow(38) - 1), 0)
+    );
+    // 10^38 = 100 * 10000^9: 39 digits.
+    assert_eq!(
+        code(decode_field(n, &numeric(9, POS, 0, &[100]))),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    // A PostgreSQL-only magnitude, 10^400.
+    assert_eq!(
+        code(decode_field(n, &numeric(100, POS, 0, &[1]))),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    // 1.5 with dscale 40: represented at scale 37 (digits beyond are zeros) = 15 * 10^36.
+    assert_eq!(
+        num(n, &numeric(0, POS, 40, &[1, 5000])),
+        (15 * 10i128.pow(36), 37)
+    );
+    // 10^-40 = 1 * 10000^-10, dscale 40: non-zero digit beyond 37 fractional digits.
+    assert_eq!(
+        code(decode_field(n, &numeric(-10, POS, 40, &[1]))),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    // NaN, +Infinity, -Infinity.
+    for sign in [0xC000, 0xD000, 0xF000] {
+        assert_eq!(
+            code(decode_field(n, &numeric(0, sign, 0, &[]))),
+            ErrorCode::TargetColumnTypeUnsupported,
+            "sign {sign:#x}"
+        );
+    }
+    // Malformed: declared two digits, one sent; a digit above 9999; an unknown sign.
+    let mut short = numeric(0, POS, 0, &[1, 2]);
+    short.truncate(short.len() - 2);
+    assert_eq!(code(decode_field(n, &short)), ErrorCode::ArtifactMalformed);
+    assert_eq!(
+        code(decode_field(n, &numeric(0, POS, 0, &[10_000]))),
+        ErrorCode::ArtifactMalformed
+    );
+    assert_eq!(
+        code(decode_field(n, &numeric(0, 0x1234, 0, &[1]))),
+        ErrorCode::ArtifactMalformed
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// TupleReader
+// ---------------------------------------------------------------------------------------------
+
+fn read_all(
+    store: &MemStore,
+    r: &PayloadReceipt,
+    key_fields: u16,
+) -> Result<Vec<Vec<Option<Vec<u8>>>>, dpone_engine_xmin::XminError> {
+    let mut reader = open_payload(store, r, key_fields)?;
+    let mut out = Vec::new();
+    while let Some(t) = reader.next_tuple()? {
+        out.push(t.fields().map(|f| f.map(<[u8]>::to_vec)).collect());
+    }
+    Ok(out)
+}
+
+#[test]
+fn reader_yields_fields_nulls_and_counts() {
+    let store = MemStore::default();
+    let one = i32be(1);
+    let two = i32be(2);
+    let bytes = encode_for_tests(&[
+        vec![Some(&one), Some(b"x"), None],
+        vec![Some(&two), Some(b""), Some(b"tail")],
+    ]);
+    let len = bytes.len() as u64;
+    let r = stored(&store, bytes, 3, 2);
+    let mut reader = open_payload(&store, &r, 1).expect("header");
+    {
+        let t = reader.next_tuple().expect("tuple").expect("first");
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.field(0), Some(&one[..]));
+        assert_eq!(t.field(1), Some(&b"x"[..]));
+        assert_eq!(t.field(2), None);
+        assert_eq!(t.field(3), None);
+    }
+    {
+        let t = reader.next_tuple().expect("tuple").expect("second");
+        // An empty field is not NULL.
+        assert_eq!(t.field(1), Some(&b""[..]));
+        assert_eq!(t.field(2), Some(&b"tail"[..]));
+    }
+    assert!(reader.next_tuple().expect("trailer verified").is_none());
+    assert!(reader.next_tuple().expect("stays done").is_none());
+    assert_eq!(reader.tuples(), 2);
+    assert_eq!(reader.bytes(), len);
+}
+
+#[test]
+fn reader_skips_a_header_extension_and_hashes_it() {
+    let store = MemStore::default();
+    let plain = encode_for_tests(&[vec![Some(b"k")]]);
+    // Header: 11-byte signature, flags, then extension length 3 and its bytes.
+    let mut bytes = plain[..15].to_vec();
+    bytes.extend_from_slice(&3i32.to_be_bytes());
+    bytes.extend_from_slice(b"ext");
+    bytes.extend_from_slice(&plain[19..]);
+    let r = stored(&store, bytes, 1, 1);
+    assert_eq!(
+        read_all(&store, &r, 1).expect("valid"),
+        vec![vec![Some(b"k".to_vec())]]
+    );
+}
+
+#[test]
+fn reader_checksum_mismatch_same_length() {
+    let store = MemStore::default();
+    let bytes = encode_for_tests(&[vec![Some(b"abc")]]);
+    let r = receipt(&bytes, 1, 1);
+    let mut changed = bytes.clone();
+    let at = changed.len() - 3; // inside the field "abc"
+    changed[at] ^= 0x01;
+    store.put(&r.artifact.sha256, changed);
+    assert_eq!(
+        code(read_all(&store, &r, 1)),
+        ErrorCode::ArtifactChecksumMismatch
+    );
+}
+
+#[test]
+fn reader_truncated_stream() {
+    let store = MemStore::default();
+    let bytes = encode_for_tests(&[vec![Some(b"abc")], vec![Some(b"def")]]);
+    let cut = bytes[..bytes.len() - 5].to_vec();
+    // The receipt describes the whole artifact: the stored bytes are not those bytes.
+    let r = receipt(&bytes, 1, 2);
+    store.put(&r.artifact.sha256, cut.clone());
+    assert_eq!(
+        code(read_all(&store, &r, 1)),
+        ErrorCode::ArtifactChecksumMismatch
+    );
+    // The receipt describes the truncated bytes: the recorded artifact lacks its trailer.
+    let r = stored(&store, cut, 1, 2);
+    assert_eq!(code(read_all(&store, &r, 1)), ErrorCode::ArtifactIncomplete);
+    // Cut inside the header.
+    let r = stored(&store, bytes[..9].to_vec(), 1, 0);
+    assert_eq!(code(read_all(&store, &r, 1)), ErrorCode::ArtifactIncomplete);
+}
+
+#[test]
+fn reader_bytes_after_trailer() {
+    let store = MemStore::default();
+    let mut bytes = encode_for_tests(&[vec![Some(b"abc")]]);
+    let clean = receipt(&bytes, 1, 1);
+    bytes.push(0);
+    // Recorded with the extra byte: a malformed artifact.
+    let r = stored(&store, bytes.clone(), 1, 1);
+    assert_eq!(code(read_all(&store, &r, 1)), ErrorCode::ArtifactMalformed);
+    // Recorded without it: the stored bytes are longer than the receipt.
+    store.put(&clean.artifact.sha256, bytes);
+    assert_eq!(
+        code(read_all(&store, &clean, 1)),
+        ErrorCode::ArtifactChecksumMismatch
+    );
+}
+
+#[test]
+fn reader_framing_refusals() {
+    let store = MemStore::default();
+    // A tuple with one field where the payload declares two.
+    let r = stored(&store, encode_for_tests(&[vec![Some(b"a")]]), 2, 1);
+    let e = read_all(&store, &r, 1).expect_err("field count");
+    assert_eq!(e.code(), ErrorCode::ArtifactMalformed);
+    assert!(
+        e.message().contains("1 fields, expected 2"),
+        "{}",
+        e.message()
+    );
+    // NULL in the key field.
+    let r = stored(&store, encode_for_tests(&[vec![None, Some(b"a")]]), 2, 1);
+    assert_eq!(code(read_all(&store, &r, 1)), ErrorCode::SnapshotNullKey);
+    // The same NULL outside the key is fine.
+    let r = stored(&store, encode_for_tests(&[vec![Some(b"k"), None]]), 2, 1);
+    assert_eq!(read_all(&store, &r, 1).expect("nullable").len(), 1);
+    // Bad signature.
+    let mut bad = encode_for_tests(&[]);
+    bad[0] = b'X';
+    let r = stored(&store, bad, 1, 0);
+    assert_eq!(code(read_all(&store, &r, 1)), ErrorCode::ArtifactMalformed);
+    // OID flag (bit 16) set.
+    let mut oids = encode_for_tests(&[]);
+    oids[11..15].copy_from_slice(&0x0001_0000u32.to_be_bytes());
+    let r = stored(&store, oids, 1, 0);
+    assert_eq!(code(read_all(&store, &r, 1)), ErrorCode::ArtifactMalformed);
+    // Field length -2.
+    let mut neg = encode_for_tests(&[vec![Some(b"a")]]);
+    neg[21..25].copy_from_slice(&(-2i32).to_be_bytes());
+    let r = stored(&store, neg, 1, 1);
+    assert_eq!(code(read_all(&store, &r, 1)), ErrorCode::ArtifactMalformed);
+}
+
+#[test]
+fn reader_row_count_and_receipt_fields() {
+    let store = MemStore::default();
+    let r = stored(&store, encode_for_tests(&[vec![Some(b"a")]]), 1, 2);
+    assert_eq!(
+        code(read_all(&store, &r, 1)),
+        ErrorCode::SnapshotCountMismatch
+    );
+    let mut incomplete = r.clone();
+    incomplete.complete = false;
+    assert_eq!(
+        code(read_all(&store, &incomplete, 1)),
+        ErrorCode::ArtifactIncomplete
+    );
+    let mut format = r.clone();
+    format.format = "csv".into();
+    assert_eq!(
+        code(read_all(&store, &format, 1)),
+        ErrorCode::ArtifactMalformed
+    );
+    // An errored reader keeps returning the error.
+    let mut bad = encode_for_tests(&[vec![Some(b"a")]]);
+    bad.push(7);
+    let mut reader =
+        TupleReader::new(Cursor::new(bad.clone()), &receipt(&bad, 1, 1), 1).expect("header");
+    assert!(reader.next_tuple().expect("first tuple").is_some());
+    assert_eq!(code(reader.next_tuple()), ErrorCode::ArtifactMalformed);
+    assert_eq!(code(reader.next_tuple()), ErrorCode::ArtifactMalformed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// check_export
+// ---------------------------------------------------------------------------------------------
+
+fn text_int_columns() -> Vec<SourceColumn> {
+    vec![
+        col("code", "text", 25),
+        col("n", "integer", 23),
+        col("amount", "numeric(12,2)", 1700),
+    ]
+}
+
+fn text_int_keys(max_chars: u16) -> Vec<KeyColumn> {
+    vec![
+        key("code", KeyType::Text { max_chars }),
+        key("n", KeyType::Int),
+    ]
+}
+
+#[test]
+fn export_baseline_counts_and_key_width() {
+    let store = MemStore::default();
+    // 12.50 = 12 + 5000 / 10000 with dscale 2.
+    let amount = numeric(0, POS, 2, &[12, 5000]);
+    // "é🎉": 2 chars, 3 UTF-16 code units (the emoji is a surrogate pair) = 6 index bytes.
+    let bytes = encode_for_tests(&[
+        vec![Some("é🎉".as_bytes()), Some(&i32be(1)), Some(&amount)],
+        vec![Some(b"a"), Some(&i32be(2)), None],
+    ]);
+    let len = bytes.len() as u64;
+    let rows = stored(&store, bytes, 3, 2);
+    let env = envelope(text_int_columns(), 2, rows, None);
+    let check = check_export(&env, &store, &text_int_keys(3)).expect("fits");
+    assert_eq!(check.keys.tuples, 2);
+    assert_eq!(check.keys.bytes, len);
+    assert_eq!(check.rows, check.keys);
+    // 6 bytes of text + 4 bytes of int.
+    assert_eq!(check.max_key_bytes, 10);
+    // nvarchar(2) holds 2 code units: the 3-unit key does not fit.
+    let e = check_export(&env, &store, &text_int_keys(2)).expect_err("too long");
+    assert_eq!(e.code(), ErrorCode::TargetKeyUnsupported);
+    assert!(e.message().contains(KEY_TOO_LONG), "{}", e.message());
+    assert!(!e.message().contains("é🎉"), "{}", e.message());
+}
+
+#[test]
+fn export_incremental_reads_keys_and_rows() {
+    let store = MemStore::default();
+    let keys = stored(
+        &store,
+        encode_for_tests(&[
+            vec![Some(b"a"), Some(&i32be(1))],
+            vec![Some(b"b"), Some(&i32be(2))],
+            vec![Some(b"c"), Some(&i32be(3))],
+        ]),
+        2,
+        3,
+    );
+    let amount = numeric(0, POS, 2, &[7]);
+    let rows_bytes = encode_for_tests(&[vec![Some(b"b"), Some(&i32be(2)), Some(&amount)]]);
+    let rows_len = rows_bytes.len() as u64;
+    let rows = stored(&store, rows_bytes, 3, 1);
+    let env = envelope(text_int_columns(), 2, rows.clone(), Some(keys));
+    let check = check_export(&env, &store, &text_int_keys(10)).expect("fits");
+    assert_eq!(check.keys.tuples, 3);
+    assert_eq!(check.rows.tuples, 1);
+    assert_eq!(check.rows.bytes, rows_len);
+    assert_eq!(check.max_key_bytes, 2 + 4);
+    // A NaN amount in the delta is refused before staging, naming the column.
+    let nan = numeric(0, 0xC000, 0, &[]);
+    let bad_rows = stored(
+        &store,
+        encode_for_tests(&[vec![Some(b"b"), Some(&i32be(2)), Some(&nan)]]),
+        3,
+        1,
+    );
+    let env = envelope(text_int_columns(), 2, bad_rows, env.keys.clone());
+    let e = check_export(&env, &store, &text_int_keys(10)).expect_err("NaN");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    assert!(e.message().contains("\"amount\""), "{}", e.message());
+}
+
+#[test]
+fn export_trailing_space_key_refused_without_value() {
+    let store = MemStore::default();
+    let rows = stored(
+        &store,
+        encode_for_tests(&[
+            vec![Some(b"plain"), Some(&i32be(1)), None],
+            vec![Some(b"secret "), Some(&i32be(2)), None],
+        ]),
+        3,
+        2,
+    );
+    let env = envelope(text_int_columns(), 2, rows, None);
+    let e = check_export(&env, &store, &text_int_keys(20)).expect_err("trailing space");
+    assert_eq!(e.code(), ErrorCode::TargetKeyUnsupported);
+    assert!(e.message().contains(KEY_TRAILING_SPACE), "{}", e.message());
+    assert!(e.message().contains("\"code\""), "{}", e.message());
+    assert!(!e.message().contains("secret"), "{}", e.message());
+    // Trailing tab and leading space are significant on both sides: accepted.
+    let rows = stored(
+        &store,
+        encode_for_tests(&[vec![Some(b" lead\t"), Some(&i32be(1)), None]]),
+        3,
+        1,
+    );
+    let env = envelope(text_int_columns(), 2, rows, None);
+    assert!(check_export(&env, &store, &text_int_keys(20)).is_ok());
+}
+
+#[test]
+fn export_key_too_wide_refused() {
+    let store = MemStore::default();
+    let rows = stored(
+        &store,
+        encode_for_tests(&[vec![Some(b"a"), Some(&i32be(1)), None]]),
+        3,
+        1,
+    );
+    let env = envelope(text_int_columns(), 2, rows, None);
+    // nvarchar(450) = 900 bytes plus int 4 = 904 > 900.
+    let e = check_export(&env, &store, &text_int_keys(450)).expect_err("too wide");
+    assert_eq!(e.code(), ErrorCode::TargetKeyUnsupported);
+    assert!(e.message().contains(KEY_TOO_WIDE), "{}", e.message());
+    // nvarchar(448) = 896 + 4 = 900: accepted.
+    assert!(check_export(&env, &store, &text_int_keys(448)).is_ok());
+}
+
+#[test]
+fn export_key_type_and_shape_refusals() {
+    let store = MemStore::default();
+    let rows = stored(
+        &store,
+        encode_for_tests(&[vec![Some(&i64be(1)), Some(b"x")]]),
+        2,
+        1,
+    );
+    let cols = vec![col("id", "bigint", 20), col("v", "text", 25)];
+    let env = envelope(cols.clone(), 1, rows.clone(), None);
+    // int8 does not fit int.
+    assert_eq!(
+        code(check_export(&env, &store, &[key("id", KeyType::Int)])),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    assert!(check_export(&env, &store, &[key("id", KeyType::BigInt)]).is_ok());
+    // Key named differently from the envelope's key column.
+    assert_eq!(
+        code(check_export(&env, &store, &[key("other", KeyType::BigInt)])),
+        ErrorCode::EnvelopeInvalid
+    );
+    // An unsupported business column type is refused before reading.
+    let env = envelope(
+        vec![col("id", "bigint", 20), col("v", "interval", 1186)],
+        1,
+        rows,
+        None,
+    );
+    let e = check_export(&env, &store, &[key("id", KeyType::BigInt)]).expect_err("interval");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    assert!(e.message().contains("\"v\"") && e.message().contains("interval"));
+    // int2 fits bigint and int; uuid fits uniqueidentifier only.
+    let rows = stored(
+        &store,
+        encode_for_tests(&[vec![Some(&[0, 7][..]), Some(&[9u8; 16][..])]]),
+        2,
+        1,
+    );
+    let cols = vec![col("a", "smallint", 21), col("u", "uuid", 2950)];
+    let env = envelope(cols, 2, rows, None);
+    let ok = check_export(
+        &env,
+        &store,
+        &[key("a", KeyType::BigInt), key("u", KeyType::Uuid)],
+    )
+    .expect("fits");
+    assert_eq!(ok.max_key_bytes, 8 + 16);
+    assert_eq!(
+        code(check_export(
+            &env,
+            &store,
+            &[
+                key("a", KeyType::Int),
+                key("u", KeyType::Text { max_chars: 36 })
+            ]
+        )),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// ColumnFit
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn fit_integers_widen_and_never_narrow() {
+    let int2 = col("a", "smallint", 21);
+    let f = ColumnFit::new(&int2, &target("a", "int", 4, 10, 0)).expect("int2 -> int");
+    assert_eq!(
+        f.convert(Some(&[0xFF, 0xFE])).expect("value"),
+        ColumnData::I32(Some(-2))
+    );
+    assert_eq!(f.convert(None).expect("null"), ColumnData::I32(None));
+    let int4 = col("b", "integer", 23);
+    let f = ColumnFit::new(&int4, &target("b", "bigint", 8, 19, 0)).expect("int4 -> bigint");
+    assert_eq!(
+        f.convert(Some(&i32be(i32::MIN))).expect("value"),
+        ColumnData::I64(Some(i64::from(i32::MIN)))
+    );
+    let int8 = col("c", "bigint", 20);
+    let e = ColumnFit::new(&int8, &target("c", "int", 4, 10, 0)).expect_err("narrowing");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    assert!(e.message().contains("\"c\"") && e.message().contains("int"));
+    // float4 widens exactly into float(53).
+    let f4 = col("f", "real", 700);
+    let f = ColumnFit::new(&f4, &target("f", "float", 8, 53, 0)).expect("float4 -> float");
+    assert_eq!(
+        f.convert(Some(&0.1f32.to_bits().to_be_bytes()))
+            .expect("value"),
+        ColumnData::F64(Some(f64::from(0.1f32)))
+    );
+    let f8 = col("g", "double precision", 701);
+    assert!(ColumnFit::new(&f8, &target("g", "real", 4, 24, 0)).is_err());
+}
+
+#[test]
+fn fit_numeric_to_column_scale_exactly() {
+    let c = col("amount", "numeric", 1700);
+    let f = ColumnFit::new(&c, &target("amount", "decimal", 9, 18, 2)).expect("decimal(18,2)");
+    let value = |bytes: &[u8]| match f.convert(Some(bytes)).expect("fits") {
+        ColumnData::Numeric(Some(n)) => (n.value(), n.scale()),
+        other => panic!("not a numeric: {other:?}"),
+    };
+    // 12345.6700 (dscale 4) = [1, 2345, 6700]: at scale 2 exactly 1234567.
+    assert_eq!(value(&numeric(1, POS, 4, &[1, 2345, 6700])), (1_234_567, 2));
+    // 7 (dscale 0) -> 700 at scale 2.
+    assert_eq!(value(&numeric(0, POS, 0, &[7])), (700, 2));
+    // -0.05 = -(500 / 10000), dscale 2 -> -5.
+    assert_eq!(value(&numeric(-1, NEG, 2, &[500])), (-5, 2));
+    // 12345.6780 would lose the 8 at scale 2: refused, not rounded.
+    let e = f
+        .convert(Some(&numeric(1, POS, 4, &[1, 2345, 6780])))
+        .expect_err("rounding");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    assert!(e.message().contains("\"amount\""), "{}", e.message());
+    // decimal(5,2) holds at most 999.99: 1000 does not fit.
+    let small = ColumnFit::new(&c, &target("amount", "decimal", 5, 5, 2)).expect("decimal(5,2)");
+    assert!(small.convert(Some(&numeric(0, POS, 0, &[999]))).is_ok());
+    assert_eq!(
+        code(small.convert(Some(&numeric(0, POS, 0, &[1000])))),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    assert_eq!(
+        small.convert(None).expect("null"),
+        ColumnData::Numeric(None)
+    );
+    // decimal(38,38) has no tiberius representation.
+    assert!(ColumnFit::new(&c, &target("amount", "decimal", 17, 38, 38)).is_err());
+}
+
+#[test]
+fn fit_time_and_timestamps_to_column_scale() {
+    let t = col("t", "time without time zone", 1083);
+    let f6 = ColumnFit::new(&t, &target("t", "time", 5, 15, 6)).expect("time(6)");
+    match f6.convert(Some(&i64be(45_296_789_012))).expect("value") {
+        // time(6) counts microseconds.
+        ColumnData::Time(Some(v)) => assert_eq!((v.increments(), v.scale()), (45_296_789_012, 6)),
+        other => panic!("not a time: {other:?}"),
+    }
+    // time(3) would drop microseconds.
+    assert!(ColumnFit::new(&t, &target("t", "time", 4, 12, 3)).is_err());
+
+    let ts = col("ts", "timestamp without time zone", 1114);
+    let f7 = ColumnFit::new(&ts, &target("ts", "datetime2", 8, 27, 7)).expect("datetime2(7)");
+    assert_eq!(
+        dt2(f7.convert(Some(&i64be(-1))).expect("value")),
+        (730_118, 863_999_999_990, 7)
+    );
+    assert_eq!(f7.convert(None).expect("null"), ColumnData::DateTime2(None));
+    // timestamp without zone has no offset to give datetimeoffset.
+    assert!(ColumnFit::new(&ts, &target("ts", "datetimeoffset", 10, 34, 7)).is_err());
+    assert!(ColumnFit::new(&ts, &target("ts", "datetime", 8, 23, 3)).is_err());
+
+    let tz = col("tz", "timestamp with time zone", 1184);
+    let fo = ColumnFit::new(&tz, &target("tz", "datetimeoffset", 10, 34, 7)).expect("dto(7)");
+    match fo
+        .convert(Some(&i64be(762_525_296_789_012)))
+        .expect("value")
+    {
+        ColumnData::DateTimeOffset(Some(v)) => {
+            assert_eq!(v.offset(), 0);
+            let d = v.datetime2();
+            assert_eq!(
+                (d.date().days(), d.time().increments(), d.time().scale()),
+                (738_944, 452_967_890_120, 7)
+            );
+        }
+        other => panic!("not a datetimeoffset: {other:?}"),
+    }
+    let fu = ColumnFit::new(&tz, &target("tz", "datetime2", 7, 26, 6)).expect("UTC datetime2(6)");
+    assert_eq!(
+        dt2(fu
+            .convert(Some(&i64be(762_525_296_789_012)))
+            .expect("value")),
+        (738_944, 45_296_789_012, 6)
+    );
+}
+
+#[test]
+fn fit_text_binary_and_guid() {
+    let s = col("s", "character varying(10)", 1043);
+    // nvarchar(2): max_length 4 bytes. "é🎉" needs 3 UTF-16 units = 6 bytes.
+    let f = ColumnFit::new(&s, &target("s", "nvarchar", 4, 0, 0)).expect("nvarchar");
+    assert_eq!(
+        code(f.convert(Some("é🎉".as_bytes()))),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    assert_eq!(
+        f.convert(Some("é!".as_bytes())).expect("2 units"),
+        ColumnData::String(Some("é!".into()))
+    );
+    assert_eq!(f.convert(None).expect("null"), ColumnData::String(None));
+    let max = ColumnFit::new(&s, &target("s", "nvarchar", -1, 0, 0)).expect("nvarchar(max)");
+    assert!(max.convert(Some("é🎉".as_bytes())).is_ok());
+    // Non-Unicode and padded columns are refused.
+    assert!(ColumnFit::new(&s, &target("s", "varchar", 10, 0, 0)).is_err());
+    assert!(ColumnFit::new(&s, &target("s", "nchar", 20, 0, 0)).is_err());
+
+    let b = col("b", "bytea", 17);
+    let fb = ColumnFit::new(&b, &target("b", "varbinary", 2, 0, 0)).expect("varbinary(2)");
+    assert!(fb.convert(Some(&[1, 2])).is_ok());
+    assert!(fb.convert(Some(&[1, 2, 3])).is_err());
+    assert_eq!(fb.convert(None).expect("null"), ColumnData::Binary(None));
+
+    let u = col("u", "uuid", 2950);
+    let fg = ColumnFit::new(&u, &target("u", "uniqueidentifier", 16, 0, 0)).expect("guid");
+    assert_eq!(fg.convert(None).expect("null"), ColumnData::Guid(None));
+    assert!(ColumnFit::new(&u, &target("u", "nvarchar", 72, 0, 0)).is_err());
+}
+
+#[test]
+fn plan_requires_same_columns_in_order() {
+    let sources = vec![col("id", "integer", 23), col("v", "text", 25)];
+    let targets = vec![
+        target("id", "int", 4, 10, 0),
+        target("v", "nvarchar", -1, 0, 0),
+    ];
+    let plan = plan_columns(&sources, &targets).expect("matches");
+    assert_eq!(plan.len(), 2);
+    assert_eq!(plan[1].source_type(), PgType::Text);
+    let swapped = vec![targets[1].clone(), targets[0].clone()];
+    assert_eq!(
+        code(plan_columns(&sources, &swapped)),
+        ErrorCode::TargetTableInvalid
+    );
+    assert_eq!(
+        code(plan_columns(&sources, &targets[..1])),
+        ErrorCode::TargetTableInvalid
+    );
+}
+
+/// Hands out one byte per `read`, so every header word, length and field crosses reads.
+struct Trickle(Cursor<Vec<u8>>);
+
+impl Read for Trickle {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(1);
+        self.0.read(&mut buf[..n])
+    }
+}
+
+#[test]
+fn reader_streams_across_reads_and_large_fields() {
+    // A 300 000-byte field is larger than the reader's 256 KiB buffer.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let bytes = encode_for_tests(&[
+        vec![Some(&i32be(1)), Some(&big)],
+        vec![Some(&i32be(2)), None],
+    ]);
+    let r = receipt(&bytes, 2, 2);
+    let mut reader = TupleReader::new(Trickle(Cursor::new(bytes.clone())), &r, 1).expect("header");
+    let first = reader.next_tuple().expect("tuple").expect("first");
+    assert_eq!(first.field(1).map(<[u8]>::len), Some(300_000));
+    assert_eq!(first.field(1), Some(&big[..]));
+    let second = reader.next_tuple().expect("tuple").expect("second");
+    assert_eq!(second.field(0), Some(&i32be(2)[..]));
+    assert!(reader.next_tuple().expect("verified").is_none());
+    assert_eq!(reader.bytes(), bytes.len() as u64);
+}
