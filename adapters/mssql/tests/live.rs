@@ -89,6 +89,10 @@ async fn count(c: &mut MssqlClient, statement: &str, at: &str) -> i64 {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
 async fn live_pins_match_the_catalog() {
     let Some(mut c) = server().await else { return };
     let name = scratch_name("pins");
@@ -115,6 +119,10 @@ async fn live_pins_match_the_catalog() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
 async fn live_state_ddl_and_migration() {
     let Some(mut c) = server().await else { return };
     // Clean v1 -> v2, then an exact rerun.
@@ -161,6 +169,10 @@ N'dpone_commit_receipt_invocation_digest_uq' AND @P1 = @P1;",
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
 async fn live_finalizer_counts() {
     let Some(mut c) = server().await else { return };
     let name = scratch_name("fin");

@@ -95,7 +95,7 @@ async fn hand_written_apply(f: &Fixture, previous_xmin: i64) -> f64 {
     src.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .await
         .expect("begin");
-    let tc = f.tgt.client().await;
+    let tc = f.pg_target_db().client().await;
     tc.batch_execute(HAND_WRITTEN).await.expect("begin target");
     let delta_sql = format!(
         "COPY (SELECT id, name, qty, price FROM public.items WHERE xmin::text::bigint >= {}) TO STDOUT (FORMAT binary)",
@@ -198,11 +198,12 @@ async fn bench(rows: u64, skip_apply: bool) -> serde_json::Value {
     let base = f.run().await.expect("baseline run");
     let baseline_secs = t.elapsed().as_secs_f64();
     assert_eq!(base.receipt.metrics.inserted, rows);
-    f.tc.batch_execute("CREATE TABLE dwh.items_b (LIKE dwh.items INCLUDING ALL); INSERT INTO dwh.items_b SELECT * FROM dwh.items;")
+    f.pg_target().batch_execute("CREATE TABLE dwh.items_b (LIKE dwh.items INCLUDING ALL); INSERT INTO dwh.items_b SELECT * FROM dwh.items;")
         .await
         .expect("clone target");
     for t in ["dwh.items", "dwh.items_b"] {
-        f.tc.batch_execute(&format!("VACUUM ANALYZE {t}"))
+        f.pg_target()
+            .batch_execute(&format!("VACUUM ANALYZE {t}"))
             .await
             .expect("vacuum");
     }

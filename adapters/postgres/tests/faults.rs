@@ -1,14 +1,15 @@
-//! Fault matrix, acknowledgement loss, concurrency and a randomized property run on a real
-//! PostgreSQL server.
+//! Fault matrix, acknowledgement loss, concurrency and a randomized property run: on the
+//! PostgreSQL target and, with `DPONE_TEST_MSSQL_URL`, unchanged on the SQL Server target (the
+//! source is the real PostgreSQL server in both).
 //!
-//! Tier: real PostgreSQL integration with faults injected at every boundary of the target
+//! Tier: real database integration with faults injected at every boundary of the target
 //! transaction by `dpone_engine_xmin::fault`; native guard and delete-mode cores.
 
 mod support;
 
 use dpone_engine_xmin::fault::{Fault, FaultPlan, FaultyTarget, When};
 use dpone_engine_xmin::{ErrorCode, RunStatus};
-use support::{Fixture, Options, new_invocation};
+use support::{Dialect, Fixture, Options, new_invocation};
 
 /// Target and checkpoint agree: active target rows equal the source as of the checkpoint's run.
 async fn consistent(f: &Fixture) -> bool {
@@ -18,9 +19,8 @@ async fn consistent(f: &Fixture) -> bool {
 /// Every boundary of the run transaction, before and after the call, plus acknowledgement loss
 /// after commit. After each fault: no divergence (target and checkpoint unchanged together),
 /// then a retry converges to the source.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_matrix_every_boundary() {
-    let Some(f) = Fixture::new("faults", Options::default()).await else {
+async fn fault_matrix_every_boundary(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "faults", Options::default()).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n' || g, g, 1 FROM generate_series(1, 20) g")
@@ -84,14 +84,13 @@ async fn fault_matrix_every_boundary() {
 
 /// The same matrix over a run that consumes a repair authority: the authority is consumed
 /// exactly when the run commits, never by a failed attempt.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_matrix_with_authority_consumption() {
+async fn fault_matrix_with_authority_consumption(on: Dialect) {
     use dpone_policy_model::guard::AuthorityAllow;
     let options = Options {
         reconciliation_extra: "  guards: {max_delete_rows: 0}\n".into(),
         ..Options::default()
     };
-    let Some(f) = Fixture::new("faultsauth", options).await else {
+    let Some(f) = Fixture::new_on(on, "faultsauth", options).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 200) g")
@@ -106,15 +105,7 @@ async fn fault_matrix_with_authority_consumption() {
         max_delete_rows: Some(1),
         max_delete_ratio: None,
     };
-    let consumed = async |id: &str| -> i64 {
-        f.tc.query_one(
-            "SELECT count(*) FROM dpone_state.dpone_repair_authority_consumption WHERE authority_id = $1",
-            &[&id],
-        )
-        .await
-        .expect("consumption")
-        .get(0)
-    };
+    let consumed = async |id: &str| -> i64 { f.consumption_count(id, None).await };
     // Count the boundaries of an authorized run.
     let mut covered = 0u32;
     let probe = FaultPlan::new(Fault::None);
@@ -186,9 +177,8 @@ async fn fault_matrix_with_authority_consumption() {
 
 /// Commit applied but its acknowledgement lost: the receipt probe proves the commit, nothing is
 /// applied twice, and a retry of the same invocation replays the receipt without source I/O.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledgement_loss_is_probed_and_never_applied_twice() {
-    let Some(f) = Fixture::new("ackloss", Options::default()).await else {
+async fn acknowledgement_loss_is_probed_and_never_applied_twice(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "ackloss", Options::default()).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 5) g")
@@ -231,9 +221,8 @@ async fn acknowledgement_loss_is_probed_and_never_applied_twice() {
 
 /// Two runs on the same target serialize on the advisory lock; the loser's CAS is stale and
 /// neither regresses nor skips the checkpoint; a retry converges.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_runs_serialize_and_stale_cas_is_refused() {
-    let Some(f) = Fixture::new("conc", Options::default()).await else {
+async fn concurrent_runs_serialize_and_stale_cas_is_refused(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "conc", Options::default()).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 50) g")
@@ -269,11 +258,10 @@ async fn concurrent_runs_serialize_and_stale_cas_is_refused() {
 
 /// The CAS itself refuses a stale expectation, including an equal safe XMin with another
 /// revision, and accepts only the exact current `(xmin, revision)`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stale_cas_is_refused_at_the_port() {
+async fn stale_cas_is_refused_at_the_port(on: Dialect) {
     use dpone_engine_xmin::ports::{CheckpointCas, TargetPort, TargetSession};
     use dpone_policy_model::guard::Checkpoint;
-    let Some(f) = Fixture::new("cas", Options::default()).await else {
+    let Some(f) = Fixture::new_on(on, "cas", Options::default()).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
@@ -328,9 +316,8 @@ async fn stale_cas_is_refused_at_the_port() {
 
 /// Source mutations interleaved with runs and injected faults: after every successful run the
 /// target's active keys (and rows) equal the source's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn property_random_mutations_runs_and_faults() {
-    let Some(f) = Fixture::new("prop", Options::default()).await else {
+async fn property_random_mutations_runs_and_faults(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "prop", Options::default()).await else {
         return;
     };
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
@@ -399,3 +386,12 @@ async fn mutate(f: &Fixture, i: u32) {
         f.src_sql("DELETE FROM public.items WHERE id = 2").await;
     }
 }
+
+crate::on_every_target!(
+    fault_matrix_every_boundary,
+    fault_matrix_with_authority_consumption,
+    acknowledgement_loss_is_probed_and_never_applied_twice,
+    concurrent_runs_serialize_and_stale_cas_is_refused,
+    stale_cas_is_refused_at_the_port,
+    property_random_mutations_runs_and_faults,
+);

@@ -1,13 +1,18 @@
 //! Delete guards and one-shot repair authorities on a real PostgreSQL server.
 //!
-//! Tier: real PostgreSQL integration; guard decisions by the native guard core.
+//! Every scenario runs on the PostgreSQL target and, with `DPONE_TEST_MSSQL_URL`, unchanged on
+//! the SQL Server target.
+//!
+//! Tier: real database integration; guard decisions by the native guard core.
 
 mod support;
 
 use dpone_engine_xmin::ErrorCode;
 use dpone_engine_xmin::engine::RunFailure;
+use dpone_engine_xmin::identity::sha256_hex;
+use dpone_engine_xmin::ports::TargetPort;
 use dpone_policy_model::guard::AuthorityAllow;
-use support::{Fixture, Options};
+use support::{Dialect, Fixture, Options};
 
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -31,13 +36,12 @@ fn deletes_only(rows: Option<u64>) -> AuthorityAllow {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_guards_and_one_shot_authority() {
+async fn delete_guards_and_one_shot_authority(on: Dialect) {
     let options = Options {
         reconciliation_extra: "  guards: {max_delete_rows: 1, max_delete_ratio: 0.5}\n".into(),
         ..Options::default()
     };
-    let Some(f) = Fixture::new("guard", options).await else {
+    let Some(f) = Fixture::new_on(on, "guard", options).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 10) g")
@@ -79,14 +83,12 @@ async fn delete_guards_and_one_shot_authority() {
     );
     f.create_authority("tampered", cp, deletes_only(Some(5)), window, None)
         .await;
-    f.tc.batch_execute(
-        "ALTER TABLE dpone_state.dpone_repair_authority DISABLE TRIGGER dpone_immutable; \
-         UPDATE dpone_state.dpone_repair_authority SET document = replace(document, '\"max_delete_rows\":5', '\"max_delete_rows\":50') \
-         WHERE authority_id = 'tampered'; \
-         ALTER TABLE dpone_state.dpone_repair_authority ENABLE TRIGGER dpone_immutable;",
+    f.tamper_authority(
+        "tampered",
+        "\"max_delete_rows\":5",
+        "\"max_delete_rows\":50",
     )
-    .await
-    .expect("tamper");
+    .await;
     denied(
         f.run_with(Some("tampered")).await,
         "DPONE_GUARD_AUTHORITY_DIGEST_DRIFT",
@@ -120,15 +122,9 @@ async fn delete_guards_and_one_shot_authority() {
         out.guard_reason.as_deref(),
         Some("DPONE_GUARD_ALLOWED_AUTHORIZED_DELETES")
     );
-    let consumed: i64 = f
-        .tc
-        .query_one(
-            "SELECT count(*) FROM dpone_state.dpone_repair_authority_consumption WHERE authority_id = 'cover' AND receipt_id = $1",
-            &[&out.receipt.receipt_id],
-        )
-        .await
-        .expect("consumption")
-        .get(0);
+    let consumed = f
+        .consumption_count("cover", Some(&out.receipt.receipt_id))
+        .await;
     assert_eq!(consumed, 1);
     assert_eq!(f.active_keys().await, f.source_keys().await);
 
@@ -153,21 +149,34 @@ async fn delete_guards_and_one_shot_authority() {
     let out = f.run().await.expect("ordinary run");
     assert_eq!(out.receipt.authority_id, None);
 
-    // The owner's listing shows digests and consumption.
-    let list = f.target().list_authorities().await.expect("list");
-    let find = |id: &str| list.iter().find(|a| a.authority_id == id).expect("listed");
-    assert!(find("cover").consumed && find("cover").digest_ok);
-    assert!(!find("tampered").digest_ok);
-    assert!(!find("unneeded").consumed);
+    // The stored authorities show their digests and consumption.
+    let mut t = f.target();
+    let mut seen = Vec::new();
+    for id in ["cover", "tampered", "unneeded"] {
+        let a = t
+            .read_authority(id)
+            .await
+            .expect("read authority")
+            .expect("stored");
+        let digest_ok = sha256_hex(a.document.as_bytes()) == a.recorded_digest;
+        seen.push((id, a.consumed, digest_ok));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("cover", true, true),
+            ("tampered", false, false),
+            ("unneeded", false, true)
+        ]
+    );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_ratio_guard() {
+async fn delete_ratio_guard(on: Dialect) {
     let options = Options {
         reconciliation_extra: "  guards: {max_delete_ratio: 0.05}\n".into(),
         ..Options::default()
     };
-    let Some(f) = Fixture::new("ratio", options).await else {
+    let Some(f) = Fixture::new_on(on, "ratio", options).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 100) g")
@@ -181,9 +190,8 @@ async fn delete_ratio_guard() {
     denied(f.run().await, "DPONE_GUARD_MAX_DELETE_RATIO_EXCEEDED");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn empty_snapshot_fails_by_default_and_all_delete_needs_exact_authority() {
-    let Some(f) = Fixture::new("empty", Options::default()).await else {
+async fn empty_snapshot_fails_by_default_and_all_delete_needs_exact_authority(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "empty", Options::default()).await else {
         return;
     };
     // Even a complete empty baseline into an empty target is refused without an authority.
@@ -223,23 +231,15 @@ async fn empty_snapshot_fails_by_default_and_all_delete_needs_exact_authority() 
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_state_needs_full_baseline_authority() {
-    let Some(f) = Fixture::new("lost", Options::default()).await else {
+async fn lost_state_needs_full_baseline_authority(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "lost", Options::default()).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 4) g")
         .await;
     f.run().await.expect("baseline");
     // State lost (state schema re-provisioned empty): the non-empty target has no checkpoint.
-    f.tc.batch_execute("DROP SCHEMA dpone_state CASCADE")
-        .await
-        .expect("drop state");
-    let ddl = dpone_adapter_postgres::ddl::render_state_ddl(
-        "dpone_state",
-        &dpone_adapter_postgres::ddl::default_state_tables(),
-    );
-    f.tc.batch_execute(&ddl).await.expect("re-provision state");
+    f.reset_state().await;
     denied(f.run().await, "DPONE_GUARD_BASELINE_REQUIRES_AUTHORITY");
     let window = (now() - 60, now() + 3600);
     let allow = AuthorityAllow {
@@ -260,3 +260,10 @@ async fn lost_state_needs_full_baseline_authority() {
     assert_eq!(out.receipt.metrics.unchanged, 4);
     assert_eq!(f.active_rows().await, f.source_rows().await);
 }
+
+crate::on_every_target!(
+    delete_guards_and_one_shot_authority,
+    delete_ratio_guard,
+    empty_snapshot_fails_by_default_and_all_delete_needs_exact_authority,
+    lost_state_needs_full_baseline_authority,
+);

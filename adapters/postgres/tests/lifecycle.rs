@@ -2,20 +2,28 @@
 //! no-op, change, delete, repeated absence, reactivate, re-delete; and MVCC snapshot semantics
 //! with a concurrently open transaction.
 //!
-//! Tier: real PostgreSQL integration; guard and delete-mode decisions by the native policy cores.
+//! Every scenario runs on the PostgreSQL target and, with `DPONE_TEST_MSSQL_URL`, unchanged on
+//! the SQL Server target (`<scenario>::postgres`, `<scenario>::sql_server`).
+//!
+//! Tier: real database integration; guard and delete-mode decisions by the native policy cores.
 
 mod support;
 
 use dpone_engine_xmin::RunStatus;
-use support::{Fixture, Options};
+use support::{Dialect, Fixture, Options};
 
-async fn lifecycle(prefix: &str, delete_policy: Option<&'static str>, mode: Option<&'static str>) {
+async fn lifecycle(
+    on: Dialect,
+    prefix: &str,
+    delete_policy: Option<&'static str>,
+    mode: Option<&'static str>,
+) {
     let options = Options {
         delete_policy,
         soft_delete_mode: mode,
         ..Options::default()
     };
-    let Some(f) = Fixture::new(prefix, options).await else {
+    let Some(f) = Fixture::new_on(on, prefix, options).await else {
         return;
     };
     let hard = delete_policy == Some("hard_delete");
@@ -85,7 +93,7 @@ async fn lifecycle(prefix: &str, delete_policy: Option<&'static str>, mode: Opti
         before,
         "repeated absence rewrote rows"
     );
-    let first_detection = deleted_at(&f, 3).await;
+    let first_detection = f.deleted_at(3).await;
 
     // Reactivate.
     f.src_sql("INSERT INTO public.items VALUES (3, 'back', 3, 4.5)")
@@ -96,7 +104,7 @@ async fn lifecycle(prefix: &str, delete_policy: Option<&'static str>, mode: Opti
     } else {
         assert_eq!((m.reactivated, m.inserted), (1, 0));
         assert_eq!(
-            deleted_at(&f, 3).await,
+            f.deleted_at(3).await,
             None,
             "reappearance clears the detection time"
         );
@@ -109,7 +117,7 @@ async fn lifecycle(prefix: &str, delete_policy: Option<&'static str>, mode: Opti
     assert_eq!(m.soft_deleted + m.hard_deleted, 1);
     assert_eq!(f.active_keys().await, f.source_keys().await);
     if mode != Some("flag_only") && !hard {
-        let second = deleted_at(&f, 3).await;
+        let second = f.deleted_at(3).await;
         assert!(
             second.is_some() && second > first_detection,
             "re-delete sets a new detection time"
@@ -119,50 +127,26 @@ async fn lifecycle(prefix: &str, delete_policy: Option<&'static str>, mode: Opti
     assert_eq!(f.receipt_count().await, 7);
 }
 
-async fn deleted_at(f: &Fixture, id: i64) -> Option<String> {
-    if f.route
-        .plan
-        .columns
-        .iter()
-        .all(|c| c.name != "__dpone__deleted_at")
-    {
-        return None;
-    }
-    let row =
-        f.tc.query_opt(
-            "SELECT __dpone__deleted_at::text FROM dwh.items WHERE id = $1",
-            &[&id],
-        )
-        .await
-        .expect("deleted_at");
-    row.and_then(|r| r.get(0))
+async fn lifecycle_timestamp_only_default(on: Dialect) {
+    lifecycle(on, "lc_ts", None, None).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifecycle_timestamp_only_default() {
-    lifecycle("lc_ts", None, None).await;
+async fn lifecycle_timestamp_and_flag(on: Dialect) {
+    lifecycle(on, "lc_tf", Some("soft_delete"), Some("timestamp_and_flag")).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifecycle_timestamp_and_flag() {
-    lifecycle("lc_tf", Some("soft_delete"), Some("timestamp_and_flag")).await;
+async fn lifecycle_flag_only(on: Dialect) {
+    lifecycle(on, "lc_fo", Some("soft_delete"), Some("flag_only")).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifecycle_flag_only() {
-    lifecycle("lc_fo", Some("soft_delete"), Some("flag_only")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifecycle_hard_delete() {
-    lifecycle("lc_hd", Some("hard_delete"), None).await;
+async fn lifecycle_hard_delete(on: Dialect) {
+    lifecycle(on, "lc_hd", Some("hard_delete"), None).await;
 }
 
 /// Rows with XIDs in [U, H) are loaded now and replayed next run; a row of a transaction that was
 /// open during the snapshot is loaded by the next run. No loss, no duplicate.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn snapshot_replay_window_with_open_transaction() {
-    let Some(f) = Fixture::new("snap", Options::default()).await else {
+async fn snapshot_replay_window_with_open_transaction(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "snap", Options::default()).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 3) g")
@@ -196,3 +180,11 @@ async fn snapshot_replay_window_with_open_transaction() {
     );
     assert_eq!(f.active_rows().await, f.source_rows().await);
 }
+
+crate::on_every_target!(
+    lifecycle_timestamp_only_default,
+    lifecycle_timestamp_and_flag,
+    lifecycle_flag_only,
+    lifecycle_hard_delete,
+    snapshot_replay_window_with_open_transaction,
+);

@@ -98,8 +98,9 @@ async fn wrong_pins_are_refused_with_distinct_codes() {
     .await;
 
     // Target database recreated: its pinned OID no longer matches (refused before source I/O).
-    let tgt_oid: u32 =
-        f.tc.query_one(
+    let tgt_oid: u32 = f
+        .pg_target()
+        .query_one(
             "SELECT oid FROM pg_database WHERE datname = current_database()",
             &[],
         )
@@ -119,8 +120,9 @@ async fn wrong_pins_are_refused_with_distinct_codes() {
     .await;
 
     // Wrong target system identifier.
-    let sys: String =
-        f.tc.query_one(
+    let sys: String = f
+        .pg_target()
+        .query_one(
             "SELECT system_identifier::text FROM pg_control_system()",
             &[],
         )
@@ -141,7 +143,8 @@ async fn wrong_pins_are_refused_with_distinct_codes() {
     .await;
 
     // Missing state table.
-    f.tc.batch_execute("ALTER TABLE dpone_state.dpone_run_state RENAME TO other_run_state")
+    f.pg_target()
+        .batch_execute("ALTER TABLE dpone_state.dpone_run_state RENAME TO other_run_state")
         .await
         .expect("rename");
     refused(

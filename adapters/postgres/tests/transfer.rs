@@ -2,17 +2,18 @@
 //! active owner until an exact one-shot transfer authority is used, which supersedes the old
 //! state in the same transaction as the baseline.
 //!
-//! Tier: real PostgreSQL integration; native guard core.
+//! Runs on the PostgreSQL target and, with `DPONE_TEST_MSSQL_URL`, unchanged on SQL Server.
+//!
+//! Tier: real database integration; native guard core.
 
 mod support;
 
 use dpone_adapter_postgres::source::PgSource;
-use dpone_adapter_postgres::target::PgTarget;
 use dpone_engine_xmin::engine::Phase;
 use dpone_engine_xmin::state::{AUTHORITY_SCHEMA, AuthorityDocument};
 use dpone_engine_xmin::{ErrorCode, Route, RunRequest};
 use dpone_policy_model::guard::{AuthorityAllow, TransferBinding};
-use support::{Fixture, NativePolicies, Options, new_invocation, prepare};
+use support::{Dialect, Fixture, NativePolicies, Options, new_invocation, prepare};
 
 async fn run(
     f: &Fixture,
@@ -23,7 +24,7 @@ async fn run(
         invocation_id: new_invocation(),
         repair_authority_ref: authority.map(str::to_owned),
     };
-    let mut target = PgTarget::for_route(route).expect("target");
+    let mut target = f.target_for(route);
     dpone_engine_xmin::run(
         route,
         &req,
@@ -35,9 +36,8 @@ async fn run(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schema_drift_needs_exact_transfer() {
-    let Some(f) = Fixture::new("xfer", Options::default()).await else {
+async fn schema_drift_needs_exact_transfer(on: Dialect) {
+    let Some(f) = Fixture::new_on(on, "xfer", Options::default()).await else {
         return;
     };
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 6) g")
@@ -92,11 +92,8 @@ async fn schema_drift_needs_exact_transfer() {
         approved_by: "owner".into(),
         reason: "schema change".into(),
     };
-    let mut admin = PgTarget::for_route(&b).expect("admin");
-    admin
-        .create_authority(&doc("wrong-revision", old_cp.revision + 1))
-        .await
-        .expect("create");
+    f.insert_authority(&doc("wrong-revision", old_cp.revision + 1))
+        .await;
     let e = run(&f, &b, Some("wrong-revision"))
         .await
         .expect_err("inexact transfer");
@@ -107,10 +104,7 @@ async fn schema_drift_needs_exact_transfer() {
         "{e}"
     );
 
-    admin
-        .create_authority(&doc("transfer", old_cp.revision))
-        .await
-        .expect("create");
+    f.insert_authority(&doc("transfer", old_cp.revision)).await;
     let out = run(&f, &b, Some("transfer"))
         .await
         .expect("transfer baseline");
@@ -122,15 +116,7 @@ async fn schema_drift_needs_exact_transfer() {
     assert_eq!(out.receipt.authority_id.as_deref(), Some("transfer"));
 
     // The old key is superseded (history kept) and can no longer run.
-    let superseded: bool = f
-        .tc
-        .query_one(
-            "SELECT superseded_at_utc IS NOT NULL FROM dpone_state.dpone_source_state WHERE state_key = $1",
-            &[&f.route.identity.state_key],
-        )
-        .await
-        .expect("old state")
-        .get(0);
+    let superseded = f.superseded(&f.route.identity.state_key).await;
     assert!(superseded);
     let e = f.run().await.expect_err("old key is superseded");
     assert_eq!(
@@ -144,3 +130,5 @@ async fn schema_drift_needs_exact_transfer() {
     assert_eq!(out.receipt.metrics.soft_deleted, 1);
     assert_eq!(f.active_keys().await, f.source_keys().await);
 }
+
+crate::on_every_target!(schema_drift_needs_exact_transfer,);

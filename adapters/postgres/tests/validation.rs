@@ -33,15 +33,16 @@ async fn null_and_duplicate_keys_are_refused_before_mutation() {
         ("name", "text"),
         ("price", "numeric(10,2)"),
     ];
-    f.tc.batch_execute(&render_target_ddl(
-        "dwh",
-        "items_by_qty",
-        &cols,
-        1,
-        &route.plan,
-    ))
-    .await
-    .expect("target ddl");
+    f.pg_target()
+        .batch_execute(&render_target_ddl(
+            "dwh",
+            "items_by_qty",
+            &cols,
+            1,
+            &route.plan,
+        ))
+        .await
+        .expect("target ddl");
     let run = async || {
         let req = RunRequest {
             invocation_id: new_invocation(),
@@ -59,7 +60,8 @@ async fn null_and_duplicate_keys_are_refused_before_mutation() {
         .await
     };
     let rows = async || -> i64 {
-        f.tc.query_one("SELECT count(*) FROM dwh.items_by_qty", &[])
+        f.pg_target()
+            .query_one("SELECT count(*) FROM dwh.items_by_qty", &[])
             .await
             .expect("count")
             .get(0)
@@ -124,7 +126,7 @@ async fn state_show_reports_checkpoint_and_receipts() {
     f.src_sql("DELETE FROM public.items").await;
     f.run().await.expect_err("empty snapshot refused");
     let failed: i64 = f
-        .tc
+        .pg_target()
         .query_one(
             "SELECT count(*) FROM dpone_state.dpone_run_state WHERE status = 'rolled_back' AND code = 'DPONE_XMIN_GUARD_DENIED'",
             &[],
@@ -145,7 +147,8 @@ async fn reverse_drift_is_caught_and_repaired_by_a_baseline_authority() {
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 5) g")
         .await;
     f.run().await.expect("baseline");
-    f.tc.batch_execute("DELETE FROM dwh.items WHERE id = 3")
+    f.pg_target()
+        .batch_execute("DELETE FROM dwh.items WHERE id = 3")
         .await
         .expect("lose a row");
     let cp = f.checkpoint().await;

@@ -796,6 +796,10 @@ fn psql(url: &str, db: &str, sql: &str) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; no ClickHouse cluster to test against"
+)]
 fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let Ok(ch_url) = std::env::var("DPONE_TEST_CLICKHOUSE_URL") else {
         skip(

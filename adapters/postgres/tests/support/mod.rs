@@ -5,9 +5,52 @@
 //! writes (`target/dpone-test-pg.env`). Without a reachable server a test prints
 //! `SKIP: <reason>` and returns; CI runs `.ci/start-postgres` first, so there the tests run.
 //!
-//! Tier: *real PostgreSQL integration* with the guard and delete-mode decisions made by the
+//! The engine's suites (lifecycle, guards, fault matrix, concurrency, transfer) are written
+//! once against [`Fixture`] and run on every target dialect (`on_every_target!`): PostgreSQL
+//! always, SQL Server when `DPONE_TEST_MSSQL_URL` is set (see [`mssql`]); the source is this
+//! PostgreSQL server in both.
+//!
+//! Tier: *real database integration* with the guard and delete-mode decisions made by the
 //! policies' native cores through the same `PolicyPort` the WebAssembly components fill.
 #![allow(dead_code)]
+
+pub mod any_target;
+pub mod mssql;
+
+pub use any_target::AnyTarget;
+
+/// The target dialect a suite variant runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// PostgreSQL (always run).
+    Postgres,
+    /// SQL Server (run when `DPONE_TEST_MSSQL_URL` is set; SKIP otherwise).
+    SqlServer,
+}
+
+/// Generates, for each scenario `async fn name(on: Dialect)`, a module `name` with the tests
+/// `postgres` and `sql_server`, so one scenario body runs unchanged on both targets.
+#[macro_export]
+macro_rules! on_every_target {
+    ($($scenario:ident),* $(,)?) => {
+        $(
+            mod $scenario {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$scenario(super::support::Dialect::Postgres).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(
+                    not(dpone_live_mssql),
+                    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to run the suite against"
+                )]
+                async fn sql_server() {
+                    super::$scenario(super::support::Dialect::SqlServer).await
+                }
+            }
+        )*
+    };
+}
 
 use dpone_adapter_postgres::artifacts::DirArtifactStore;
 use dpone_adapter_postgres::ddl::{default_state_tables, render_state_ddl, render_target_ddl};
@@ -244,16 +287,28 @@ impl Default for Options {
     }
 }
 
-/// Source table, target table, state tables, registry and manifest on two fresh databases.
+/// The target side of a fixture (one per test: size is no concern).
+#[allow(clippy::large_enum_variant)]
+pub enum TargetDb {
+    /// A PostgreSQL database holding target and state.
+    Postgres {
+        /// The database.
+        db: TestDb,
+        /// A client on it.
+        client: Client,
+    },
+    /// SQL Server target, staging and state databases.
+    SqlServer(mssql::MssqlDb),
+}
+
+/// Source table, target table, state tables, registry and manifest on fresh databases.
 pub struct Fixture {
     /// Source database.
     pub src: TestDb,
-    /// Target and state database.
-    pub tgt: TestDb,
     /// Source client.
     pub sc: Client,
-    /// Target client.
-    pub tc: Client,
+    /// Target (and state) databases.
+    pub target_db: TargetDb,
     /// Artifact directory.
     pub artifacts_dir: tempfile::TempDir,
     /// Artifact store.
@@ -274,40 +329,75 @@ pub struct Fixture {
 pub const SOURCE_DDL: &str = "CREATE TABLE public.items (id bigint PRIMARY KEY, name text NOT NULL, qty integer, price numeric(10,2));";
 
 impl Fixture {
-    /// Builds a fixture, or `None` (SKIP printed) without a server.
+    /// Builds a PostgreSQL-target fixture, or `None` (SKIP printed) without a server.
     pub async fn new(prefix: &str, options: Options) -> Option<Self> {
+        Self::new_on(Dialect::Postgres, prefix, options).await
+    }
+
+    /// Builds a fixture on a target dialect, or `None` (SKIP printed) without the servers.
+    pub async fn new_on(on: Dialect, prefix: &str, options: Options) -> Option<Self> {
+        // Without SQL Server, say so before touching PostgreSQL.
+        if on == Dialect::SqlServer {
+            mssql::Server::from_env()?;
+        }
         let src = TestDb::create(&format!("{prefix}_s")).await?;
-        let tgt = TestDb::create(&format!("{prefix}_t")).await?;
         let sc = src.client().await;
-        let tc = tgt.client().await;
         sc.batch_execute(SOURCE_DDL).await.expect("source ddl");
         let mut env = BTreeMap::new();
         if let Some(pw) = src.password() {
             env.insert(PASSWORD_VAR.to_owned(), pw);
         }
-        let registry_yaml = registry_yaml(&src, &tgt, options.profile).await;
-        let manifest_yaml = manifest_yaml(&options);
-        let route = prepare(&manifest_yaml, &registry_yaml, &env).expect("route");
-        // Provision target table and state (reviewed DDL; the runtime never creates them).
-        let cols = [
-            ("id", "bigint"),
-            ("name", "text"),
-            ("qty", "integer"),
-            ("price", "numeric(10,2)"),
-        ];
-        tc.batch_execute(&render_target_ddl("dwh", "items", &cols, 1, &route.plan))
-            .await
-            .expect("target ddl");
-        tc.batch_execute(&render_state_ddl("dpone_state", &default_state_tables()))
-            .await
-            .expect("state ddl");
+        let (target_db, registry_yaml, manifest_yaml, route) = match on {
+            Dialect::Postgres => {
+                let tgt = TestDb::create(&format!("{prefix}_t")).await?;
+                let tc = tgt.client().await;
+                let registry_yaml = registry_yaml(&src, &tgt, options.profile).await;
+                let manifest_yaml = manifest_yaml(&options);
+                let route = prepare(&manifest_yaml, &registry_yaml, &env).expect("route");
+                // Provision target table and state (reviewed DDL; the runtime never creates them).
+                let cols = [
+                    ("id", "bigint"),
+                    ("name", "text"),
+                    ("qty", "integer"),
+                    ("price", "numeric(10,2)"),
+                ];
+                tc.batch_execute(&render_target_ddl("dwh", "items", &cols, 1, &route.plan))
+                    .await
+                    .expect("target ddl");
+                tc.batch_execute(&render_state_ddl("dpone_state", &default_state_tables()))
+                    .await
+                    .expect("state ddl");
+                let target_db = TargetDb::Postgres {
+                    db: tgt,
+                    client: tc,
+                };
+                (target_db, registry_yaml, manifest_yaml, route)
+            }
+            Dialect::SqlServer => {
+                let db = mssql::MssqlDb::create(prefix).await?;
+                env.insert(
+                    mssql::PASSWORD_VAR.to_owned(),
+                    db.server.password().to_owned(),
+                );
+                let registry_yaml = format!(
+                    "{}{}",
+                    source_registry_yaml(&src, options.profile).await,
+                    db.registry_connections().await
+                );
+                let manifest_yaml = manifest_yaml(&options)
+                    .replace(PG_TARGET_BLOCK, &db.target_yaml())
+                    .replace(PG_STATE_BLOCK, MSSQL_STATE_BLOCK);
+                let route = prepare(&manifest_yaml, &registry_yaml, &env).expect("route");
+                db.provision_target(&route).await;
+                (TargetDb::SqlServer(db), registry_yaml, manifest_yaml, route)
+            }
+        };
         let artifacts_dir = tempfile::tempdir().expect("tempdir");
         let store = DirArtifactStore::open(artifacts_dir.path()).expect("store");
         Some(Self {
             src,
-            tgt,
             sc,
-            tc,
+            target_db,
             artifacts_dir,
             store,
             registry_yaml,
@@ -318,9 +408,45 @@ impl Fixture {
         })
     }
 
-    /// A target port for the route.
-    pub fn target(&self) -> PgTarget {
-        PgTarget::for_route(&self.route).expect("target")
+    /// The dialect of the target.
+    pub fn dialect(&self) -> Dialect {
+        match self.target_db {
+            TargetDb::Postgres { .. } => Dialect::Postgres,
+            TargetDb::SqlServer(_) => Dialect::SqlServer,
+        }
+    }
+
+    /// The PostgreSQL target client (PostgreSQL-only tests).
+    pub fn pg_target(&self) -> &Client {
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => client,
+            TargetDb::SqlServer(_) => panic!("a PostgreSQL-only test on a SQL Server fixture"),
+        }
+    }
+
+    /// The PostgreSQL target database (PostgreSQL-only tests and benches).
+    pub fn pg_target_db(&self) -> &TestDb {
+        match &self.target_db {
+            TargetDb::Postgres { db, .. } => db,
+            TargetDb::SqlServer(_) => panic!("a PostgreSQL-only test on a SQL Server fixture"),
+        }
+    }
+
+    /// A target port for the fixture's route.
+    pub fn target(&self) -> AnyTarget {
+        self.target_for(&self.route)
+    }
+
+    /// A target port for another route on the same target.
+    pub fn target_for(&self, route: &Route) -> AnyTarget {
+        match &self.target_db {
+            TargetDb::Postgres { .. } => {
+                AnyTarget::Postgres(PgTarget::for_route(route).expect("target"))
+            }
+            TargetDb::SqlServer(_) => AnyTarget::SqlServer(
+                dpone_adapter_mssql::target::MssqlTarget::for_route(route).expect("target"),
+            ),
+        }
     }
 
     /// Runs once with a fresh invocation id.
@@ -373,26 +499,34 @@ impl Fixture {
 
     /// Sorted active target keys.
     pub async fn active_keys(&self) -> Vec<i64> {
-        let pred = match self.route.plan.active_predicate {
-            dpone_policy_model::delete_mode::ActivePredicate::DeletedAtIsNull => {
-                "__dpone__deleted_at IS NULL"
+        use dpone_policy_model::delete_mode::ActivePredicate;
+        let predicate = self.route.plan.active_predicate;
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => {
+                let pred = match predicate {
+                    ActivePredicate::DeletedAtIsNull => "__dpone__deleted_at IS NULL",
+                    ActivePredicate::FlagIsFalse => "NOT __dpone__is_deleted",
+                    ActivePredicate::EveryRow => "true",
+                };
+                let rows = client
+                    .query(
+                        &format!("SELECT id FROM dwh.items WHERE {pred} ORDER BY id"),
+                        &[],
+                    )
+                    .await
+                    .expect("active");
+                rows.iter().map(|r| r.get(0)).collect()
             }
-            dpone_policy_model::delete_mode::ActivePredicate::FlagIsFalse => {
-                "NOT __dpone__is_deleted"
+            TargetDb::SqlServer(db) => {
+                let pred = match predicate {
+                    ActivePredicate::DeletedAtIsNull => "[__dpone__deleted_at] IS NULL",
+                    ActivePredicate::FlagIsFalse => "[__dpone__is_deleted] = 0",
+                    ActivePredicate::EveryRow => "1 = 1",
+                };
+                db.keys(pred).await
             }
-            dpone_policy_model::delete_mode::ActivePredicate::EveryRow => "true",
-        };
-        let rows = self
-            .tc
-            .query(
-                &format!("SELECT id FROM dwh.items WHERE {pred} ORDER BY id"),
-                &[],
-            )
-            .await
-            .expect("active");
-        rows.iter().map(|r| r.get(0)).collect()
+        }
     }
-
     /// Source rows as text, sorted by key.
     pub async fn source_rows(&self) -> Vec<String> {
         let rows = self
@@ -409,56 +543,232 @@ impl Fixture {
     /// Active target business rows as text, sorted by key.
     pub async fn active_rows(&self) -> Vec<String> {
         let keys = self.active_keys().await;
-        let rows = self
-            .tc
-            .query(
-                "SELECT (id, name, qty, price)::text FROM dwh.items WHERE id = ANY($1) ORDER BY id",
-                &[&keys],
-            )
-            .await
-            .expect("rows");
-        rows.iter().map(|r| r.get(0)).collect()
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => {
+                let rows = client
+                    .query(
+                        "SELECT (id, name, qty, price)::text FROM dwh.items WHERE id = ANY($1) ORDER BY id",
+                        &[&keys],
+                    )
+                    .await
+                    .expect("rows");
+                rows.iter().map(|r| r.get(0)).collect()
+            }
+            TargetDb::SqlServer(db) => db.record_texts(&keys).await,
+        }
     }
 
-    /// Target rows with lineage and row xmin (for strict no-op checks).
+    /// Target rows with lineage and row version (for strict no-op checks).
     pub async fn target_fingerprint(&self) -> Vec<String> {
-        let rows = self
-            .tc
-            .query(
-                "SELECT (t.*)::text || '|' || t.xmin::text FROM dwh.items t ORDER BY id",
-                &[],
-            )
-            .await
-            .expect("fingerprint");
-        rows.iter().map(|r| r.get(0)).collect()
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => {
+                let rows = client
+                    .query(
+                        "SELECT (t.*)::text || '|' || t.xmin::text FROM dwh.items t ORDER BY id",
+                        &[],
+                    )
+                    .await
+                    .expect("fingerprint");
+                rows.iter().map(|r| r.get(0)).collect()
+            }
+            TargetDb::SqlServer(db) => db.fingerprint().await,
+        }
     }
 
     /// The stored checkpoint.
     pub async fn checkpoint(&self) -> Option<Checkpoint> {
-        let row = self
-            .tc
-            .query_opt(
-                "SELECT safe_xmin, revision FROM dpone_state.dpone_source_state WHERE state_key = $1",
-                &[&self.route.identity.state_key],
-            )
-            .await
-            .expect("checkpoint");
-        row.map(|r| Checkpoint {
-            xmin: r.get::<_, i64>(0) as u64,
-            revision: r.get::<_, i64>(1) as u64,
-        })
+        let key = &self.route.identity.state_key;
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => {
+                let row = client
+                    .query_opt(
+                        "SELECT safe_xmin, revision FROM dpone_state.dpone_source_state WHERE state_key = $1",
+                        &[key],
+                    )
+                    .await
+                    .expect("checkpoint");
+                row.map(|r| Checkpoint {
+                    xmin: r.get::<_, i64>(0) as u64,
+                    revision: r.get::<_, i64>(1) as u64,
+                })
+            }
+            TargetDb::SqlServer(db) => db.checkpoint(key).await,
+        }
     }
 
     /// Number of receipts for the state key.
     pub async fn receipt_count(&self) -> i64 {
-        self.tc
-            .query_one(
-                "SELECT count(*) FROM dpone_state.dpone_commit_receipt WHERE state_key = $1",
-                &[&self.route.identity.state_key],
-            )
-            .await
-            .expect("receipts")
-            .get(0)
+        let key = &self.route.identity.state_key;
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => client
+                .query_one(
+                    "SELECT count(*) FROM dpone_state.dpone_commit_receipt WHERE state_key = $1",
+                    &[key],
+                )
+                .await
+                .expect("receipts")
+                .get(0),
+            TargetDb::SqlServer(db) => {
+                db.state_count("dpone_commit_receipt", "state_key = @P1", key)
+                    .await
+            }
+        }
+    }
+
+    /// Consumption rows of an authority (bound to a receipt, if given).
+    pub async fn consumption_count(&self, authority_id: &str, receipt_id: Option<&str>) -> i64 {
+        match (&self.target_db, receipt_id) {
+            (TargetDb::Postgres { client, .. }, None) => client
+                .query_one(
+                    "SELECT count(*) FROM dpone_state.dpone_repair_authority_consumption WHERE authority_id = $1",
+                    &[&authority_id],
+                )
+                .await
+                .expect("consumption")
+                .get(0),
+            (TargetDb::Postgres { client, .. }, Some(receipt)) => client
+                .query_one(
+                    "SELECT count(*) FROM dpone_state.dpone_repair_authority_consumption WHERE authority_id = $1 AND receipt_id = $2",
+                    &[&authority_id, &receipt],
+                )
+                .await
+                .expect("consumption")
+                .get(0),
+            (TargetDb::SqlServer(db), None) => {
+                db.state_count(
+                    "dpone_repair_authority_consumption",
+                    "authority_id = @P1",
+                    authority_id,
+                )
+                .await
+            }
+            (TargetDb::SqlServer(db), Some(receipt)) => {
+                let n = db
+                    .state_count(
+                        "dpone_repair_authority_consumption",
+                        "receipt_id = @P1",
+                        receipt,
+                    )
+                    .await;
+                let m = db
+                    .state_count(
+                        "dpone_repair_authority_consumption",
+                        "authority_id = @P1",
+                        authority_id,
+                    )
+                    .await;
+                n.min(m)
+            }
+        }
+    }
+
+    /// Whether a state key's row is superseded.
+    pub async fn superseded(&self, state_key: &str) -> bool {
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => client
+                .query_one(
+                    "SELECT superseded_at_utc IS NOT NULL FROM dpone_state.dpone_source_state WHERE state_key = $1",
+                    &[&state_key],
+                )
+                .await
+                .expect("old state")
+                .get(0),
+            TargetDb::SqlServer(db) => {
+                db.state_count(
+                    "dpone_source_state",
+                    "state_key = @P1 AND superseded_at_utc IS NOT NULL",
+                    state_key,
+                )
+                .await
+                    == 1
+            }
+        }
+    }
+
+    /// `__dpone__deleted_at` of a key as sortable text, if the plan has the column and it is set.
+    pub async fn deleted_at(&self, id: i64) -> Option<String> {
+        if self
+            .route
+            .plan
+            .columns
+            .iter()
+            .all(|c| c.name != "__dpone__deleted_at")
+        {
+            return None;
+        }
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => {
+                let row = client
+                    .query_opt(
+                        "SELECT __dpone__deleted_at::text FROM dwh.items WHERE id = $1",
+                        &[&id],
+                    )
+                    .await
+                    .expect("deleted_at");
+                row.and_then(|r| r.get(0))
+            }
+            TargetDb::SqlServer(db) => db.deleted_at(id).await,
+        }
+    }
+
+    /// Loses the state: every state object dropped and provisioned empty again (pins kept).
+    pub async fn reset_state(&self) {
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => {
+                client
+                    .batch_execute("DROP SCHEMA dpone_state CASCADE")
+                    .await
+                    .expect("drop state");
+                let ddl = render_state_ddl("dpone_state", &default_state_tables());
+                client
+                    .batch_execute(&ddl)
+                    .await
+                    .expect("re-provision state");
+            }
+            TargetDb::SqlServer(db) => db.reset_state().await,
+        }
+    }
+
+    /// Rewrites a stored authority document behind its immutability trigger (tamper tests).
+    pub async fn tamper_authority(&self, id: &str, from: &str, to: &str) {
+        match &self.target_db {
+            TargetDb::Postgres { client, .. } => {
+                client
+                    .execute(
+                        "ALTER TABLE dpone_state.dpone_repair_authority DISABLE TRIGGER dpone_immutable",
+                        &[],
+                    )
+                    .await
+                    .expect("disable trigger");
+                client
+                    .execute(
+                        "UPDATE dpone_state.dpone_repair_authority SET document = replace(document, $1, $2) WHERE authority_id = $3",
+                        &[&from, &to, &id],
+                    )
+                    .await
+                    .expect("tamper");
+                client
+                    .execute(
+                        "ALTER TABLE dpone_state.dpone_repair_authority ENABLE TRIGGER dpone_immutable",
+                        &[],
+                    )
+                    .await
+                    .expect("enable trigger");
+            }
+            TargetDb::SqlServer(db) => db.tamper_authority(id, from, to).await,
+        }
+    }
+
+    /// Inserts an authority document as the environment owner; returns its recorded digest.
+    pub async fn insert_authority(&self, doc: &AuthorityDocument) -> String {
+        match &self.target_db {
+            TargetDb::Postgres { .. } => PgTarget::for_route(&self.route)
+                .expect("target")
+                .create_authority(doc)
+                .await
+                .expect("create authority"),
+            TargetDb::SqlServer(db) => db.insert_authority(doc).await,
+        }
     }
 
     /// Creates an authority bound to this route.
@@ -483,10 +793,7 @@ impl Fixture {
             approved_by: "environment-owner".into(),
             reason: "test".into(),
         };
-        self.target()
-            .create_authority(&doc)
-            .await
-            .expect("create authority")
+        self.insert_authority(&doc).await
     }
 }
 
@@ -507,6 +814,14 @@ pub fn prepare(
     let r = Registry::from_yaml(registry)?;
     Route::prepare(m, &r, env, &NativePolicies)
 }
+
+/// The PostgreSQL target block of [`manifest_yaml`].
+pub const PG_TARGET_BLOCK: &str =
+    "target:\n  type: postgres\n  connection_ref: pg_target\n  schema: dwh\n  table: items\n";
+/// The PostgreSQL state block head of [`manifest_yaml`].
+pub const PG_STATE_BLOCK: &str = "state:\n  type: postgres\n  connection_ref: pg_state\n";
+/// The SQL Server state block head.
+pub const MSSQL_STATE_BLOCK: &str = "state:\n  type: mssql\n  connection_ref: mssql_state\n";
 
 /// The manifest of a fixture.
 pub fn manifest_yaml(o: &Options) -> String {
@@ -564,12 +879,31 @@ fn endpoint_yaml(db: &TestDb) -> String {
 
 /// A registry with pins discovered from the live databases (the environment owner's review step).
 pub async fn registry_yaml(src: &TestDb, tgt: &TestDb, profile: AuthorityProfile) -> String {
-    let a = discover_source_authority(&src.endpoint(), profile, &["public.items"])
-        .await
-        .expect("discover source");
     let pin = discover_database_pin(&tgt.endpoint())
         .await
         .expect("discover pin");
+    let tpin = format!(
+        "    database_pin: {{name: '{}', oid: {}, system_identifier: '{}'}}\n",
+        pin.name, pin.oid, pin.system_identifier
+    );
+    format!(
+        "{}  pg_target:
+    kind: postgres_target
+{tgt_ep}    default_schema: dpone_state
+{tpin}  pg_state:
+    kind: postgres_target
+{tgt_ep}    default_schema: dpone_state
+{tpin}",
+        source_registry_yaml(src, profile).await,
+        tgt_ep = endpoint_yaml(tgt),
+    )
+}
+
+/// The registry header and the source connection, pins discovered live.
+pub async fn source_registry_yaml(src: &TestDb, profile: AuthorityProfile) -> String {
+    let a = discover_source_authority(&src.endpoint(), profile, &["public.items"])
+        .await
+        .expect("discover source");
     let rel = &a.relations["public.items"];
     let v1 = match profile {
         AuthorityProfile::PhysicalCluster => format!(
@@ -583,10 +917,6 @@ pub async fn registry_yaml(src: &TestDb, tgt: &TestDb, profile: AuthorityProfile
         AuthorityProfile::PhysicalCluster => (1, "physical_cluster"),
         AuthorityProfile::CatalogIdentity => (2, "catalog_identity"),
     };
-    let tpin = format!(
-        "    database_pin: {{name: '{}', oid: {}, system_identifier: '{}'}}\n",
-        pin.name, pin.oid, pin.system_identifier
-    );
     format!(
         "version: 1
 environment: test
@@ -602,15 +932,8 @@ connections:
       session_principal: {{name: '{su}', oid: {suoid}}}
       relations:
         public.items: {{schema_oid: {so}, relation_oid: {ro}}}
-{v1}  pg_target:
-    kind: postgres_target
-{tgt_ep}    default_schema: dpone_state
-{tpin}  pg_state:
-    kind: postgres_target
-{tgt_ep}    default_schema: dpone_state
-{tpin}",
+{v1}",
         src_ep = endpoint_yaml(src),
-        tgt_ep = endpoint_yaml(tgt),
         db = a.database.name,
         dboid = a.database.oid,
         eu = a.effective_principal.name,
