@@ -248,6 +248,20 @@ pub fn verify_same_topology(
     Ok(())
 }
 
+/// The staging lease session must reach the same instance as the target session and run as the
+/// same principal (it uses the target connection's credential); checked when the lease opens.
+pub fn verify_lease_identity(
+    target: &SessionIdentity,
+    lease: &SessionIdentity,
+) -> Result<(), PinError> {
+    verify_same_topology(target, lease).map_err(|e| PinError {
+        code: e
+            .code
+            .replace("mssql_transaction.state_", "mssql_transaction.staging_"),
+        message: e.message.replace("state session", "staging lease session"),
+    })
+}
+
 /// The staging lease's own session view (`DB_ID()`, `DB_NAME()`) must be the pinned staging
 /// database; checked before and after every staging action.
 pub fn verify_lease(

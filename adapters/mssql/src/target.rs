@@ -15,7 +15,7 @@
 //! rollback (best effort; names are unique, so a leftover never collides).
 
 use crate::conn::{self, ConnError, MssqlClient};
-use crate::pins::{self, CatalogRow, DatabaseAuthorities, PinError, RoleCapture};
+use crate::pins::{self, CatalogRow, DatabaseAuthorities, PinError, RoleCapture, SessionIdentity};
 use crate::session::{RunTransaction, StagingError, StagingLease, iso_utc, to_xmin};
 use crate::shape::{self, ColumnRow};
 use crate::sql::{
@@ -345,6 +345,8 @@ pub struct MssqlTarget {
     spec: MssqlTargetSpec,
     fin: Option<Finalizer>,
     control: Option<MssqlClient>,
+    /// Topology and principal of the target session, captured at preflight.
+    target_session: Option<SessionIdentity>,
 }
 
 impl MssqlTarget {
@@ -354,6 +356,7 @@ impl MssqlTarget {
             spec,
             fin: None,
             control: None,
+            target_session: None,
         }
     }
 
@@ -391,12 +394,12 @@ impl MssqlTarget {
     }
 
     /// Verifies the pins of target, staging then state and the shared topology; returns the
-    /// role-aware pin digest.
+    /// role-aware pin digest and the target session's identity.
     async fn verify_pins(
         &self,
         target: &mut MssqlClient,
         state: &mut MssqlClient,
-    ) -> Result<String> {
+    ) -> Result<(String, SessionIdentity)> {
         let authorities: DatabaseAuthorities = self
             .spec
             .pins
@@ -430,7 +433,33 @@ impl MssqlTarget {
             .collect();
         let target_identity = conn::session_identity(target).await.map_err(cx)?;
         let state_identity = conn::session_identity(state).await.map_err(cx)?;
-        pins::verify_route(&roles, &target_identity, &state_identity).map_err(|e| pin_error(&e))
+        let digest = pins::verify_route(&roles, &target_identity, &state_identity)
+            .map_err(|e| pin_error(&e))?;
+        Ok((digest, target_identity))
+    }
+
+    /// Opens the staging lease: a session in the staging database whose catalog row (id, GUID,
+    /// create token, state) matches the pin and which reaches the target's instance as the same
+    /// principal; `StagingLease::open` then checks its own `DB_ID()` and `DB_NAME()`.
+    async fn open_lease(&self) -> Result<StagingLease> {
+        let pin = self.spec.pins.pin(MssqlRole::Staging).clone();
+        let target_session = self.target_session.as_ref().ok_or_else(|| {
+            XminError::new(
+                ErrorCode::TargetTableInvalid,
+                "preflight must run before the staging lease",
+            )
+        })?;
+        let mut client = self.connect(MssqlRole::Staging).await?;
+        let rows = conn::catalog_rows(&mut client, &pin.name)
+            .await
+            .map_err(cx)?;
+        pins::verify_database(MssqlRole::Staging, &pin.name, &pin.authority, &rows)
+            .map_err(|e| pin_error(&e))?;
+        let lease_session = conn::session_identity(&mut client).await.map_err(cx)?;
+        pins::verify_lease_identity(target_session, &lease_session).map_err(|e| pin_error(&e))?;
+        StagingLease::open(client, &pin.name, pin.authority)
+            .await
+            .map_err(staging_error)
     }
 }
 
@@ -440,7 +469,7 @@ impl TargetPort for MssqlTarget {
     async fn preflight(&mut self) -> Result<()> {
         let mut target = self.connect(MssqlRole::Target).await?;
         let mut state = self.connect(MssqlRole::State).await?;
-        let digest = self.verify_pins(&mut target, &mut state).await?;
+        let (digest, target_session) = self.verify_pins(&mut target, &mut state).await?;
         if digest != self.spec.pins.digest() {
             return Err(XminError::new(
                 ErrorCode::TargetDatabasePinMismatch,
@@ -475,6 +504,7 @@ impl TargetPort for MssqlTarget {
         }
         self.fin = Some(fin);
         self.control = Some(target);
+        self.target_session = Some(target_session);
         Ok(())
     }
 
@@ -559,11 +589,7 @@ impl TargetPort for MssqlTarget {
                 "preflight must run before the run transaction",
             )
         })?;
-        let staging_pin = self.spec.pins.pin(MssqlRole::Staging).clone();
-        let lease_client = self.connect(MssqlRole::Staging).await?;
-        let lease = StagingLease::open(lease_client, &staging_pin.name, staging_pin.authority)
-            .await
-            .map_err(staging_error)?;
+        let lease = self.open_lease().await?;
         let client = self.connect(MssqlRole::Target).await?;
         let tx = RunTransaction::begin(client, fin).await.map_err(cx)?;
         Ok(MssqlSession {

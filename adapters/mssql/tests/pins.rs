@@ -3,7 +3,7 @@
 use dpone_adapter_mssql::pins::{
     CatalogRow, DatabaseAuthorities, DatabaseAuthority, Role, RoleCapture, SessionIdentity,
     check_metadata_permission, pin_digest, resolve_alias, verify_database, verify_lease,
-    verify_route, verify_same_topology,
+    verify_lease_identity, verify_route, verify_same_topology,
 };
 
 fn authorities() -> DatabaseAuthorities {
@@ -290,6 +290,24 @@ fn different_topology_or_principal_fails() {
     assert_eq!(
         code(verify_same_topology(&t, &p)),
         "mssql_transaction.state_principal_mismatch"
+    );
+}
+
+#[test]
+fn staging_lease_must_reach_the_target_instance_as_the_same_principal() {
+    let t = session();
+    verify_lease_identity(&t, &t).unwrap();
+    let mut other = t.clone();
+    other.machine_name = "failover-node".into();
+    assert_eq!(
+        code(verify_lease_identity(&t, &other)),
+        "mssql_transaction.staging_topology_mismatch"
+    );
+    let mut p = t.clone();
+    p.principal_name = "someone_else".into();
+    assert_eq!(
+        code(verify_lease_identity(&t, &p)),
+        "mssql_transaction.staging_principal_mismatch"
     );
 }
 
