@@ -126,6 +126,7 @@ pub fn verify_target(f: &Finalizer, rows: &[ColumnRow]) -> Result<(), String> {
             deleted_at.is_none()
                 && flag.is_some_and(|c| c.type_name == "bit" && !c.is_nullable && !c.is_computed)
         }
+        DeleteMode::Hard => deleted_at.is_none() && flag.is_none(),
     };
     if ok {
         Ok(())

@@ -154,6 +154,9 @@ pub enum DeleteMode {
     TimestampAndFlag,
     /// Stored `bit NOT NULL` `__dpone__is_deleted`.
     FlagOnly,
+    /// No reserved soft-delete columns: every row is active and missing keys are deleted (the
+    /// delete-mode plan of `hard_delete`).
+    Hard,
 }
 
 /// What happens to active keys absent from the snapshot.
@@ -269,6 +272,7 @@ pub fn target_ddl(
                 ident(&format!("DF_{}_is_deleted", table.object))
             ));
         }
+        DeleteMode::Hard => {}
     }
     cols.push(format!(
         "    {} datetime2(7) NOT NULL",
@@ -443,6 +447,9 @@ impl Finalizer {
         if self.keys.is_empty() {
             return Err("mssql_transaction.target_key_missing");
         }
+        if (self.mode == DeleteMode::Hard) != (self.missing == MissingAction::HardDelete) {
+            return Err("mssql_transaction.delete_mode_mismatch");
+        }
         crate::keys::check_key_width(&self.keys)?;
         let mut names: Vec<&str> = self.keys.iter().map(|k| k.name.as_str()).collect();
         names.extend(self.business.iter().map(|b| b.name.as_str()));
@@ -464,6 +471,7 @@ impl Finalizer {
                 format!("{alias}.{} IS NULL", ident(DELETED_AT_COLUMN))
             }
             DeleteMode::FlagOnly => format!("{alias}.{} = 0", ident(IS_DELETED_COLUMN)),
+            DeleteMode::Hard => "1 = 1".to_owned(),
         }
     }
 
@@ -604,6 +612,8 @@ WHERE {act} AND EXISTS (SELECT {s_cols} EXCEPT SELECT {t_cols});",
                 format!("t.{} = NULL", ident(DELETED_AT_COLUMN))
             }
             DeleteMode::FlagOnly => format!("t.{} = 0", ident(IS_DELETED_COLUMN)),
+            // Without soft deletes no row is ever deleted in place.
+            DeleteMode::Hard => return "SELECT CAST(0 AS bigint) AS affected;".to_owned(),
         };
         Self::counted(&format!(
             "UPDATE t SET {set}{clear}, t.{upd} = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) \
@@ -654,6 +664,10 @@ SELECT {vals} FROM {s} AS s WHERE NOT EXISTS (SELECT 1 FROM {t} AS t WHERE {join
                 f = ident(IS_DELETED_COLUMN),
                 u = ident(UPDATED_AT_COLUMN),
             ),
+            (MissingAction::SoftDelete, DeleteMode::Hard) => {
+                // Refused by `validate`; never a silent no-op.
+                return "THROW 51010, 'soft delete without soft-delete columns', 1;".to_owned();
+            }
             (MissingAction::SoftDelete, _) => format!(
                 "UPDATE t SET t.{d} = @P1, t.{u} = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) {from};",
                 d = ident(DELETED_AT_COLUMN),

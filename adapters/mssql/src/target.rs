@@ -100,14 +100,14 @@ impl MssqlTargetSpec {
         }
     }
 
-    /// The delete mode of the target table and the missing-key action. A hard-delete target
-    /// keeps the `timestamp_only` column contract (its `__dpone__deleted_at` stays NULL).
+    /// The delete mode of the target table and the missing-key action, as the delete-mode
+    /// plan fixes them (a hard-delete target has no reserved soft-delete columns).
     pub fn delete_shape(&self) -> (DeleteMode, MissingAction) {
         match self.mode {
             Mode::TimestampOnly => (DeleteMode::TimestampOnly, MissingAction::SoftDelete),
             Mode::TimestampAndFlag => (DeleteMode::TimestampAndFlag, MissingAction::SoftDelete),
             Mode::FlagOnly => (DeleteMode::FlagOnly, MissingAction::SoftDelete),
-            Mode::HardDelete => (DeleteMode::TimestampOnly, MissingAction::HardDelete),
+            Mode::HardDelete => (DeleteMode::Hard, MissingAction::HardDelete),
         }
     }
 

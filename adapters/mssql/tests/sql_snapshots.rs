@@ -66,15 +66,19 @@ fn no_merge_and_counts_from_output() {
     }
     for (case, mode, missing) in common::CASES {
         let f = common::finalizer(mode, missing);
-        for s in [
-            f.update_changed(),
-            f.reactivate(),
-            f.insert(),
+        let mut dml = vec![f.update_changed(), f.insert()];
+        if mode == sql::DeleteMode::Hard {
+            // Nothing is ever deleted in place, so nothing can be reactivated.
+            assert_eq!(f.reactivate(), "SELECT CAST(0 AS bigint) AS affected;");
+        } else {
+            dml.push(f.reactivate());
+        }
+        for s in dml.into_iter().chain([
             f.missing_action(),
             f.supersede(),
             f.cas_update(),
             f.cas_insert(),
-        ] {
+        ]) {
             assert!(
                 s.contains("OUTPUT CONVERT(bit, 1) INTO @dpone_out"),
                 "{case}: {s}"
@@ -122,6 +126,12 @@ fn finalizer_validation() {
         sql::MissingAction::SoftDelete,
     );
     f.validate().unwrap();
+    let mut mismatch = f.clone();
+    mismatch.missing = sql::MissingAction::HardDelete;
+    assert_eq!(
+        mismatch.validate(),
+        Err("mssql_transaction.delete_mode_mismatch")
+    );
     let mut wide = f.clone();
     wide.keys[0].ty = sql::KeyType::Text { max_chars: 450 };
     assert_eq!(

@@ -147,7 +147,7 @@ fn delete_shapes_of_every_plan_mode() {
         ),
         (
             Mode::HardDelete,
-            (DeleteMode::TimestampOnly, MissingAction::HardDelete),
+            (DeleteMode::Hard, MissingAction::HardDelete),
         ),
     ] {
         assert_eq!(spec(mode).delete_shape(), shape, "{mode:?}");
@@ -242,4 +242,23 @@ fn invocation_digest_binds_the_invocation_only() {
     assert_eq!(a, invocation_digest("inv-1"));
     assert_ne!(a, invocation_digest("inv-2"));
     assert_ne!(a, [0u8; 32]);
+}
+
+#[test]
+fn hard_delete_target_has_no_reserved_soft_delete_columns() {
+    let mut cols = columns();
+    cols.retain(|c| c.name != "__dpone__deleted_at");
+    let f = spec(Mode::HardDelete)
+        .finalizer(&cols)
+        .expect("hard-delete target");
+    assert_eq!(f.mode, DeleteMode::Hard);
+    assert_eq!(f.missing, MissingAction::HardDelete);
+    assert_eq!(f.reactivate(), "SELECT CAST(0 AS bigint) AS affected;");
+    assert!(f.missing_action().contains("DELETE t OUTPUT"));
+    assert!(f.populations().contains("WHERE 1 = 1"));
+    // A leftover soft-delete column is refused, as the plan has none.
+    let e = spec(Mode::HardDelete)
+        .finalizer(&columns())
+        .expect_err("reserved column on a hard-delete target");
+    assert_eq!(e.code(), ErrorCode::TargetTableInvalid);
 }

@@ -50,11 +50,7 @@ pub const CASES: [(&str, DeleteMode, MissingAction); 4] = [
         MissingAction::SoftDelete,
     ),
     ("flag_only", DeleteMode::FlagOnly, MissingAction::SoftDelete),
-    (
-        "hard_delete",
-        DeleteMode::TimestampOnly,
-        MissingAction::HardDelete,
-    ),
+    ("hard_delete", DeleteMode::Hard, MissingAction::HardDelete),
 ];
 
 /// Every statement the crate can send or ship, named.

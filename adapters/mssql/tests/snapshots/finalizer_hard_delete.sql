@@ -4,7 +4,6 @@ CREATE TABLE [DWH].[dbo].[orders] (
     [id] bigint NOT NULL,
     [amount] decimal(18,2) NULL,
     [note] nvarchar(200) NULL,
-    [__dpone__deleted_at] datetime2(7) NULL,
     [__dpone__updated_at] datetime2(7) NOT NULL,
     CONSTRAINT [PK_orders] PRIMARY KEY CLUSTERED ([tenant], [id])
 );
@@ -41,25 +40,25 @@ SELECT a.authority_id, a.recorded_digest, a.document, CONVERT(int, CASE WHEN c.r
 DROP TABLE IF EXISTS #dpone_missing; CREATE TABLE #dpone_missing ([tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL, [id] bigint NOT NULL, PRIMARY KEY CLUSTERED ([tenant], [id]));
 
 -- populations
-DELETE FROM #dpone_missing; INSERT INTO #dpone_missing ([tenant], [id]) SELECT t.[tenant], t.[id] FROM [DWH].[dbo].[orders] AS t WHERE t.[__dpone__deleted_at] IS NULL AND NOT EXISTS (SELECT 1 FROM [DWH_Stage].[dpone].[keys_0123456789abcdef] AS k WHERE k.[tenant] = t.[tenant] AND k.[id] = t.[id]); SELECT (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders] AS t WHERE t.[__dpone__deleted_at] IS NULL) AS active, (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders]) AS total, (SELECT COUNT_BIG(*) FROM #dpone_missing) AS missing;
+DELETE FROM #dpone_missing; INSERT INTO #dpone_missing ([tenant], [id]) SELECT t.[tenant], t.[id] FROM [DWH].[dbo].[orders] AS t WHERE 1 = 1 AND NOT EXISTS (SELECT 1 FROM [DWH_Stage].[dpone].[keys_0123456789abcdef] AS k WHERE k.[tenant] = t.[tenant] AND k.[id] = t.[id]); SELECT (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders] AS t WHERE 1 = 1) AS active, (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders]) AS total, (SELECT COUNT_BIG(*) FROM #dpone_missing) AS missing;
 
 -- supersede
 DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE s SET s.superseded_at_utc = @P5, s.superseded_by = @P4 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH_State].[dpone].[dpone_source_state] AS s WHERE s.state_key = @P1 AND s.safe_xmin = @P2 AND s.revision = @P3 AND s.superseded_at_utc IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- update_changed
-DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE t.[__dpone__deleted_at] IS NULL AND EXISTS (SELECT s.[amount], s.[note] EXCEPT SELECT t.[amount], t.[note]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE 1 = 1 AND EXISTS (SELECT s.[amount], s.[note] EXCEPT SELECT t.[amount], t.[note]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- reactivate
-DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__deleted_at] = NULL, t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE NOT (t.[__dpone__deleted_at] IS NULL); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+SELECT CAST(0 AS bigint) AS affected;
 
 -- insert
 DECLARE @dpone_out TABLE (n bit NOT NULL); INSERT INTO [DWH].[dbo].[orders] ([tenant], [id], [amount], [note], [__dpone__updated_at]) OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) SELECT s.[tenant], s.[id], s.[amount], s.[note], @P1 FROM [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s WHERE NOT EXISTS (SELECT 1 FROM [DWH].[dbo].[orders] AS t WHERE t.[tenant] = s.[tenant] AND t.[id] = s.[id]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- missing_action
-DECLARE @dpone_out TABLE (n bit NOT NULL); DELETE t OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN #dpone_missing AS m ON m.[tenant] = t.[tenant] AND m.[id] = t.[id] WHERE t.[__dpone__deleted_at] IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+DECLARE @dpone_out TABLE (n bit NOT NULL); DELETE t OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN #dpone_missing AS m ON m.[tenant] = t.[tenant] AND m.[id] = t.[id] WHERE 1 = 1; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- parity
-SELECT (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders] AS t WHERE t.[__dpone__deleted_at] IS NULL) AS active, (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders]) AS total, (SELECT COUNT_BIG(*) FROM [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s WHERE NOT EXISTS (SELECT 1 FROM [DWH_Stage].[dpone].[keys_0123456789abcdef] AS k WHERE k.[tenant] = s.[tenant] AND k.[id] = s.[id])) AS delta_outside_snapshot;
+SELECT (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders] AS t WHERE 1 = 1) AS active, (SELECT COUNT_BIG(*) FROM [DWH].[dbo].[orders]) AS total, (SELECT COUNT_BIG(*) FROM [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s WHERE NOT EXISTS (SELECT 1 FROM [DWH_Stage].[dpone].[keys_0123456789abcdef] AS k WHERE k.[tenant] = s.[tenant] AND k.[id] = s.[id])) AS delta_outside_snapshot;
 
 -- cas_update
 DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE s SET s.safe_xmin = @P4, s.revision = @P5, s.visible_horizon = @P6, s.last_receipt_id = @P7, s.updated_at_utc = @P8 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH_State].[dpone].[dpone_source_state] AS s WHERE s.state_key = @P1 AND s.safe_xmin = @P2 AND s.revision = @P3 AND s.superseded_at_utc IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
