@@ -61,6 +61,10 @@ pub fn map_error(step: &'static str, e: tiberius::error::Error) -> ConnError {
 /// TrustServerCertificate=false`). TLS is negotiated by tiberius with rustls.
 pub async fn connect(ado: &str) -> Result<MssqlClient, ConnError> {
     let config = Config::from_ado_string(ado).map_err(|_| ConnError::Config)?;
+    connect_config(config).await
+}
+
+async fn connect_config(config: Config) -> Result<MssqlClient, ConnError> {
     let tcp = TcpStream::connect(config.get_addr())
         .await
         .map_err(|e| ConnError::Io(e.kind()))?;
@@ -89,13 +93,26 @@ pub async fn connect_endpoint(
     if trust_server_certificate {
         config.trust_cert();
     }
-    let tcp = TcpStream::connect(config.get_addr())
+    connect_config(config).await
+}
+
+/// Runs a parameterized statement (through `sp_executesql`) and returns the rows of its last
+/// result set: the statements that count with `OUTPUT ... INTO` end with the `SELECT` of the
+/// count.
+pub async fn last_result(
+    client: &mut MssqlClient,
+    step: &'static str,
+    statement: &str,
+    params: &[&dyn tiberius::ToSql],
+) -> Result<Vec<Row>, ConnError> {
+    let sets = client
+        .query(statement, params)
         .await
-        .map_err(|e| ConnError::Io(e.kind()))?;
-    tcp.set_nodelay(true).map_err(|e| ConnError::Io(e.kind()))?;
-    Client::connect(config, tcp.compat_write())
+        .map_err(|e| map_error(step, e))?
+        .into_results()
         .await
-        .map_err(|e| map_error("connect", e))
+        .map_err(|e| map_error(step, e))?;
+    Ok(sets.into_iter().last().unwrap_or_default())
 }
 
 async fn rows(

@@ -71,17 +71,8 @@ async fn single_i64(
     statement: &str,
     params: &[&dyn tiberius::ToSql],
 ) -> Result<Vec<i64>, ConnError> {
-    let sets = client
-        .query(statement, params)
-        .await
-        .map_err(|e| conn::map_error(step, e))?
-        .into_results()
-        .await
-        .map_err(|e| conn::map_error(step, e))?;
-    let row = sets
-        .last()
-        .and_then(|r| r.first())
-        .ok_or(ConnError::Shape(step))?;
+    let rows = conn::last_result(client, step, statement, params).await?;
+    let row = rows.first().ok_or(ConnError::Shape(step))?;
     (0..row.len())
         .map(|i| {
             row.try_get::<i64, _>(i)
@@ -198,15 +189,8 @@ async fn single_i64_i32(
     statement: &str,
     params: &[&dyn tiberius::ToSql],
 ) -> Result<i32, ConnError> {
-    let sets = client
-        .query(statement, params)
-        .await
-        .map_err(|e| conn::map_error(step, e))?
-        .into_results()
-        .await
-        .map_err(|e| conn::map_error(step, e))?;
-    sets.last()
-        .and_then(|r| r.first())
+    let rows = conn::last_result(client, step, statement, params).await?;
+    rows.first()
         .and_then(|row| row.try_get::<i32, _>(0).ok().flatten())
         .ok_or(ConnError::Shape(step))
 }

@@ -244,20 +244,32 @@ pub fn invocation_digest(invocation_id: &str) -> [u8; 32] {
     h.finalize().into()
 }
 
-async fn query_rows(
+use conn::last_result as query_rows;
+
+/// Inserts a run row (`record_run` inside the transaction, `insert_failed_run` outside it).
+async fn insert_run(
     client: &mut MssqlClient,
     step: &'static str,
     statement: &str,
-    params: &[&dyn tiberius::ToSql],
-) -> std::result::Result<Vec<Row>, ConnError> {
-    let sets = client
-        .query(statement, params)
-        .await
-        .map_err(|e| conn::map_error(step, e))?
-        .into_results()
-        .await
-        .map_err(|e| conn::map_error(step, e))?;
-    Ok(sets.into_iter().last().unwrap_or_default())
+    run: &RunRecord,
+) -> Result<()> {
+    let evidence = run.evidence.to_string();
+    query_rows(
+        client,
+        step,
+        statement,
+        &[
+            &run.run_id.as_str(),
+            &run.invocation_id.as_str(),
+            &run.state_key.as_str(),
+            &run.status,
+            &run.code.as_deref(),
+            &evidence.as_str(),
+        ],
+    )
+    .await
+    .map_err(cx)?;
+    Ok(())
 }
 
 fn shape_err(step: &'static str) -> XminError {
@@ -562,24 +574,8 @@ impl TargetPort for MssqlTarget {
 
     async fn record_failed_run(&mut self, run: &RunRecord) -> Result<()> {
         let sql = self.spec.state_names().insert_failed_run();
-        let evidence = run.evidence.to_string();
         let c = self.control().await?;
-        query_rows(
-            c,
-            "record failed run",
-            &sql,
-            &[
-                &run.run_id.as_str(),
-                &run.invocation_id.as_str(),
-                &run.state_key.as_str(),
-                &run.status,
-                &run.code.as_deref(),
-                &evidence.as_str(),
-            ],
-        )
-        .await
-        .map_err(cx)?;
-        Ok(())
+        insert_run(c, "record failed run", &sql, run).await
     }
 
     async fn begin(&mut self) -> Result<MssqlSession> {
@@ -910,23 +906,7 @@ impl TargetSession for MssqlSession {
 
     async fn record_run(&mut self, run: &RunRecord) -> Result<()> {
         let sql = self.tx.finalizer_mut().record_run();
-        let evidence = run.evidence.to_string();
-        query_rows(
-            self.tx.client_mut(),
-            "record run",
-            &sql,
-            &[
-                &run.run_id.as_str(),
-                &run.invocation_id.as_str(),
-                &run.state_key.as_str(),
-                &run.status,
-                &run.code.as_deref(),
-                &evidence.as_str(),
-            ],
-        )
-        .await
-        .map_err(cx)?;
-        Ok(())
+        insert_run(self.tx.client_mut(), "record run", &sql, run).await
     }
 
     async fn commit(self) -> Result<()> {

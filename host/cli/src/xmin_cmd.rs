@@ -172,25 +172,27 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
                 if terminal {
                     target = target.with_progress(stage_progress);
                 }
-                block_on(dpone_engine_xmin::run(
+                let run = dpone_engine_xmin::run(
                     route,
                     &request,
                     &mut source,
                     &mut target,
                     &store,
                     policies,
-                ))?
+                );
+                block_on(run)?
             }
             TargetKind::Mssql => {
                 let mut target = MssqlTarget::for_route(route)?;
-                block_on(dpone_engine_xmin::run(
+                let run = dpone_engine_xmin::run(
                     route,
                     &request,
                     &mut source,
                     &mut target,
                     &store,
                     policies,
-                ))?
+                );
+                block_on(run)?
             }
         };
         if terminal {
