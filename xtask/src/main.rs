@@ -69,6 +69,7 @@ fn main() -> Result<()> {
             run(Command::new(&cargo)
                 .current_dir(&root)
                 .env("DPONE_TEST_PG_URL", url)
+                .env("DPONE_HOST_BIN", root.join("target/release/dpone-host"))
                 .args([
                     "run",
                     "--quiet",
