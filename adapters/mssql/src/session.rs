@@ -14,7 +14,6 @@ use crate::pins::{self, DatabaseAuthority, PinError};
 use crate::sql::{self, Finalizer};
 use dpone_engine_xmin::ports::{ApplyStep, Parity, Populations};
 use dpone_engine_xmin::{ErrorCode, XminError};
-use std::future::Future;
 
 /// Maps a connection error to the engine's codes: SQL Server 1205 (deadlock victim) and 3960
 /// (snapshot update conflict) are retryable serialization conflicts.
@@ -241,16 +240,17 @@ impl StagingLease {
         pins::verify_lease(&self.canonical, &self.pin, id, &name).map_err(StagingError::Authority)
     }
 
-    /// Runs one staging action between two lease checks.
-    pub async fn with_lease<T, F, Fut>(&mut self, action: F) -> Result<T, StagingError>
-    where
-        F: FnOnce(&mut MssqlClient) -> Fut,
-        Fut: Future<Output = Result<T, ConnError>>,
-    {
+    /// Runs one staging statement batch between two lease checks.
+    pub async fn execute(
+        &mut self,
+        step: &'static str,
+        statement: &str,
+    ) -> Result<(), StagingError> {
         self.check().await?;
-        let out = action(&mut self.client).await.map_err(StagingError::Conn)?;
-        self.check().await?;
-        Ok(out)
+        conn::execute(&mut self.client, step, statement)
+            .await
+            .map_err(StagingError::Conn)?;
+        self.check().await
     }
 
     /// The lease session for an action whose error type is not [`ConnError`]; the caller checks

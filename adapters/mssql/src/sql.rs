@@ -107,15 +107,6 @@ FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_typ
 LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id \
 WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;";
 
-/// Columns of a staging table as the bulk load fills them (`@P1` = the bracket-quoted table in
-/// the session's database): name, base type, max length in bytes (-1 = `max`), precision and
-/// scale, in column order. Computed columns are skipped, as tiberius' bulk insert skips them.
-pub const STAGE_COLUMNS: &str = "SELECT c.name AS name, TYPE_NAME(c.system_type_id) AS type_name, \
-CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.precision) AS type_precision, \
-CONVERT(int, c.scale) AS type_scale \
-FROM sys.columns AS c WHERE c.object_id = OBJECT_ID(@P1) AND c.is_computed = 0 \
-ORDER BY c.column_id;";
-
 // ---------------------------------------------------------------------------------------------
 // Transaction framing
 // ---------------------------------------------------------------------------------------------
@@ -847,7 +838,6 @@ pub fn fixed() -> Vec<(&'static str, &'static str)> {
         ("session_identity", SESSION_IDENTITY),
         ("current_database", CURRENT_DATABASE),
         ("target_columns", TARGET_COLUMNS),
-        ("stage_columns", STAGE_COLUMNS),
         ("set_xact_abort", SET_XACT_ABORT),
         ("set_serializable", SET_SERIALIZABLE),
         ("begin", BEGIN),

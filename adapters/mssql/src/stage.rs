@@ -40,6 +40,7 @@
 
 use crate::conn::{self, MssqlClient};
 use crate::keys;
+use crate::shape::ColumnRow;
 use crate::sql::{KeyColumn, KeyType};
 use dpone_engine_xmin::artifact::{ArtifactStore, io_error};
 use dpone_engine_xmin::envelope::{
@@ -55,8 +56,6 @@ use tiberius::{ColumnData, TokenRow, Uuid};
 
 /// Detail code: a text key value is longer than its `nvarchar(n)` key column.
 pub const KEY_TOO_LONG: &str = "mssql_transaction.target_key_too_long";
-
-pub use crate::sql::STAGE_COLUMNS;
 
 /// Days from 0001-01-01 (SQL Server `date` day 0) to 2000-01-01 (PostgreSQL day 0).
 const PG_EPOCH_DAYS: i64 = 730_119;
@@ -835,21 +834,6 @@ pub fn decode_field(ty: PgType, bytes: &[u8]) -> Result<ColumnData<'static>, Xmi
 // Fitting values to staging columns
 // ---------------------------------------------------------------------------------------------
 
-/// A staging column as [`STAGE_COLUMNS`] reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TargetColumn {
-    /// Column name.
-    pub name: String,
-    /// Base type name (`TYPE_NAME(system_type_id)`), e.g. `nvarchar`, `decimal`.
-    pub type_name: String,
-    /// Maximum length in bytes; -1 for `max` types.
-    pub max_length: i32,
-    /// Precision (decimal digits of `decimal`/`numeric`).
-    pub precision: u8,
-    /// Scale (`decimal`, `numeric`, `time`, `datetime2`, `datetimeoffset`).
-    pub scale: u8,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fit {
     Bit,
@@ -881,13 +865,13 @@ pub struct ColumnFit {
     fit: Fit,
 }
 
-fn max_bytes(target: &TargetColumn) -> Option<usize> {
+fn max_bytes(target: &ColumnRow) -> Option<usize> {
     usize::try_from(target.max_length).ok()
 }
 
 impl ColumnFit {
     /// Pairs a source column with its staging column.
-    pub fn new(source: &SourceColumn, target: &TargetColumn) -> Result<ColumnFit, XminError> {
+    pub fn new(source: &SourceColumn, target: &ColumnRow) -> Result<ColumnFit, XminError> {
         let ty = column_type(source)?;
         let time_scale = (6..=7).contains(&target.scale).then_some(target.scale);
         let fit = match (ty, target.type_name.as_str()) {
@@ -929,7 +913,7 @@ impl ColumnFit {
                 "column {:?}: PostgreSQL {} cannot be stored exactly in SQL Server {}",
                 source.name,
                 source.type_sql,
-                target_type_sql(target)
+                target.type_sql()
             ))
         })?;
         Ok(ColumnFit {
@@ -1044,28 +1028,11 @@ impl ColumnFit {
     }
 }
 
-fn target_type_sql(t: &TargetColumn) -> String {
-    match t.type_name.as_str() {
-        "decimal" | "numeric" => format!("{}({},{})", t.type_name, t.precision, t.scale),
-        "time" | "datetime2" | "datetimeoffset" => format!("{}({})", t.type_name, t.scale),
-        "nvarchar" | "nchar" if t.max_length > 0 => {
-            format!("{}({})", t.type_name, t.max_length / 2)
-        }
-        "varbinary" | "binary" | "varchar" | "char" if t.max_length > 0 => {
-            format!("{}({})", t.type_name, t.max_length)
-        }
-        "nvarchar" | "varbinary" | "varchar" if t.max_length == -1 => {
-            format!("{}(max)", t.type_name)
-        }
-        _ => t.type_name.clone(),
-    }
-}
-
 /// Pairs every source column with the staging column at the same position; the names must
 /// agree ([`ErrorCode::TargetTableInvalid`] otherwise).
 pub fn plan_columns(
     sources: &[SourceColumn],
-    targets: &[TargetColumn],
+    targets: &[ColumnRow],
 ) -> Result<Vec<ColumnFit>, XminError> {
     if sources.len() != targets.len() {
         return Err(XminError::new(
@@ -1296,50 +1263,6 @@ fn statement_failed(step: &'static str, e: tiberius::error::Error) -> XminError 
     )
 }
 
-/// Reads the loadable columns of a staging table ([`STAGE_COLUMNS`]).
-pub async fn stage_columns(
-    client: &mut MssqlClient,
-    table: &str,
-) -> Result<Vec<TargetColumn>, XminError> {
-    const STEP: &str = "stage_columns";
-    let rows = client
-        .query(STAGE_COLUMNS, &[&table])
-        .await
-        .map_err(|e| statement_failed(STEP, e))?
-        .into_first_result()
-        .await
-        .map_err(|e| statement_failed(STEP, e))?;
-    let shape = || {
-        XminError::new(
-            ErrorCode::TargetStatementFailed,
-            conn::ConnError::Shape(STEP).to_string(),
-        )
-    };
-    rows.iter()
-        .map(|row| {
-            let text = |c: &str| -> Result<String, XminError> {
-                row.try_get::<&str, _>(c)
-                    .ok()
-                    .flatten()
-                    .map(str::to_owned)
-                    .ok_or_else(shape)
-            };
-            let int = |c: &str| -> Result<i32, XminError> {
-                row.try_get::<i32, _>(c).ok().flatten().ok_or_else(shape)
-            };
-            let small =
-                |c: &str| -> Result<u8, XminError> { u8::try_from(int(c)?).map_err(|_| shape()) };
-            Ok(TargetColumn {
-                name: text("name")?,
-                type_name: text("type_name")?,
-                max_length: int("max_length")?,
-                precision: small("type_precision")?,
-                scale: small("type_scale")?,
-            })
-        })
-        .collect()
-}
-
 /// Streams the artifact of `payload` into the staging table `table` (bracket-quoted, in the
 /// session's current database) with tiberius' bulk insert, and returns the rows sent.
 ///
@@ -1363,7 +1286,14 @@ pub async fn bulk_load(
     }
     let key_fields =
         u16::try_from(key_columns).map_err(|_| envelope_invalid("too many key columns"))?;
-    let targets = stage_columns(client, table).await?;
+    // tiberius' bulk insert skips computed columns; the staging tables have none, but the
+    // pairing must see exactly the columns the load fills.
+    let targets: Vec<ColumnRow> = conn::target_columns(client, table)
+        .await
+        .map_err(|e| XminError::new(ErrorCode::TargetStatementFailed, e.to_string()))?
+        .into_iter()
+        .filter(|c| !c.is_computed)
+        .collect();
     let plan = plan_columns(columns, &targets)?;
     let mut reader = open_payload(store, payload, key_fields)?;
     let mut request = client

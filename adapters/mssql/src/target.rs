@@ -377,11 +377,6 @@ impl MssqlTarget {
         Ok(Self::new(MssqlTargetSpec::from_route(route)?))
     }
 
-    /// The spec.
-    pub fn spec(&self) -> &MssqlTargetSpec {
-        &self.spec
-    }
-
     async fn connect(&self, role: MssqlRole) -> Result<MssqlClient> {
         let endpoint = match role {
             MssqlRole::State => &self.spec.pins.state_endpoint,
@@ -613,19 +608,6 @@ fn stage_stem(envelope: &SnapshotEnvelope) -> String {
     format!("dpone_stage_{}", &salt[..20])
 }
 
-/// One staging statement between two lease checks.
-async fn lease_execute(
-    lease: &mut StagingLease,
-    step: &'static str,
-    statement: &str,
-) -> Result<()> {
-    lease.check().await.map_err(staging_error)?;
-    conn::execute(lease.client_mut(), step, statement)
-        .await
-        .map_err(|e| staging_conn_error(&e))?;
-    lease.check().await.map_err(staging_error)
-}
-
 /// The run transaction and its staging lease.
 pub struct MssqlSession {
     tx: RunTransaction,
@@ -636,7 +618,10 @@ pub struct MssqlSession {
 
 impl MssqlSession {
     async fn lease_action(&mut self, step: &'static str, statement: &str) -> Result<()> {
-        lease_execute(&mut self.lease, step, statement).await
+        self.lease
+            .execute(step, statement)
+            .await
+            .map_err(staging_error)
     }
 
     async fn count(
@@ -920,7 +905,7 @@ impl TargetSession for MssqlSession {
         let result = tx.commit().await.map(drop).map_err(cx);
         if staged {
             // Best effort: the commit stands whatever cleanup does; names are unique per run.
-            let _ = lease_execute(&mut lease, "stage_drop", &drop_sql).await;
+            let _ = lease.execute("stage_drop", &drop_sql).await;
         }
         result
     }
@@ -935,7 +920,7 @@ impl TargetSession for MssqlSession {
         let drop_sql = tx.finalizer_mut().stage_drop();
         let result = tx.rollback().await.map(drop).map_err(cx);
         if staged {
-            let _ = lease_execute(&mut lease, "stage_drop", &drop_sql).await;
+            let _ = lease.execute("stage_drop", &drop_sql).await;
         }
         result
     }

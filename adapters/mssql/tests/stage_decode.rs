@@ -3,10 +3,11 @@
 //! of values to staging columns. Every expected value is derived in the comment next to it.
 
 use dpone_adapter_mssql::keys::{KEY_TOO_WIDE, KEY_TRAILING_SPACE};
+use dpone_adapter_mssql::shape::ColumnRow;
 use dpone_adapter_mssql::sql::{KeyColumn, KeyType};
 use dpone_adapter_mssql::stage::{
-    ColumnFit, KEY_TOO_LONG, PgType, TargetColumn, TupleReader, check_export, column_types,
-    decode_field, open_payload, plan_columns,
+    ColumnFit, KEY_TOO_LONG, PgType, TupleReader, check_export, column_types, decode_field,
+    open_payload, plan_columns,
 };
 use dpone_engine_xmin::ErrorCode;
 use dpone_engine_xmin::artifact::{ArtifactReceipt, ArtifactStore, ArtifactWriter};
@@ -173,10 +174,14 @@ fn dt2(v: ColumnData<'static>) -> (u32, u64, u8) {
     }
 }
 
-fn target(name: &str, type_name: &str, max_length: i32, precision: u8, scale: u8) -> TargetColumn {
-    TargetColumn {
+fn target(name: &str, type_name: &str, max_length: i32, precision: u8, scale: u8) -> ColumnRow {
+    ColumnRow {
         name: name.into(),
         type_name: type_name.into(),
+        is_nullable: true,
+        collation_name: None,
+        is_computed: false,
+        is_persisted: false,
         max_length,
         precision,
         scale,

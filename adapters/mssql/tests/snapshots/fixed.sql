@@ -13,9 +13,6 @@ SELECT DB_ID() AS database_id, DB_NAME() AS database_name;
 -- target_columns
 SELECT c.name AS name, ty.name AS type_name, CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.is_nullable) AS is_nullable, c.collation_name AS collation_name, CONVERT(int, c.is_computed) AS is_computed, CONVERT(int, ISNULL(cc.is_persisted, 0)) AS is_persisted, CONVERT(int, c.precision) AS type_precision, CONVERT(int, c.scale) AS type_scale FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;
 
--- stage_columns
-SELECT c.name AS name, TYPE_NAME(c.system_type_id) AS type_name, CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.precision) AS type_precision, CONVERT(int, c.scale) AS type_scale FROM sys.columns AS c WHERE c.object_id = OBJECT_ID(@P1) AND c.is_computed = 0 ORDER BY c.column_id;
-
 -- set_xact_abort
 SET XACT_ABORT ON;
 

@@ -408,14 +408,6 @@ impl Fixture {
         })
     }
 
-    /// The dialect of the target.
-    pub fn dialect(&self) -> Dialect {
-        match self.target_db {
-            TargetDb::Postgres { .. } => Dialect::Postgres,
-            TargetDb::SqlServer(_) => Dialect::SqlServer,
-        }
-    }
-
     /// The PostgreSQL target client (PostgreSQL-only tests).
     pub fn pg_target(&self) -> &Client {
         match &self.target_db {
