@@ -19,6 +19,12 @@ pub trait Extract {
     fn extract(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, PortError>;
 }
 
+impl<E: Extract + ?Sized> Extract for &E {
+    fn extract(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, PortError> {
+        (**self).extract(schema, out)
+    }
+}
+
 /// [`ArtifactSource`] over an [`ArtifactStore`] and an [`Extract`].
 pub struct StoreArtifactSource<'a, E> {
     store: &'a ArtifactStore,

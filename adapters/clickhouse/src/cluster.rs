@@ -65,6 +65,10 @@ pub struct ClickHouseConfig {
     pub authority_table: String,
     /// `distributed_ddl_task_timeout` for cluster DDL, in seconds.
     pub ddl_task_timeout_secs: u64,
+    /// Client-side bound on one request (and on each chunk of a streamed response), in
+    /// seconds. A mutation that exceeds it is ambiguous (its effect may still land); a read
+    /// that exceeds it is unavailable.
+    pub request_timeout_secs: u64,
 }
 
 struct Clients {
@@ -77,8 +81,10 @@ pub struct ClickHouseCluster {
     rt: tokio::runtime::Runtime,
     coordinator: Clients,
     members: BTreeMap<MemberId, Clients>,
+    member_keys: BTreeMap<(u32, u32), MemberId>,
     authority: (String, String),
     ddl_timeout: u64,
+    request_timeout: Duration,
     hosts: Mutex<BTreeMap<(String, u16), MemberId>>,
 }
 
@@ -173,15 +179,22 @@ impl ClickHouseCluster {
             .iter()
             .map(|((s, r), url)| (member_id(*s, *r), clients(url, &config.credential)))
             .collect();
+        let member_keys = config
+            .member_urls
+            .keys()
+            .map(|&(s, r)| ((s, r), member_id(s, r)))
+            .collect();
         Ok(Self {
             rt,
             coordinator: clients(&config.coordinator_url, &config.credential),
             members,
+            member_keys,
             authority: (
                 config.authority_database.clone(),
                 config.authority_table.clone(),
             ),
             ddl_timeout: config.ddl_task_timeout_secs,
+            request_timeout: Duration::from_secs(config.request_timeout_secs.max(1)),
             hosts: Mutex::new(BTreeMap::new()),
         })
     }
@@ -196,15 +209,24 @@ impl ClickHouseCluster {
     where
         T: clickhouse::RowOwned + clickhouse::RowRead,
     {
-        self.rt
-            .block_on(build(client, s).fetch_all::<T>())
-            .map_err(|e| port_error(&e, false))
+        self.bounded(build(client, s).fetch_all::<T>(), false)
     }
 
     fn execute_once(&self, client: &Client, s: &Statement) -> Result<(), PortError> {
+        self.bounded(build(client, s).execute(), true)
+    }
+
+    /// Runs one client future under the request timeout.
+    fn bounded<T>(
+        &self,
+        fut: impl std::future::Future<Output = clickhouse::error::Result<T>>,
+        mutation: bool,
+    ) -> Result<T, PortError> {
+        let timeout = self.request_timeout;
         self.rt
-            .block_on(build(client, s).execute())
-            .map_err(|e| port_error(&e, true))
+            .block_on(async move { tokio::time::timeout(timeout, fut).await })
+            .unwrap_or(Err(clickhouse::error::Error::TimedOut))
+            .map_err(|e| port_error(&e, mutation))
     }
 
     fn scalar_u64(&self, client: &Client, s: &Statement) -> Result<u64, PortError> {
@@ -289,14 +311,51 @@ impl InventoryPort for ClickHouseCluster {
                 self.members
                     .contains_key(&member_id(r.shard_num, r.replica_num))
             });
+        if complete {
+            self.verify_identities(cluster, &rows)?;
+        }
         *self.hosts.lock().unwrap_or_else(|p| p.into_inner()) = hosts;
         Ok((out, complete))
+    }
+}
+
+impl ClickHouseCluster {
+    /// Proves that every configured member URL reaches the replica it is configured as: the
+    /// member's own `system.clusters` must mark exactly one row of the cluster `is_local`, and
+    /// that row must be the configured `(shard_num, replica_num)`. A configured member outside
+    /// the inventory is refused, so is a URL that reaches another replica (two keys on one
+    /// server, swapped URLs) or a server that calls several replicas local.
+    fn verify_identities(&self, cluster: &str, inventory: &[ClusterRow]) -> Result<(), PortError> {
+        let listed: std::collections::BTreeSet<MemberId> = inventory
+            .iter()
+            .map(|r| member_id(r.shard_num, r.replica_num))
+            .collect();
+        if self.members.keys().any(|id| !listed.contains(id)) {
+            return Err(PortError::rejected(class::MEMBER_EXTRA));
+        }
+        #[derive(clickhouse::Row, Deserialize)]
+        struct Local {
+            shard_num: u32,
+            replica_num: u32,
+        }
+        for (&(shard, replica), url_key) in &self.member_keys {
+            let c = self.member(url_key)?;
+            let local: Vec<Local> = self.fetch(&c.read, &sql::local_replica(cluster))?;
+            match local.as_slice() {
+                [one] if (one.shard_num, one.replica_num) == (shard, replica) => {}
+                [_] => return Err(PortError::rejected(class::MEMBER_IDENTITY_MISMATCH)),
+                [] => return Err(PortError::rejected(class::MEMBER_IDENTITY_UNPROVEN)),
+                _ => return Err(PortError::rejected(class::MEMBER_IDENTITY_AMBIGUOUS)),
+            }
+        }
+        Ok(())
     }
 }
 
 /// A blocking `Read` over a streaming `RowBinary` response.
 struct StreamReader<'a> {
     rt: &'a tokio::runtime::Runtime,
+    timeout: Duration,
     cursor: clickhouse::query::BytesCursor,
     chunk: Bytes,
     done: bool,
@@ -305,10 +364,14 @@ struct StreamReader<'a> {
 impl Read for StreamReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.chunk.is_empty() && !self.done {
-            match self.rt.block_on(self.cursor.next()) {
-                Ok(Some(b)) => self.chunk = b,
-                Ok(None) => self.done = true,
-                Err(_) => return Err(io::Error::other("row stream failed")),
+            let next = self
+                .rt
+                .block_on(async { tokio::time::timeout(self.timeout, self.cursor.next()).await });
+            match next {
+                Ok(Ok(Some(b))) => self.chunk = b,
+                Ok(Ok(None)) => self.done = true,
+                Ok(Err(_)) => return Err(io::Error::other("row stream failed")),
+                Err(_) => return Err(io::Error::other("row stream timed out")),
             }
         }
         let n = buf.len().min(self.chunk.len());
@@ -392,6 +455,7 @@ impl MemberCatalog for ClickHouseCluster {
             .map_err(|e| port_error(&e, false))?;
         Ok(Box::new(StreamReader {
             rt: &self.rt,
+            timeout: self.request_timeout,
             cursor,
             chunk: Bytes::new(),
             done: false,
@@ -437,6 +501,11 @@ impl MemberCatalog for ClickHouseCluster {
             insert = insert.with_setting(*k, v.clone());
         }
         let mut buf = vec![0u8; 1 << 20];
+        let timeout = self.request_timeout;
+        let bounded = |r: Result<clickhouse::error::Result<()>, tokio::time::error::Elapsed>| {
+            r.unwrap_or(Err(clickhouse::error::Error::TimedOut))
+                .map_err(|e| port_error(&e, true))
+        };
         self.rt.block_on(async {
             loop {
                 let n = artifact
@@ -445,12 +514,12 @@ impl MemberCatalog for ClickHouseCluster {
                 if n == 0 {
                     break;
                 }
-                insert
-                    .send(Bytes::copy_from_slice(&buf[..n]))
-                    .await
-                    .map_err(|e| port_error(&e, true))?;
+                bounded(
+                    tokio::time::timeout(timeout, insert.send(Bytes::copy_from_slice(&buf[..n])))
+                        .await,
+                )?;
             }
-            insert.end().await.map_err(|e| port_error(&e, true))
+            bounded(tokio::time::timeout(timeout, insert.end()).await)
         })
     }
 

@@ -112,6 +112,17 @@ pub fn inventory(cluster: &str) -> Statement {
     .param("cluster", cluster)
 }
 
+/// The replica(s) of `cluster` that the answering server calls itself (`is_local`).
+pub fn local_replica(cluster: &str) -> Statement {
+    Statement::new(
+        "SELECT toUInt32(shard_num) AS shard_num, toUInt32(replica_num) AS replica_num \
+         FROM system.clusters WHERE cluster = {cluster:String} AND is_local \
+         ORDER BY shard_num, replica_num"
+            .into(),
+    )
+    .param("cluster", cluster)
+}
+
 /// Reads one authority slot with its Keeper version.
 pub fn authority_read(database: &str, table: &str, key: &str) -> Result<Statement, SqlError> {
     Ok(Statement::new(format!(
@@ -334,11 +345,13 @@ pub fn cluster_ddl(
         ))
 }
 
-/// The queue rows of one correlated DDL (bound by `log_comment`).
+/// The queue rows of one correlated DDL (bound by `log_comment`). `status` is
+/// `Nullable(Enum8)` on the server, so its text is made non-nullable here (NULL reads as the
+/// empty string, i.e. not yet picked up by the host).
 pub fn ddl_queue(cluster: &str, query_id: &str) -> Statement {
     Statement::new(
         "SELECT entry, ifNull(host, '') AS host, toUInt16(ifNull(port, 0)) AS port, \
-         toString(status) AS status, toInt64(ifNull(exception_code, 0)) AS exception_code \
+         ifNull(toString(status), '') AS status, toInt64(ifNull(exception_code, 0)) AS exception_code \
          FROM system.distributed_ddl_queue \
          WHERE cluster = {cluster:String} AND settings['log_comment'] = {correlation:String} \
          ORDER BY entry, host, port"

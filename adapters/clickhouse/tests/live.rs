@@ -1,215 +1,422 @@
-//! Tier: live opt-in. Runs against a real ClickHouse cluster only when
-//! `DPONE_TEST_CLICKHOUSE_URL` (coordinator HTTP URL) and `DPONE_TEST_CLICKHOUSE_MEMBER_URLS`
-//! (`shard:replica=url,…`) are set; otherwise prints `SKIP: <reason>` and returns. Optional:
-//! `DPONE_TEST_CLICKHOUSE_USER`, `DPONE_TEST_CLICKHOUSE_PASSWORD`,
-//! `DPONE_TEST_CLICKHOUSE_CLUSTER` (default `analytics_cluster`),
-//! `DPONE_TEST_CLICKHOUSE_DATABASE` (default `dpone_test`), and the KeeperMap facade
-//! `DPONE_TEST_CLICKHOUSE_AUTHORITY` (`db.table`, default `dpone_test.dpone_authority`), which
-//! must already exist on every member. A skipped test is not a pass.
-#![allow(clippy::print_stdout)]
+//! Tier: real engine. Runs the adapter and the engine against two real ClickHouse 26.9 members
+//! (the tier `.ci/start-clickhouse` starts, or any cluster named by the same variables) only
+//! when `DPONE_TEST_CLICKHOUSE_URL` is set at build time; otherwise every test is reported
+//! ignored with its SKIP reason, never passed. Variables: `DPONE_TEST_CLICKHOUSE_URL`
+//! (coordinator), `DPONE_TEST_CLICKHOUSE_MEMBER_URLS` (`shard:replica=url,…`), and optionally
+//! `DPONE_TEST_CLICKHOUSE_USER`, `_PASSWORD`, `_CLUSTER` (default `analytics_cluster`),
+//! `_DATABASE` (default `dpone_test`), `_AUTHORITY` (`db.table`, default
+//! `dpone_test.dpone_authority`, a KeeperMap facade on every member).
+//!
+//! Every test publishes to its own target name, so the tests run in parallel.
 
-use std::collections::BTreeMap;
-use std::io::Write;
+mod support;
 
-use dpone_adapter_clickhouse::{
-    ClickHouseCluster, ClickHouseConfig, Credential, Extract, StoreArtifactSource,
-};
+use dpone_adapter_clickhouse::{ClickHouseCluster, Extract, StoreArtifactSource, class};
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
-use dpone_engine_clickhouse::contracts::{Digest, Schema};
+use dpone_engine_clickhouse::contracts::{self, Digest, Schema, member_id};
 use dpone_engine_clickhouse::ports::{
-    InventoryPort, MemberCatalog, NoProgress, PortError, SystemEnvironment,
+    ClusterDdl, InventoryPort, MemberCatalog, NoProgress, PortError, QueueHostStatus,
+    SystemEnvironment,
 };
 use dpone_engine_clickhouse::synthetic::FnGate;
 use dpone_engine_clickhouse::{
     Coordinator, CoordinatorConfig, OperationRequest, Ports, RunOutcome,
 };
 use dpone_policy_model::admission::StaticFacts;
+use support::{Rows, Tier, expected_fingerprint, schema, table_facts, tables_like, unique};
 
-struct Env {
-    url: String,
-    members: BTreeMap<(u32, u32), String>,
-    user: String,
-    password: String,
-    cluster: String,
-    database: String,
-    authority: (String, String),
-}
-
-fn env() -> Result<Env, String> {
-    let url = std::env::var("DPONE_TEST_CLICKHOUSE_URL")
-        .map_err(|_| "DPONE_TEST_CLICKHOUSE_URL is not set".to_string())?;
-    let raw = std::env::var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS")
-        .map_err(|_| "DPONE_TEST_CLICKHOUSE_MEMBER_URLS is not set".to_string())?;
-    let mut members = BTreeMap::new();
-    for item in raw.split(',').filter(|s| !s.is_empty()) {
-        let (key, u) = item
-            .split_once('=')
-            .ok_or("DPONE_TEST_CLICKHOUSE_MEMBER_URLS items are shard:replica=url")?;
-        let (s, r) = key
-            .split_once(':')
-            .ok_or("DPONE_TEST_CLICKHOUSE_MEMBER_URLS keys are shard:replica")?;
-        let s: u32 = s.parse().map_err(|_| "shard is not a number")?;
-        let r: u32 = r.parse().map_err(|_| "replica is not a number")?;
-        members.insert((s, r), u.to_string());
-    }
-    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
-    let authority = var(
-        "DPONE_TEST_CLICKHOUSE_AUTHORITY",
-        "dpone_test.dpone_authority",
-    );
-    let (adb, at) = authority
-        .split_once('.')
-        .ok_or("DPONE_TEST_CLICKHOUSE_AUTHORITY is db.table")?;
-    Ok(Env {
-        url,
-        members,
-        user: var("DPONE_TEST_CLICKHOUSE_USER", "default"),
-        password: var("DPONE_TEST_CLICKHOUSE_PASSWORD", ""),
-        cluster: var("DPONE_TEST_CLICKHOUSE_CLUSTER", "analytics_cluster"),
-        database: var("DPONE_TEST_CLICKHOUSE_DATABASE", "dpone_test"),
-        authority: (adb.into(), at.into()),
-    })
-}
-
-fn cluster(e: &Env) -> ClickHouseCluster {
-    ClickHouseCluster::new(&ClickHouseConfig {
-        coordinator_url: e.url.clone(),
-        member_urls: e.members.clone(),
-        credential: Credential {
-            user: e.user.clone(),
-            password: e.password.clone(),
+fn request(tier: &Tier, target: &str, invocation: &str, schema: Schema) -> OperationRequest {
+    OperationRequest {
+        static_facts: StaticFacts {
+            cluster_name: tier.cluster.clone(),
+            ddl_scope: Some("cluster".into()),
+            replication_mode: Some("external".into()),
+            engine: "MergeTree".into(),
+            max_source_bytes: Some(1 << 30),
+            target_database: tier.database.clone(),
+            staging_database: tier.database.clone(),
+            access_table_engine: None,
         },
-        authority_database: e.authority.0.clone(),
-        authority_table: e.authority.1.clone(),
-        ddl_task_timeout_secs: 120,
-    })
-    .expect("adapter builds")
-}
-
-fn schema() -> Schema {
-    Schema::of(&[
-        ("id", "UInt64"),
-        ("name", "String"),
-        ("amount", "Decimal(18, 2)"),
-    ])
-}
-
-struct Rows(u64);
-
-impl Extract for Rows {
-    fn extract(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, PortError> {
-        let mut w = RowBinaryWriter::new(column_types(schema).expect("profile"));
-        for k in 0..self.0 {
-            w.row(&[
-                Value::UInt(u128::from(k)),
-                Value::Bytes(format!("n-{k}").into_bytes()),
-                Value::Int(i128::from(k)),
-            ])
-            .expect("row");
-        }
-        out.write_all(&w.finish())
-            .map_err(|_| PortError::rejected("DPONE_TEST_WRITE"))?;
-        Ok(self.0)
+        target_table: target.into(),
+        scheduler_invocation: invocation.into(),
+        plan_digest: Digest::of(b"live plan"),
+        order_by: vec![schema.columns[0].name.clone()],
+        schema,
     }
 }
 
-#[test]
-#[cfg_attr(
-    not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; no ClickHouse cluster to test against"
-)]
-fn live_inventory_is_complete_and_external() {
-    let e = match env() {
-        Ok(e) => e,
-        Err(reason) => {
-            println!("SKIP: {reason}");
-            return;
-        }
-    };
-    let c = cluster(&e);
-    let (rows, complete) = c.observe(&e.cluster).expect("inventory");
-    assert!(complete, "every inventory row needs a member URL");
-    assert!(rows.len() >= 2);
-    assert!(rows.iter().all(|r| !r.internal_replication));
-    for r in &rows {
-        let id = dpone_engine_clickhouse::contracts::member_id(r.shard_num, r.replica_num);
-        let probe = c.probe(&id, &e.database, "absent_table").expect("probe");
-        assert_eq!(probe.database_engine, "Atomic");
-        assert!(probe.keeper_map_available);
-    }
-}
-
-#[test]
-#[cfg_attr(
-    not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; no ClickHouse cluster to test against"
-)]
-fn live_full_refresh_completes_and_retry_is_idempotent() {
-    let e = match env() {
-        Ok(e) => e,
-        Err(reason) => {
-            println!("SKIP: {reason}");
-            return;
-        }
-    };
-    let c = cluster(&e);
+/// One `run` of the engine with the shipped admission rules (native core), the real adapter
+/// and a fresh artifact store.
+fn run(
+    cluster: &ClickHouseCluster,
+    source: &dyn Extract,
+    req: &OperationRequest,
+) -> Result<RunOutcome, dpone_engine_clickhouse::EngineError> {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = ArtifactStore::open_path(dir.path(), 1 << 30).expect("store");
-    let source = StoreArtifactSource::new(&store, Rows(1_000));
+    let artifacts = StoreArtifactSource::new(&store, source);
     let gate = FnGate::new(
         "native-policy-core",
         dpone_policy_admission::admit_static,
         dpone_policy_admission::admit_runtime,
     );
     let env = SystemEnvironment;
-    let coordinator = Coordinator::new(
+    Coordinator::new(
         Ports {
-            authority: &c,
-            inventory: &c,
-            catalog: &c,
-            ddl: &c,
-            artifacts: &source,
+            authority: cluster,
+            inventory: cluster,
+            catalog: cluster,
+            ddl: cluster,
+            artifacts: &artifacts,
             admission: &gate,
             env: &env,
             progress: &NoProgress,
         },
         CoordinatorConfig::default(),
-    );
-    let invocation = format!("live-{}", SystemEnvironment.now_unix_for_test());
-    let req = OperationRequest {
-        static_facts: StaticFacts {
-            cluster_name: e.cluster.clone(),
-            ddl_scope: Some("cluster".into()),
-            replication_mode: Some("external".into()),
-            engine: "MergeTree".into(),
-            max_source_bytes: Some(1 << 30),
-            target_database: e.database.clone(),
-            staging_database: e.database.clone(),
-            access_table_engine: None,
-        },
-        target_table: "dpone_live_target".into(),
-        scheduler_invocation: invocation,
-        plan_digest: Digest::of(b"live plan"),
-        schema: schema(),
-        order_by: vec!["id".into()],
-    };
-    let first = coordinator.run(&req).expect("live run");
-    let RunOutcome::Completed { receipt } = first else {
-        panic!("live run did not complete: {first:?}");
-    };
-    assert_eq!(receipt.artifact.row_count, 1_000);
-    let again = coordinator.run(&req).expect("retry");
-    assert!(matches!(again, RunOutcome::Completed { .. }));
+    )
+    .run(req)
 }
 
-trait NowForTest {
-    fn now_unix_for_test(&self) -> i64;
-}
-
-impl NowForTest for SystemEnvironment {
-    fn now_unix_for_test(&self) -> i64 {
-        use dpone_engine_clickhouse::ports::Environment;
-        self.now_unix()
+fn completed(outcome: RunOutcome) -> Box<dpone_engine_clickhouse::contracts::ExternalReceipt> {
+    match outcome {
+        RunOutcome::Completed { receipt } => receipt,
+        other => panic!("the run did not complete: {other:?}"),
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn inventory_is_complete_external_and_every_member_proves_its_identity() {
+    let tier = Tier::from_env();
+    let c = tier.cluster();
+    let (rows, complete) = c.observe(&tier.cluster).expect("inventory");
+    assert!(complete, "every inventory row needs a member URL");
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| !r.internal_replication));
+    for r in &rows {
+        let id = member_id(r.shard_num, r.replica_num);
+        let probe = c.probe(&id, &tier.database, "absent_table").expect("probe");
+        assert_eq!(probe.database_engine, "Atomic");
+        assert!(probe.keeper_map_available);
+        assert_eq!(probe.target_engine, None);
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn a_member_url_that_reaches_another_replica_is_refused() {
+    let tier = Tier::from_env();
+    let refused = |members: std::collections::BTreeMap<(u32, u32), String>| {
+        let mut config = tier.config(30);
+        config.member_urls = members;
+        let c = ClickHouseCluster::new(&config).expect("adapter builds");
+        c.observe(&tier.cluster)
+            .expect_err("identity must be proven")
+    };
+    // Swapped URLs: each reaches the other replica.
+    let mut swapped = tier.members.clone();
+    swapped.insert((1, 1), tier.member(2).to_owned());
+    swapped.insert((1, 2), tier.member(1).to_owned());
+    assert_eq!(refused(swapped).class, class::MEMBER_IDENTITY_MISMATCH);
+    // Two keys on one server.
+    let mut doubled = tier.members.clone();
+    doubled.insert((1, 2), tier.member(1).to_owned());
+    assert_eq!(refused(doubled).class, class::MEMBER_IDENTITY_MISMATCH);
+    // A configured member the cluster does not list.
+    let mut extra = tier.members.clone();
+    extra.insert((1, 3), tier.member(2).to_owned());
+    assert_eq!(refused(extra).class, class::MEMBER_EXTRA);
+    // The member set as configured is accepted.
+    assert!(tier.cluster().observe(&tier.cluster).expect("inventory").1);
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn first_publication_renames_a_retry_converges_and_a_second_operation_exchanges() {
+    let tier = Tier::from_env();
+    let c = tier.cluster();
+    let target = unique("live_pub");
+    // First publication: the target is absent, so the candidate is renamed into place.
+    let first = request(&tier, &target, &unique("inv"), schema());
+    let source = Rows {
+        rows: 1_000,
+        salt: 1,
+    };
+    let receipt = completed(run(&c, &source, &first).expect("first run"));
+    assert_eq!(receipt.artifact.row_count, 1_000);
+    let want = expected_fingerprint(&tier, 1_000, 1);
+    for replica in [1, 2] {
+        assert_eq!(
+            table_facts(&tier, replica, &target),
+            (1_000, 1_000, want.clone())
+        );
+    }
+    // The bound publication entry is on the queue: one entry, both hosts finished.
+    let queue = c
+        .observe_queue(
+            &tier.cluster,
+            &contracts::ddl_query_id(receipt.publication.kind, &receipt.publication.token),
+        )
+        .expect("the real queue rows decode");
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0].unmapped_hosts, 0);
+    assert_eq!(queue[0].members.len(), 2);
+    assert!(
+        queue[0]
+            .members
+            .iter()
+            .all(|(_, s)| *s == QueueHostStatus::Finished)
+    );
+    // A retry of the same invocation converges without loading anything again.
+    let again = completed(run(&c, &source, &first).expect("retry"));
+    assert_eq!(again.generation_id, receipt.generation_id);
+    for replica in [1, 2] {
+        assert_eq!(table_facts(&tier, replica, &target).0, 1_000);
+    }
+    // A second operation replaces the first: EXCHANGE, then cleanup of the predecessor.
+    let second = request(&tier, &target, &unique("inv"), schema());
+    let changed = Rows {
+        rows: 1_500,
+        salt: 2,
+    };
+    completed(run(&c, &changed, &second).expect("second run"));
+    let want = expected_fingerprint(&tier, 1_500, 2);
+    for replica in [1, 2] {
+        assert_eq!(
+            table_facts(&tier, replica, &target),
+            (1_500, 1_500, want.clone())
+        );
+        // Cleanup proved absence: no candidate or predecessor is left beside the target.
+        assert_eq!(tables_like(&tier, replica, &target), vec![target.clone()]);
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn an_empty_source_publishes_an_empty_generation_on_every_member() {
+    let tier = Tier::from_env();
+    let c = tier.cluster();
+    let target = unique("live_empty");
+    let req = request(&tier, &target, &unique("inv"), schema());
+    let receipt = completed(run(&c, &Rows { rows: 0, salt: 0 }, &req).expect("run"));
+    assert_eq!(receipt.artifact.row_count, 0);
+    for replica in [1, 2] {
+        assert_eq!(table_facts(&tier, replica, &target).0, 0);
+        assert_eq!(tables_like(&tier, replica, &target), vec![target.clone()]);
+    }
+}
+
+/// Every type of the canonical profile, with edge values.
+struct AllTypes;
+
+fn all_types_schema() -> Schema {
+    Schema::of(&[
+        ("k", "UInt64"),
+        ("i8", "Int8"),
+        ("i16", "Int16"),
+        ("i32", "Int32"),
+        ("i64", "Int64"),
+        ("i128", "Int128"),
+        ("i256", "Int256"),
+        ("u8", "UInt8"),
+        ("u16", "UInt16"),
+        ("u32", "UInt32"),
+        ("u128", "UInt128"),
+        ("u256", "UInt256"),
+        ("f32", "Float32"),
+        ("f64", "Float64"),
+        ("b", "Bool"),
+        ("s", "String"),
+        ("fs", "FixedString(4)"),
+        ("u", "UUID"),
+        ("d", "Date"),
+        ("d32", "Date32"),
+        ("dt", "DateTime"),
+        ("dt64", "DateTime64(6)"),
+        ("dec32", "Decimal(9, 2)"),
+        ("dec64", "Decimal(18, 4)"),
+        ("dec128", "Decimal(38, 10)"),
+        ("dec256", "Decimal(76, 20)"),
+        ("e8", "Enum8('a' = -1, 'b' = 2)"),
+        ("e16", "Enum16('y' = -300, 'x' = 300)"),
+        ("ip4", "IPv4"),
+        ("ip6", "IPv6"),
+        ("ns", "Nullable(String)"),
+        ("ni", "Nullable(Int32)"),
+        ("lc", "LowCardinality(String)"),
+        ("lcn", "LowCardinality(Nullable(String))"),
+    ])
+}
+
+impl Extract for AllTypes {
+    fn extract(&self, schema: &Schema, out: &mut dyn std::io::Write) -> Result<u64, PortError> {
+        let mut w = RowBinaryWriter::new(column_types(schema).expect("profile"));
+        let all = all_rows();
+        for r in &all {
+            w.row(r).expect("row fits");
+        }
+        out.write_all(&w.finish())
+            .map_err(|_| PortError::rejected("DPONE_TEST_WRITE"))?;
+        Ok(all.len() as u64)
+    }
+}
+
+fn all_rows() -> Vec<Vec<Value>> {
+    let rows = 64u64;
+    let mut all = Vec::new();
+    for k in 0..rows {
+        let neg = k % 2 == 0;
+        let sign = |v: i128| if neg { -v } else { v };
+        let s = i128::from(k);
+        let mut uuid = [0u8; 16];
+        uuid[15] = k as u8;
+        uuid[6] = 0x40;
+        let mut ip6 = [0u8; 16];
+        ip6[0] = 0x20;
+        ip6[1] = 0x01;
+        ip6[15] = k as u8;
+        all.push(vec![
+            Value::UInt(u128::from(k)),
+            Value::Int(sign(s % 128)),
+            Value::Int(sign(s * 257)),
+            Value::Int(sign(s * 65_537)),
+            Value::Int(sign(s * 4_294_967_311)),
+            Value::Int(sign(s * 18_446_744_073_709_551_557)),
+            Value::Int(sign(s * 170_141_183_460_469_231_731)),
+            Value::UInt(u128::from(k % 256)),
+            Value::UInt(u128::from(k * 1_021 % 65_536)),
+            Value::UInt(u128::from(u32::MAX) - u128::from(k)),
+            Value::UInt(u128::MAX - u128::from(k)),
+            Value::UInt(u128::from(k) << 100),
+            Value::Float(if k == 3 { f64::NAN } else { (s as f64) * -0.5 }),
+            Value::Float(if k == 5 { -0.0 } else { (s as f64) / 3.0 }),
+            Value::Bool(k % 3 == 0),
+            Value::Bytes(if k == 7 {
+                vec![0, 255, 10]
+            } else {
+                format!("s{k}").into_bytes()
+            }),
+            Value::Bytes(vec![b'a', k as u8, 0, 255]),
+            Value::Raw16(uuid),
+            Value::Int(s * 100),
+            Value::Int(sign(s * 1_000)),
+            Value::Int(1_700_000_000 + s),
+            Value::Int(sign(1_700_000_000_000_000 + s)),
+            Value::Int(sign(s * 12_345)),
+            Value::Int(sign(s * 123_456_789)),
+            Value::Int(sign(s * 10_i128.pow(30))),
+            Value::Int(sign(s * 10_i128.pow(36))),
+            Value::Int(if neg { -1 } else { 2 }),
+            Value::Int(if neg { 300 } else { -300 }),
+            Value::UInt(0x0a00_0000 + u128::from(k)),
+            Value::Raw16(ip6),
+            if k % 4 == 0 {
+                Value::Null
+            } else {
+                Value::Bytes(format!("n{k}").into_bytes())
+            },
+            if k % 5 == 0 {
+                Value::Null
+            } else {
+                Value::Int(sign(s))
+            },
+            Value::Bytes(format!("lc{}", k % 3).into_bytes()),
+            if k % 6 == 0 {
+                Value::Null
+            } else {
+                Value::Bytes(format!("l{}", k % 2).into_bytes())
+            },
+        ]);
+    }
+    all
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn every_profile_type_round_trips_with_member_digests_equal_to_the_artifact_digest() {
+    let tier = Tier::from_env();
+    let c = tier.cluster();
+    let target = unique("live_types");
+    let req = request(&tier, &target, &unique("inv"), all_types_schema());
+    // READY requires each member's canonical content digest, read back from the real engine,
+    // to equal the artifact's; COMMITTED requires it again of every published target.
+    let receipt = completed(run(&c, &AllTypes, &req).expect("run"));
+    assert_eq!(receipt.artifact.row_count, 64);
+    for replica in [1, 2] {
+        let id = member_id(1, replica);
+        let observed = c
+            .observe_table(&id, &tier.database, &target)
+            .expect("observe")
+            .expect("published");
+        assert_eq!(observed.row_count, 64);
+        assert_eq!(observed.columns, all_types_schema().columns);
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn the_manifest_spelling_rule_matches_what_the_engine_reports() {
+    let tier = Tier::from_env();
+    let table = unique("spelling");
+    let declared = [
+        "Decimal32(2)",
+        "Decimal256(20)",
+        "Enum16('x' = 300, 'y' = -300)",
+        "Enum8('a'=1,'b, c'=-2)",
+        "Nullable(Enum8('b' = 2, 'a' = 1))",
+        "LowCardinality(Nullable(String))",
+        "DateTime64(6,'UTC')",
+        "FixedString(4)",
+    ];
+    let columns: Vec<String> = declared
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("c{i} {t}"))
+        .collect();
+    tier.sql(
+        tier.member(1),
+        &format!(
+            "CREATE TABLE `{}`.`{table}` ({}) ENGINE = Memory",
+            tier.database,
+            columns.join(", ")
+        ),
+    );
+    let reported = tier.sql(
+        tier.member(1),
+        &format!(
+            "SELECT type FROM system.columns WHERE database = '{}' AND table = '{table}' ORDER BY position FORMAT TSVRaw",
+            tier.database
+        ),
+    );
+    let reported: Vec<&str> = reported.lines().collect();
+    for (t, r) in declared.iter().zip(&reported) {
+        assert_eq!(
+            contracts::manifest::reported_type_spelling(t).as_deref(),
+            Some(*r),
+            "{t}"
+        );
+    }
+    tier.sql(
+        tier.member(1),
+        &format!("DROP TABLE `{}`.`{table}` SYNC", tier.database),
+    );
 }

@@ -183,7 +183,7 @@ fn cluster_ddl_and_queue() {
             .to_string(),
     );
     expect![[r#"
-        SELECT entry, ifNull(host, '') AS host, toUInt16(ifNull(port, 0)) AS port, toString(status) AS status, toInt64(ifNull(exception_code, 0)) AS exception_code FROM system.distributed_ddl_queue WHERE cluster = {cluster:String} AND settings['log_comment'] = {correlation:String} ORDER BY entry, host, port
+        SELECT entry, ifNull(host, '') AS host, toUInt16(ifNull(port, 0)) AS port, ifNull(toString(status), '') AS status, toInt64(ifNull(exception_code, 0)) AS exception_code FROM system.distributed_ddl_queue WHERE cluster = {cluster:String} AND settings['log_comment'] = {correlation:String} ORDER BY entry, host, port
           param cluster = analytics_cluster
           param correlation = dpone-exchange-abababababababababababababababab
     "#]]

@@ -29,6 +29,8 @@ pub const REGISTRY_VERSION: i64 = 1;
 
 /// Default `distributed_ddl_task_timeout` for cluster DDL, in seconds.
 pub const DEFAULT_DDL_TASK_TIMEOUT_SECS: u64 = 180;
+/// Default client-side bound on one ClickHouse request, in seconds.
+pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 300;
 
 const DOC: Document = Document::Registry;
 
@@ -79,6 +81,8 @@ pub struct ClickHouseConnection {
     pub authority_table: String,
     /// `distributed_ddl_task_timeout` in seconds.
     pub ddl_task_timeout_secs: u64,
+    /// Client-side bound on one request, in seconds.
+    pub request_timeout_secs: u64,
 }
 
 /// A `postgres_source` connection.
@@ -352,6 +356,17 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
                 .ok_or_else(|| invalid(DOC, format!("{p} must be 1 to 86400 seconds")))?
         }
     };
+    let request_timeout_secs = match f.optional("request_timeout_secs") {
+        None => DEFAULT_REQUEST_TIMEOUT_SECS,
+        Some(v) => {
+            let p = f.path("request_timeout_secs");
+            let n = integer(DOC, &p, v)?;
+            u64::try_from(n)
+                .ok()
+                .filter(|n| (1..=86_400).contains(n))
+                .ok_or_else(|| invalid(DOC, format!("{p} must be 1 to 86400 seconds")))?
+        }
+    };
     Ok(ClickHouseConnection {
         coordinator_url,
         member_urls,
@@ -360,6 +375,7 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
         authority_database,
         authority_table,
         ddl_task_timeout_secs,
+        request_timeout_secs,
     })
 }
 

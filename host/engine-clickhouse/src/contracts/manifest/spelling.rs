@@ -93,6 +93,43 @@ pub fn reported_type_spelling(text: &str) -> Option<String> {
         }
         k += 1;
     }
+    // Enum8/Enum16 elements in value order: the server reports them sorted by value.
+    let mut k = 0;
+    while k + 1 < toks.len() {
+        let is_enum = matches!(&toks[k], Tok::Word(w) if w == "Enum8" || w == "Enum16");
+        if is_enum && toks[k + 1] == Tok::Punct('(') {
+            let start = k + 2;
+            let mut elements: Vec<(i64, Tok, Tok)> = Vec::new();
+            let mut j = start;
+            loop {
+                match (toks.get(j), toks.get(j + 1), toks.get(j + 2)) {
+                    (Some(Tok::Quoted(n)), Some(Tok::Punct('=')), Some(Tok::Word(v))) => {
+                        let value: i64 = v.parse().ok()?;
+                        elements.push((value, Tok::Quoted(n.clone()), Tok::Word(v.clone())));
+                    }
+                    _ => return None,
+                }
+                j += 3;
+                match toks.get(j) {
+                    Some(Tok::Punct(',')) => j += 1,
+                    Some(Tok::Punct(')')) => break,
+                    _ => return None,
+                }
+            }
+            elements.sort_by_key(|e| e.0);
+            let mut rebuilt = Vec::with_capacity(j - start);
+            for (n, (_, name, value)) in elements.into_iter().enumerate() {
+                if n > 0 {
+                    rebuilt.push(Tok::Punct(','));
+                }
+                rebuilt.push(name);
+                rebuilt.push(Tok::Punct('='));
+                rebuilt.push(value);
+            }
+            toks.splice(start..j, rebuilt);
+        }
+        k += 1;
+    }
     let mut out = String::with_capacity(text.len() + 8);
     let mut prev_word = false;
     for t in &toks {

@@ -342,7 +342,16 @@ fn reported_spelling_normalizes_spacing_and_decimal_aliases() {
         ("Decimal32(2)", "Decimal(9, 2)"),
         ("Nullable(Decimal128(10))", "Nullable(Decimal(38, 10))"),
         ("DateTime64(3,'UTC')", "DateTime64(3, 'UTC')"),
-        ("Enum8('a'=1,'b, c'=-2)", "Enum8('a' = 1, 'b, c' = -2)"),
+        ("Enum8('a'=1,'b, c'=-2)", "Enum8('b, c' = -2, 'a' = 1)"),
+        // The server sorts enum elements by value (checked on the real engine).
+        (
+            "Enum16('x' = 300, 'y' = -300)",
+            "Enum16('y' = -300, 'x' = 300)",
+        ),
+        (
+            "Nullable(Enum8('b' = 2, 'a' = 1))",
+            "Nullable(Enum8('a' = 1, 'b' = 2))",
+        ),
         (
             "LowCardinality(Nullable(String))",
             "LowCardinality(Nullable(String))",

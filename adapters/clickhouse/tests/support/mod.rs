@@ -1,0 +1,287 @@
+//! Shared support of the real-engine tests: the tier's environment, the adapter built against
+//! it, raw queries to one member (for checks the adapter does not make), the tier's fault
+//! control, and a generated source.
+//!
+//! The tier is started by `.ci/start-clickhouse` (two real ClickHouse 26.9 engines behind the
+//! HTTP interface, one ZooKeeper); its last output line names the variables read here.
+#![allow(dead_code, clippy::print_stdout)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dpone_adapter_clickhouse::{ClickHouseCluster, ClickHouseConfig, Credential, Extract};
+use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
+use dpone_engine_clickhouse::contracts::Schema;
+use dpone_engine_clickhouse::ports::PortError;
+
+/// The running tier, from the environment `.ci/start-clickhouse` prints.
+pub struct Tier {
+    /// Coordinator URL.
+    pub url: String,
+    /// Member URLs by (shard, replica).
+    pub members: BTreeMap<(u32, u32), String>,
+    /// User.
+    pub user: String,
+    /// Password.
+    pub password: String,
+    /// Cluster name.
+    pub cluster: String,
+    /// Atomic database on every member.
+    pub database: String,
+    /// KeeperMap authority facade.
+    pub authority: (String, String),
+    /// The tier's state directory (control script, fault logs), when it is the local tier.
+    pub dir: Option<PathBuf>,
+}
+
+fn var(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Tier {
+    /// Reads the tier from the environment. The tests that call this run only when
+    /// `DPONE_TEST_CLICKHOUSE_URL` is set (build-time cfg), so a missing companion variable is
+    /// a broken set-up and fails the test.
+    pub fn from_env() -> Self {
+        let url = var("DPONE_TEST_CLICKHOUSE_URL").expect("DPONE_TEST_CLICKHOUSE_URL is set");
+        let raw = var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS")
+            .expect("DPONE_TEST_CLICKHOUSE_MEMBER_URLS is set beside DPONE_TEST_CLICKHOUSE_URL");
+        let mut members = BTreeMap::new();
+        for item in raw.split(',').filter(|s| !s.is_empty()) {
+            let (key, u) = item.split_once('=').expect("items are shard:replica=url");
+            let (s, r) = key.split_once(':').expect("keys are shard:replica");
+            members.insert(
+                (s.parse().expect("shard"), r.parse().expect("replica")),
+                u.to_string(),
+            );
+        }
+        let authority = var("DPONE_TEST_CLICKHOUSE_AUTHORITY")
+            .unwrap_or_else(|| "dpone_test.dpone_authority".into());
+        let (adb, at) = authority.split_once('.').expect("authority is db.table");
+        Self {
+            url,
+            members,
+            user: var("DPONE_TEST_CLICKHOUSE_USER").unwrap_or_else(|| "default".into()),
+            password: var("DPONE_TEST_CLICKHOUSE_PASSWORD").unwrap_or_default(),
+            cluster: var("DPONE_TEST_CLICKHOUSE_CLUSTER")
+                .unwrap_or_else(|| "analytics_cluster".into()),
+            database: var("DPONE_TEST_CLICKHOUSE_DATABASE").unwrap_or_else(|| "dpone_test".into()),
+            authority: (adb.into(), at.into()),
+            dir: var("DPONE_TEST_CLICKHOUSE_TIER").map(PathBuf::from),
+        }
+    }
+
+    /// The adapter's configuration against this tier.
+    pub fn config(&self, request_timeout_secs: u64) -> ClickHouseConfig {
+        ClickHouseConfig {
+            coordinator_url: self.url.clone(),
+            member_urls: self.members.clone(),
+            credential: Credential {
+                user: self.user.clone(),
+                password: self.password.clone(),
+            },
+            authority_database: self.authority.0.clone(),
+            authority_table: self.authority.1.clone(),
+            ddl_task_timeout_secs: 20,
+            request_timeout_secs,
+        }
+    }
+
+    /// The adapter against this tier.
+    pub fn cluster(&self) -> ClickHouseCluster {
+        ClickHouseCluster::new(&self.config(60)).expect("adapter builds")
+    }
+
+    /// The URL of member `(1, replica)`.
+    pub fn member(&self, replica: u32) -> &str {
+        &self.members[&(1, replica)]
+    }
+
+    /// Runs one statement on a member and returns its `TabSeparated` output.
+    pub fn sql(&self, member_url: &str, query: &str) -> String {
+        let (status, body) = self.http(member_url, "POST", "/", query.as_bytes());
+        assert_eq!(
+            status,
+            200,
+            "tier query failed: {}",
+            String::from_utf8_lossy(&body)
+        );
+        String::from_utf8(body).expect("utf-8 output")
+    }
+
+    /// One HTTP exchange with a member (authenticated), returning status and body.
+    pub fn http(&self, member_url: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let authority = member_url
+            .strip_prefix("http://")
+            .expect("tier URLs are http")
+            .trim_end_matches('/');
+        let mut s = TcpStream::connect(authority).expect("member reachable");
+        s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\
+             X-ClickHouse-User: {}\r\nX-ClickHouse-Key: {}\r\nContent-Length: {}\r\n\r\n",
+            self.user,
+            self.password,
+            body.len()
+        );
+        s.write_all(head.as_bytes()).expect("send");
+        s.write_all(body).expect("send");
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).expect("read");
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("HTTP head");
+        let head = String::from_utf8_lossy(&raw[..split]).to_string();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .expect("status");
+        (status, raw[split + 4..].to_vec())
+    }
+
+    /// Arms a fault rule on a member (see `.ci/clickhouse-tier/member.py`).
+    pub fn arm(&self, replica: u32, rule: &serde_json::Value) {
+        let (status, body) = self.http(
+            self.member(replica),
+            "POST",
+            "/__tier/faults",
+            rule.to_string().as_bytes(),
+        );
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+
+    /// Every firing recorded by a member, across its restarts.
+    pub fn fired(&self, replica: u32) -> Vec<serde_json::Value> {
+        let (status, body) = self.http(self.member(replica), "GET", "/__tier/faults", b"");
+        assert_eq!(status, 200);
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        v["fired"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Disarms every rule on a member.
+    pub fn disarm(&self, replica: u32) {
+        let (status, _) = self.http(self.member(replica), "POST", "/__tier/faults/clear", b"");
+        assert_eq!(status, 200);
+    }
+
+    /// Runs the tier's control script.
+    pub fn ctl(&self, args: &[&str]) {
+        let dir = self
+            .dir
+            .as_ref()
+            .expect("DPONE_TEST_CLICKHOUSE_TIER names the local tier");
+        let status = Command::new("bash")
+            .arg(dir.join("ctl"))
+            .args(args)
+            .status()
+            .expect("ctl runs");
+        assert!(status.success(), "ctl {args:?} failed");
+    }
+
+    /// ZooKeeper up and both members answering.
+    pub fn heal(&self) {
+        self.ctl(&["zk-start"]);
+        for m in ["m1", "m2"] {
+            self.ctl(&["wait", m]);
+        }
+    }
+}
+
+/// A name no other test run uses.
+pub fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    format!(
+        "{prefix}_{}_{:x}",
+        std::process::id(),
+        nanos & 0xffff_ffff_ffff
+    )
+}
+
+/// The three-column sample schema.
+pub fn schema() -> Schema {
+    Schema::of(&[
+        ("id", "UInt64"),
+        ("name", "String"),
+        ("amount", "Decimal(18, 2)"),
+    ])
+}
+
+/// A generated source of `rows` rows; `salt` changes every value but the key.
+pub struct Rows {
+    /// Row count.
+    pub rows: u64,
+    /// Changes the generated values.
+    pub salt: u64,
+}
+
+impl Extract for Rows {
+    fn extract(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, PortError> {
+        let mut w = RowBinaryWriter::new(column_types(schema).expect("profile"));
+        for k in 0..self.rows {
+            w.row(&[
+                Value::UInt(u128::from(k)),
+                Value::Bytes(format!("n-{k}-{}", self.salt).into_bytes()),
+                Value::Int(i128::from(k * 7 + self.salt)),
+            ])
+            .expect("row");
+        }
+        out.write_all(&w.finish())
+            .map_err(|_| PortError::rejected("DPONE_TEST_WRITE"))?;
+        Ok(self.rows)
+    }
+}
+
+/// What a member's table holds, from the engine itself: row count, distinct keys and an
+/// order-independent fingerprint of every row.
+pub fn table_facts(tier: &Tier, replica: u32, table: &str) -> (u64, u64, String) {
+    let out = tier.sql(
+        tier.member(replica),
+        &format!(
+            "SELECT count(), uniqExact(id), toString(sum(cityHash64(id, name, toInt64(amount * 100)))) \
+             FROM `{}`.`{table}`",
+            tier.database
+        ),
+    );
+    let cols: Vec<&str> = out.trim().split('\t').collect();
+    (
+        cols[0].parse().expect("count"),
+        cols[1].parse().expect("uniq"),
+        cols[2].to_string(),
+    )
+}
+
+/// The fingerprint `table_facts` reports for a generated source, computed by the engine on
+/// the same values (so no hashing is reimplemented here).
+pub fn expected_fingerprint(tier: &Tier, rows: u64, salt: u64) -> String {
+    let out = tier.sql(
+        tier.member(1),
+        &format!(
+            "SELECT toString(sum(cityHash64(number, concat('n-', toString(number), '-{salt}'), \
+             toInt64(number * 7 + {salt})))) FROM numbers({rows})"
+        ),
+    );
+    out.trim().to_string()
+}
+
+/// Tables of `database` on a member whose name starts with `prefix`.
+pub fn tables_like(tier: &Tier, replica: u32, prefix: &str) -> Vec<String> {
+    tier.sql(
+        tier.member(replica),
+        &format!(
+            "SELECT name FROM system.tables WHERE database = '{}' AND startsWith(name, '{prefix}') ORDER BY name",
+            tier.database
+        ),
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
