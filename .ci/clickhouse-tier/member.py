@@ -15,10 +15,16 @@ entries on its own engine and records the outcome, and the initiator waits for t
 `throw` output mode's semantics. `system.distributed_ddl_queue` in a query is read from a view of
 those rows with the real table's column types.
 
-Fault injection for the tier's fault matrix: rules posted to `/__tier/faults` fire on requests
-whose statement contains a given text (before or after the engine executed it); every firing is
-appended to `faults.jsonl` in the member's state directory, so a firing that kills the process
-is still counted.
+Fault injection for the tier's fault matrix: a rule posted to `/__tier/faults` is
+`{"match": text or [texts], "action": A, "skip": n, "times": n, "stage": "request" | "ddl_worker",
+"delay_ms": ms, "code": n}` and fires on the statements whose text (with `name=value` lines of
+their bound parameters) contains every match text, after skipping `skip` of them. Actions:
+`reset_before` (close the connection without executing), `error_before` (a server exception with
+`code`, nothing executed), `delay_before` / `delay_after`, `exit_before` / `exit_after` (the
+member process dies; its supervisor restarts it), `drop_after` (executed, then the connection is
+closed without a response), `zk_stop_before` (ZooKeeper is stopped, then the statement runs).
+Every firing is appended to `faults.jsonl` in the member's state directory, so a firing that
+kills the process is still counted; `GET /__tier/faults` lists them.
 
 This file belongs to the test tier only; the host never depends on it.
 """
@@ -28,6 +34,7 @@ import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -203,7 +210,11 @@ class Faults:
                     continue
                 if not rule["action"].endswith(when):
                     continue
-                if rule["match"] not in text:
+                needles = rule["match"] if isinstance(rule["match"], list) else [rule["match"]]
+                if not all(n in text for n in needles):
+                    continue
+                if rule.get("skip", 0) > 0:
+                    rule["skip"] -= 1
                     continue
                 rule["times"] -= 1
                 with open(self.log_path, "a", encoding="utf-8") as f:
@@ -413,6 +424,9 @@ class Member:
         action = rule["action"]
         if action == "exit_before":
             os._exit(137)
+        if action == "zk_stop_before":
+            subprocess.run(["bash", os.path.join(os.path.dirname(self.state_dir), "ctl"), "zk-stop"], check=False)
+            return
         if action == "delay_before":
             time.sleep(rule.get("delay_ms", 1000) / 1000.0)
             return
@@ -437,6 +451,9 @@ def make_handler(member):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "ClickHouse-tier"
+        # Headers and body leave in separate writes; without TCP_NODELAY every response of a
+        # kept-alive connection waits for the client's delayed acknowledgement.
+        disable_nagle_algorithm = True
 
         def log_message(self, fmt, *args):
             pass
@@ -526,7 +543,9 @@ def make_handler(member):
             database = params.get("database") or self.headers.get("X-ClickHouse-Database")
             fmt = params.get("default_format") or self.headers.get("X-ClickHouse-Format") or "TabSeparated"
             query_id = params.get("query_id", "")
-            rule = member.faults.take(sql, "before", "request")
+            # Faults match the statement text and its bound parameters.
+            fault_text = sql + "".join(f"\n{k}={v}" for k, v in sorted(query_params.items()))
+            rule = member.faults.take(fault_text, "before", "request")
             if rule is not None:
                 member.act_before(rule, self)
             headers = {"X-ClickHouse-Query-Id": query_id, "X-ClickHouse-Format": fmt, "Content-Type": "application/octet-stream"}
@@ -542,7 +561,7 @@ def make_handler(member):
             else:
                 sql = sql.replace("system.distributed_ddl_queue", QUEUE_VIEW)
                 body = member.engine.query(sql, fmt, query_params, settings, database)
-            rule = member.faults.take(sql, "after", "request")
+            rule = member.faults.take(fault_text, "after", "request")
             if rule is not None:
                 member.act_after(rule)
             self.send(200, body, headers)
