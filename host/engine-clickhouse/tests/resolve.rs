@@ -8,7 +8,8 @@ mod common;
 use common::{Profile, World, profile};
 use dpone_engine_clickhouse::contracts::{
     ArtifactFact, AuthoritySlot, ExternalAuthorityRecord, Phase, QueueEvidence, ResolutionKind,
-    TargetKey, candidate_name, decode_slot, operation_id, target_key,
+    TargetKey, candidate_name, decode_slot, encode_external, operation_id, target_key,
+    validate_external,
 };
 use dpone_engine_clickhouse::ports::{
     AuthorityStore, LoadTokens, MemberCatalog, NoProgress, PortError, QueueEntry, QueueHostStatus,
@@ -371,11 +372,23 @@ fn a_locked_operation_aborts_only_when_no_candidate_exists() {
     assert!(w.coordinator().run(&req).is_err());
     // A candidate name this operation never reserved: refused, nothing dropped.
     let name = candidate(&p, &req);
-    w.cluster.put_table(1, &p.database, &name, &p.rows(1, 2));
+    let foreign = w.cluster.put_table(1, &p.database, &name, &p.rows(1, 2));
     let r = Operator::new(&w, 3_600).resolve(&req, APPLY);
     refused(&r, engine::CANDIDATE_FOREIGN);
     assert!(w.cluster.table_names(1).contains(&name));
     assert_eq!(record(&w, &p).1.phase, Phase::Locked);
+
+    // Without it, nothing was mutated: the fence is released as ABORTED, dropping nothing.
+    let id = w.cluster.member_ids()[1];
+    w.cluster
+        .drop_exact(&id, &p.database, &name, foreign)
+        .expect("the operator's own clean-up");
+    let r = Operator::new(&w, 3_600).resolve(&req, APPLY);
+    assert_eq!(r.resolution, Some(ResolutionKind::Abort), "{r:#?}");
+    assert_eq!(r.outcome, ResolveOutcome::Recorded);
+    assert!(r.drops.is_empty());
+    assert_eq!(r.artifact, Some(ArtifactFact::NotBound));
+    assert_eq!(record(&w, &p).1.phase, Phase::Aborted);
 }
 
 #[test]
@@ -574,14 +587,42 @@ fn the_pure_decision_reads_queue_evidence_and_the_quiet_period_exactly() {
     assert_eq!(code(decide(&f)), codes::CONTENT_MISMATCH);
 }
 
-/// An authority store that lets another writer land between resolve's observation and its CAS.
+/// An authority store that lets another writer land at a chosen point: on the `nth` read
+/// (1-based), or else just before resolve's own update.
 struct Racing<'a> {
     inner: &'a dyn AuthorityStore,
+    on_read: Option<u32>,
+    reads: std::cell::Cell<u32>,
     raced: std::cell::Cell<bool>,
+}
+
+impl<'a> Racing<'a> {
+    fn new(inner: &'a dyn AuthorityStore, on_read: Option<u32>) -> Self {
+        Self {
+            inner,
+            on_read,
+            reads: std::cell::Cell::new(0),
+            raced: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Another writer: same content, next version.
+    fn race(&self, key: &TargetKey) -> Result<(), PortError> {
+        if !self.raced.replace(true)
+            && let Some(current) = self.inner.read(key)?
+        {
+            self.inner.update(key, current.version, &current.value)?;
+        }
+        Ok(())
+    }
 }
 
 impl AuthorityStore for Racing<'_> {
     fn read(&self, key: &TargetKey) -> Result<Option<Versioned>, PortError> {
+        self.reads.set(self.reads.get() + 1);
+        if self.on_read == Some(self.reads.get()) {
+            self.race(key)?;
+        }
         self.inner.read(key)
     }
 
@@ -590,11 +631,8 @@ impl AuthorityStore for Racing<'_> {
     }
 
     fn update(&self, key: &TargetKey, expected: u64, value: &str) -> Result<(), PortError> {
-        if !self.raced.replace(true)
-            && let Ok(Some(current)) = self.inner.read(key)
-        {
-            // Another writer: same content, next version.
-            self.inner.update(key, current.version, &current.value)?;
+        if self.on_read.is_none() {
+            self.race(key)?;
         }
         self.inner.update(key, expected, value)
     }
@@ -607,10 +645,7 @@ fn an_authority_change_between_observation_and_record_is_refused() {
     let w = World::new(&p, 2, true);
     dispatch_never_sent(&w, &req, Fault::CrashBeforePublicationDispatch);
     let (v, _) = record(&w, &p);
-    let racing = Racing {
-        inner: &w.cluster,
-        raced: std::cell::Cell::new(false),
-    };
+    let racing = Racing::new(&w.cluster, None);
     let mut op = Operator::new(&w, 3_600);
     op.authority = Some(&racing);
     let r = op.resolve(&req, APPLY);
@@ -629,6 +664,29 @@ fn an_authority_change_between_observation_and_record_is_refused() {
 }
 
 #[test]
+fn an_authority_change_before_the_drops_drops_nothing() {
+    let p = profile();
+    let req = p.request();
+    let w = World::new(&p, 2, true);
+    let ids = w.cluster.member_ids();
+    let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
+    w.cluster
+        .arm(Fault::CrashAfterLoadBeforeCas { member: first });
+    assert!(w.coordinator().run(&req).is_err());
+    let drops = w.cluster.metrics().exact_drops;
+    // Read 1 observes the record; the other writer lands before read 2, the pre-drop check.
+    let racing = Racing::new(&w.cluster, Some(2));
+    let mut op = Operator::new(&w, 3_600).elsewhere(&p);
+    op.authority = Some(&racing);
+    let r = op.resolve(&req, APPLY);
+    refused(&r, engine::AUTHORITY_CONFLICT);
+    assert!(r.drops.iter().all(|d| !d.dropped), "{r:#?}");
+    assert_eq!(w.cluster.metrics().exact_drops, drops);
+    assert!(w.cluster.table_names(first).contains(&candidate(&p, &req)));
+    assert_eq!(record(&w, &p).1.phase, Phase::Staging);
+}
+
+#[test]
 fn the_report_and_the_evidence_carry_no_row_values() {
     let p = profile();
     let req = p.request();
@@ -641,4 +699,33 @@ fn the_report_and_the_evidence_carry_no_row_values() {
         assert!(!text.contains("row-"), "no row values");
         assert!(!text.contains("member-1-"), "no endpoints");
     }
+}
+
+#[test]
+fn recorded_evidence_round_trips_and_is_bounded() {
+    let p = profile();
+    let req = p.request();
+    let w = World::new(&p, 2, true);
+    dispatch_never_sent(&w, &req, Fault::CrashBeforePublicationDispatch);
+    let before = record(&w, &p).1;
+    assert!(
+        !encode_external(&before).contains("resolutions"),
+        "a record without resolutions encodes as before"
+    );
+    assert!(
+        Operator::new(&w, 3_600)
+            .resolve(&req, APPLY)
+            .recorded_version
+            .is_some()
+    );
+    let (_, r) = record(&w, &p);
+    let text = encode_external(&r);
+    assert!(matches!(decode_slot(&text), Ok(AuthoritySlot::External(x)) if *x == r));
+
+    let mut too_many = r.clone();
+    too_many.resolutions = vec![r.resolutions[0].clone(); 17];
+    assert!(validate_external(&too_many).is_err());
+    let mut wrong = r.clone();
+    wrong.resolutions[0].members.reverse();
+    assert!(validate_external(&wrong).is_err());
 }
