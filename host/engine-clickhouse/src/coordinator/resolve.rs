@@ -20,16 +20,20 @@
 //! write is a version-checked CAS confirmed by read-back; the authority row is never deleted.
 
 mod apply;
-
-use serde::Serialize;
+mod facts;
+mod record;
 
 pub use apply::{CandidateDrop, ResolveOptions, ResolveOutcome, ResolveReport};
+pub use facts::{
+    Decision, InventoryFact, ObservedMember, ObservedTable, Proposal, QueueFact, Refusal,
+    ResolveFacts,
+};
+pub use record::resolved_record;
 
 use super::RecoveryAction;
 use crate::contracts::{
-    ArtifactFact, EXTERNAL_RECEIPT_SCHEMA, ExternalAuthorityRecord, ExternalReceipt,
-    MAX_RESOLUTIONS, MemberCleanup, MemberId, MemberPublication, Phase, QueueEvidence,
-    ReceiptMember, ResolutionEvidence, ResolutionKind, ResolvedMember, Uuid,
+    ArtifactFact, ExternalAuthorityRecord, MAX_RESOLUTIONS, MemberId, Phase, QueueEvidence,
+    ResolutionKind,
 };
 use crate::error::codes as engine;
 use crate::ports::{QueueEntry, QueueHostStatus};
@@ -54,118 +58,6 @@ pub mod codes {
     pub const LIMIT: &str = "DPONE_CLICKHOUSE_CLUSTER_RESOLVE_LIMIT";
     /// The error class an `abort` resolution stores on the ABORTED record.
     pub const ABORTED_BY_OPERATOR: &str = "DPONE_CLICKHOUSE_CLUSTER_RESOLVE_ABORTED";
-}
-
-/// A table observed by name on one member.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ObservedTable {
-    /// Physical UUID.
-    pub uuid: Uuid,
-    /// `count()`.
-    pub row_count: u64,
-    /// Whether its columns equal the request's schema.
-    pub schema_matches: bool,
-    /// Canonical content digest, computed only for a table holding this operation's candidate
-    /// UUID where content matters; none when not computed or when the rows do not decode.
-    pub content_digest: Option<crate::contracts::Digest>,
-    /// Rows the canonical digest covered (with `content_digest`).
-    pub content_rows: Option<u64>,
-}
-
-/// One member as resolve observed it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ObservedMember {
-    /// Opaque member id.
-    pub member_id: MemberId,
-    /// Whether every read on this member answered.
-    pub reachable: bool,
-    /// The table under the target name.
-    pub target: Option<ObservedTable>,
-    /// The table under the candidate name.
-    pub candidate: Option<ObservedTable>,
-}
-
-/// The inventory against the one bound in authority.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InventoryFact {
-    /// Complete and equal to the bound digest.
-    Bound,
-    /// Complete but different (or incomplete).
-    Drifted,
-    /// Not observed.
-    Unavailable,
-}
-
-/// The queue for the bound correlation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum QueueFact {
-    /// No DDL is bound in this phase.
-    NotBound,
-    /// The queue did not answer.
-    Unavailable,
-    /// The entries carrying the bound correlation.
-    Entries(Vec<QueueEntry>),
-}
-
-/// Everything [`decide`] needs: the record as read, and what was observed afterwards.
-#[derive(Clone, Debug)]
-pub struct ResolveFacts<'a> {
-    /// The operation's record.
-    pub record: &'a ExternalAuthorityRecord,
-    /// Unix seconds now.
-    pub now: i64,
-    /// Required seconds since the record's last write before `return_to_staged` or `abort`.
-    pub quiet_seconds: u64,
-    /// Inventory.
-    pub inventory: InventoryFact,
-    /// Queue.
-    pub queue: QueueFact,
-    /// Artifact store of this worker.
-    pub artifact: ArtifactFact,
-    /// Every member of the record, in member-id order.
-    pub members: Vec<ObservedMember>,
-}
-
-/// A proven resolution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Proposal {
-    /// The transition.
-    pub kind: ResolutionKind,
-    /// Phase before.
-    pub from: Phase,
-    /// Phase after.
-    pub to: Phase,
-    /// Exact owned objects to drop member-locally (by UUID) before the CAS.
-    pub drops: Vec<(MemberId, Uuid)>,
-    /// What the queue proved.
-    pub queue: QueueEvidence,
-    /// One sentence naming the proof.
-    pub proof: &'static str,
-}
-
-/// A refusal: nothing is changed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Refusal {
-    /// Stable code.
-    pub code: &'static str,
-    /// Why, without values.
-    pub reason: &'static str,
-    /// The first member concerned, if any.
-    pub member: Option<MemberId>,
-    /// Whether resolving again later may succeed without anything else changing.
-    pub retryable: bool,
-    /// The safe action.
-    pub recovery: RecoveryAction,
-}
-
-/// What [`decide`] concluded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Physical truth proves this outcome.
-    Resolve(Proposal),
-    /// No safe outcome is proven.
-    Refuse(Refusal),
 }
 
 fn refuse(code: &'static str, reason: &'static str, recovery: RecoveryAction) -> Decision {
@@ -573,104 +465,5 @@ fn decide_cleanup(f: &ResolveFacts<'_>) -> Decision {
         drops,
         queue,
         proof: "every target holds the committed UUID and every remaining predecessor is the exact bound UUID (dropped by UUID, absence proven)",
-    })
-}
-
-/// The record a proven resolution writes (the CAS sets `keeper_version` and `updated_at`).
-/// `dropped` lists the UUIDs actually dropped, per member.
-pub fn resolved_record(
-    f: &ResolveFacts<'_>,
-    p: &Proposal,
-    version: u64,
-    dropped: &[(MemberId, Uuid)],
-) -> ExternalAuthorityRecord {
-    let r = f.record;
-    let mut next = r.clone();
-    next.phase = p.to;
-    next.error_class = None;
-    let mut closed = None;
-    match p.kind {
-        ResolutionKind::ReturnToStaged => {
-            closed = next.publication.take();
-        }
-        ResolutionKind::Commit => {
-            closed = r.publication.clone();
-            for m in &mut next.members {
-                m.publication = MemberPublication::Published;
-            }
-            next.receipt = commit_receipt(f);
-        }
-        ResolutionKind::Complete => {
-            closed = r.cleanup.clone();
-            for m in &mut next.members {
-                if m.cleanup == MemberCleanup::Pending {
-                    m.cleanup = MemberCleanup::Absent;
-                }
-            }
-        }
-        ResolutionKind::Abort => {
-            next.error_class = Some(codes::ABORTED_BY_OPERATOR.into());
-        }
-    }
-    let digest = |t: &Option<ObservedTable>| t.as_ref().and_then(|t| t.content_digest);
-    next.resolutions.push(ResolutionEvidence {
-        kind: p.kind,
-        from_phase: p.from,
-        to_phase: p.to,
-        from_keeper_version: version,
-        dispatch_epoch: r.dispatch_epoch,
-        closed_binding: closed,
-        queue: p.queue,
-        artifact: f.artifact,
-        members: f
-            .members
-            .iter()
-            .map(|o| ResolvedMember {
-                member_id: o.member_id,
-                target_uuid: o.target.as_ref().map(|t| t.uuid),
-                target_content_digest: digest(&o.target),
-                candidate_uuid: o.candidate.as_ref().map(|t| t.uuid),
-                candidate_content_digest: digest(&o.candidate),
-                dropped_uuid: dropped
-                    .iter()
-                    .find(|(id, _)| *id == o.member_id)
-                    .map(|(_, u)| *u),
-            })
-            .collect(),
-        resolved_at: f.now,
-    });
-    next
-}
-
-/// The commit receipt of a `commit` resolution: every member's observed target.
-fn commit_receipt(f: &ResolveFacts<'_>) -> Option<ExternalReceipt> {
-    let r = f.record;
-    let members = r
-        .members
-        .iter()
-        .zip(&f.members)
-        .map(|(rec, obs)| {
-            let t = obs.target.as_ref()?;
-            Some(ReceiptMember {
-                member_id: rec.member_id,
-                target_uuid: t.uuid,
-                content_digest: t.content_digest?,
-                row_count: t.content_rows?,
-                predecessor_uuid: rec.predecessor.map(|p| p.uuid),
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(ExternalReceipt {
-        schema_version: EXTERNAL_RECEIPT_SCHEMA.into(),
-        target_key: r.target_key,
-        operation_id: r.operation_id,
-        generation_id: r.generation_id?,
-        inventory_digest: r.inventory_digest,
-        plan_digest: r.plan_digest,
-        artifact: r.artifact?,
-        content_digest: r.artifact_content_digest?,
-        publication: r.publication.clone()?,
-        members,
-        committed_at: f.now,
     })
 }
