@@ -18,7 +18,10 @@
 //! Output carries digests, opaque member ids, stable codes and manifest names only: never
 //! endpoints, credentials, local paths or row values.
 
+mod resolve;
 mod wiring;
+
+pub use resolve::{ResolveArgs, resolve};
 
 use dpone_adapter_clickhouse::{
     ClickHouseCluster, ClickHouseConfig, Credential, StoreArtifactSource,

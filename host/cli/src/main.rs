@@ -50,6 +50,10 @@ enum Command {
     Run(route::RouteArgs),
     /// Read-only status of a workload's authority and state, with the safe recovery action.
     Status(route::RouteArgs),
+    /// ClickHouse route: the operator's way out of a fail-closed hold. Re-observes every member
+    /// and prints the proof and the proposed transition; `--apply` records it by a
+    /// version-checked CAS with evidence. Dry run by default.
+    Resolve(clickhouse_cmd::ResolveArgs),
     /// XMin state: `state show` prints the checkpoint and the latest receipts (same as `status`).
     State {
         #[command(subcommand)]
@@ -119,6 +123,7 @@ fn main() -> ExitCode {
         Command::Status(args) => {
             route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status)
         }
+        Command::Resolve(args) => clickhouse_cmd::resolve(&args),
         Command::Authority { command } => xmin_cmd::authority(command, &cli.source),
         Command::State {
             command: StateCommand::Show(args),

@@ -464,6 +464,84 @@ fn run_needs_an_invocation_and_a_registry() {
 }
 
 #[test]
+fn resolve_needs_a_clickhouse_manifest_an_invocation_and_a_registry() {
+    let out = dpone(&["resolve"], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLI_MANIFEST_REQUIRED");
+    let out = dpone(&["resolve", "--manifest", MANIFEST], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLI_INVOCATION_REQUIRED");
+    let out = dpone(
+        &[
+            "resolve",
+            "--manifest",
+            MANIFEST,
+            "--invocation",
+            "x",
+            "--apply",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLI_CONNECTIONS_REQUIRED");
+    let out = dpone(
+        &[
+            "resolve",
+            "--manifest",
+            "fixtures/xmin/manifest.yaml",
+            "--invocation",
+            "x",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr_code(&out), "DPONE_CLI_RESOLVE_ROUTE_UNSUPPORTED");
+    for bad in [
+        &["resolve", "--manifest", MANIFEST, "--quiet-seconds", "soon"][..],
+        &["resolve", "--manifest", MANIFEST, "--force"][..],
+    ] {
+        let out = dpone(bad, &[]);
+        assert_eq!(out.status.code(), Some(2), "usage: {bad:?}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn resolve_without_a_server_changes_nothing_and_exits_75() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let registry = unreachable_registry(dir.path());
+    let artifacts = dir.path().join("artifacts");
+    let env = [("DPONE_CLICKHOUSE_PASSWORD", SECRET)];
+    for extra in [&[][..], &["--apply", "--json"][..]] {
+        let mut args = vec![
+            "resolve",
+            "--manifest",
+            MANIFEST,
+            "--connections",
+            s(&registry),
+            "--invocation",
+            "nightly-2026-09-18",
+            "--artifact-dir",
+            s(&artifacts),
+        ];
+        args.extend_from_slice(extra);
+        let out = dpone(&args, &env);
+        assert_eq!(
+            out.status.code(),
+            Some(75),
+            "{extra:?}: resolve again later"
+        );
+        assert_eq!(stderr_code(&out), "DPONE_CLICKHOUSE_NETWORK", "{extra:?}");
+        assert!(out.stdout.is_empty(), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for leak in [SECRET, "127.0.0.1", dir.path().to_str().unwrap_or("/tmp")] {
+            assert!(!err.contains(leak), "{extra:?} leaks {leak}: {err}");
+        }
+    }
+    assert!(!artifacts.exists(), "resolve creates no artifact store");
+}
+
+#[test]
 fn a_configured_trust_policy_is_honoured_by_the_route() {
     // From the environment and from the global option alike: without a bundle, no component
     // is loaded from the shipped directory.
@@ -932,6 +1010,20 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let st = run("status");
     assert_eq!(st.status.code(), Some(0));
     assert_eq!(stdout_json(&st)["status"]["recovery"], "none");
+    // A completed operation has nothing to resolve: refused, nothing recorded.
+    let mut a = args("resolve");
+    a.extend(["--apply".to_owned(), "--json".to_owned()]);
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    let res = dpone(&refs, &env);
+    assert_eq!(res.status.code(), Some(1));
+    assert_eq!(
+        stderr_code(&res),
+        "DPONE_CLICKHOUSE_CLUSTER_RESOLVE_NOT_NEEDED"
+    );
+    let rj = stdout_json(&res);
+    assert_eq!(rj["resolve"]["outcome"], "refused");
+    assert_eq!(rj["resolve"]["recovery"], "none");
+    assert!(!String::from_utf8_lossy(&res.stdout).contains(&ch_url));
     let text = String::from_utf8_lossy(&first.stdout);
     assert!(!text.contains(&ch_url));
     assert!(password.is_empty() || !text.contains(&password));

@@ -24,6 +24,7 @@ mod error;
 pub mod ports;
 pub mod synthetic;
 
+pub use coordinator::resolve;
 pub use coordinator::{
     Coordinator, CoordinatorConfig, ExternalSlot, MemberObservation, OperationRequest, Ports,
     RecoveryAction, RunOutcome, SlotStatus, StatusReport,

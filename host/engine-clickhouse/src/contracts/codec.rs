@@ -244,6 +244,20 @@ pub fn validate_external(r: &ExternalAuthorityRecord) -> Result<(), CodecError> 
     {
         return Err(Invalid("error class must be a stable code"));
     }
+    if r.resolutions.len() > super::resolution::MAX_RESOLUTIONS {
+        return Err(Invalid("too many recorded resolutions"));
+    }
+    for res in &r.resolutions {
+        if res.members.len() != r.members.len()
+            || res
+                .members
+                .iter()
+                .zip(&r.members)
+                .any(|(a, b)| a.member_id != b.member_id)
+        {
+            return Err(Invalid("resolution members differ from the member map"));
+        }
+    }
     if let Some(receipt) = &r.receipt {
         validate_receipt(receipt)?;
         if receipt.operation_id != r.operation_id || receipt.target_key != r.target_key {

@@ -5,6 +5,7 @@ pub mod hash;
 pub mod identity;
 pub mod manifest;
 pub mod record;
+pub mod resolution;
 pub mod schema;
 
 pub use codec::{
@@ -18,4 +19,5 @@ pub use identity::{
     operation_id, query_digest, schema_digest, target_key, valid_name,
 };
 pub use record::*;
+pub use resolution::*;
 pub use schema::{Column, Schema};

@@ -275,6 +275,10 @@ pub struct ExternalAuthorityRecord {
     pub created_at: i64,
     /// Unix seconds of this write.
     pub updated_at: i64,
+    /// Operator resolutions recorded on this operation (`dpone-host resolve`), oldest first.
+    /// Omitted when empty, so records without one encode exactly as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolutions: Vec<super::resolution::ResolutionEvidence>,
 }
 
 impl ExternalAuthorityRecord {

@@ -152,6 +152,7 @@ impl Coordinator<'_> {
             error_class: None,
             created_at: now,
             updated_at: now,
+            resolutions: Vec::new(),
         }
     }
 
@@ -169,7 +170,7 @@ impl Coordinator<'_> {
         self.write(op, Some(held.version), next, label)
     }
 
-    fn write(
+    pub(super) fn write(
         &self,
         op: &Op<'_>,
         expected: Option<u64>,

@@ -7,6 +7,7 @@
 
 mod authority;
 mod publish;
+pub mod resolve;
 mod stage;
 mod status;
 

@@ -258,6 +258,21 @@ impl SyntheticCluster {
         Ok(())
     }
 
+    /// Queue retention: removes the entries that every member has finished (or failed), as
+    /// `distributed_ddl_queue` cleanup eventually does; with `all`, every entry (e.g. tasks
+    /// past their lifetime). Returns how many were removed.
+    pub fn purge_queue(&self, all: bool) -> usize {
+        let mut s = self.lock();
+        let before = s.queue.len();
+        s.queue.retain(|q| {
+            !all && q
+                .status
+                .iter()
+                .any(|st| matches!(st, QueueHostStatus::Queued | QueueHostStatus::Active))
+        });
+        before - s.queue.len()
+    }
+
     /// Counters.
     pub fn metrics(&self) -> ClusterMetrics {
         self.lock().metrics
@@ -853,7 +868,11 @@ impl ArtifactSource for SyntheticArtifacts {
             {
                 Ok(())
             }
-            _ => Err(PortError::rejected(crate::ports::ARTIFACT_TAMPERED)),
+            Some((id, _)) if id == identity => {
+                Err(PortError::rejected(crate::ports::ARTIFACT_TAMPERED))
+            }
+            // Like the content-addressed store: no artifact with this identity on this worker.
+            _ => Err(PortError::unavailable("DPONE_ARTIFACT_NOT_FOUND")),
         }
     }
 
