@@ -407,6 +407,7 @@ fn held_class(code: &str) -> bool {
         codes::PUBLICATION_FOREIGN_UUID,
         codes::CLEANUP_UNRESOLVED,
         codes::TARGET_DIVERGENT,
+        codes::STATEMENT_REJECTED,
     ]
     .contains(&code)
 }
@@ -420,6 +421,7 @@ fn static_code(code: &str) -> Option<&'static str> {
         codes::PUBLICATION_FOREIGN_UUID,
         codes::CLEANUP_UNRESOLVED,
         codes::TARGET_DIVERGENT,
+        codes::STATEMENT_REJECTED,
     ]
     .into_iter()
     .find(|c| *c == code)
