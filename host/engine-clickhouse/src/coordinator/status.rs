@@ -66,7 +66,10 @@ pub struct MemberObservation {
     pub candidate_uuid: Option<Uuid>,
     /// Whether the member answered.
     pub reachable: bool,
-    /// Bound-pair state: `unchanged`, `published`, `foreign` or `unknown`.
+    /// Bound-pair state: `unchanged` (target still the predecessor, candidate in place),
+    /// `published` (target is the committed UUID, the candidate name holds the predecessor or,
+    /// without one, nothing), `cleaned` (after the commit: target is the committed UUID and the
+    /// predecessor was dropped), `foreign` (anything else) or `unknown` (no answer).
     pub pair: &'static str,
     /// Queue status of the bound DDL on this member, if any.
     pub queue: Option<&'static str>,
@@ -208,8 +211,21 @@ impl Coordinator<'_> {
                 (false, _) | (true, None) => "unknown",
                 (true, Some(cand)) => {
                     let pred = m.predecessor.map(|p| p.uuid);
+                    // After the commit, the cleanup drops the predecessor that the exchange
+                    // left under the candidate name: the committed UUID as target with the
+                    // name empty is the expected end state, not foreign evidence.
+                    let cleanup_phase = matches!(
+                        record.phase,
+                        Phase::Committed | Phase::CleanupDispatching | Phase::Completed
+                    );
                     if target_uuid == Some(cand) && candidate_uuid == pred {
                         "published"
+                    } else if cleanup_phase
+                        && pred.is_some()
+                        && target_uuid == Some(cand)
+                        && candidate_uuid.is_none()
+                    {
+                        "cleaned"
                     } else if target_uuid == pred && candidate_uuid == Some(cand) {
                         "unchanged"
                     } else {
@@ -300,6 +316,12 @@ impl Coordinator<'_> {
         }
         let pairs: Vec<&str> = report.members.iter().map(|m| m.pair).collect();
         match r.phase {
+            // Completed: every member held the committed UUID when it completed. A pair that
+            // no longer does means the target changed since (an outside writer): still nothing
+            // for this operation to do, but the evidence says so.
+            Phase::Completed if pairs.iter().any(|p| !matches!(*p, "published" | "cleaned")) => {
+                (RecoveryAction::None, Some(codes::TARGET_DRIFT))
+            }
             Phase::Completed => (RecoveryAction::None, None),
             Phase::Aborted => (
                 RecoveryAction::StartNewOperation,
