@@ -82,7 +82,12 @@ struct State {
     members: Vec<Member>,
     authority: BTreeMap<TargetKey, Versioned>,
     queue: Vec<QEntry>,
-    faults: Vec<Fault>,
+    /// Armed faults not yet spent, each with its arming index.
+    faults: Vec<(usize, Fault)>,
+    /// How many faults were armed.
+    armed: usize,
+    /// Arming indexes of the faults that took effect at least once.
+    fired: std::collections::BTreeSet<usize>,
     crash_next_write: bool,
     writes: u32,
     fired_write: Option<(Phase, bool)>,
@@ -120,6 +125,8 @@ impl SyntheticCluster {
                 authority: BTreeMap::new(),
                 queue: Vec::new(),
                 faults: Vec::new(),
+                armed: 0,
+                fired: std::collections::BTreeSet::new(),
                 crash_next_write: false,
                 writes: 0,
                 fired_write: None,
@@ -164,12 +171,26 @@ impl SyntheticCluster {
 
     /// Arms a one-shot fault.
     pub fn arm(&self, fault: Fault) {
-        self.lock().faults.push(fault);
+        let mut s = self.lock();
+        let id = s.armed;
+        s.armed += 1;
+        s.faults.push((id, fault));
     }
 
     /// Faults not yet fired.
     pub fn pending_faults(&self) -> Vec<Fault> {
-        self.lock().faults.clone()
+        self.lock().faults.iter().map(|(_, f)| f.clone()).collect()
+    }
+
+    /// How many faults were armed.
+    pub fn faults_armed(&self) -> usize {
+        self.lock().armed
+    }
+
+    /// How many of the armed faults took effect at least once (a multi-shot fault such as a
+    /// persistent [`Fault::InventoryDrift`] counts once, from its first effect).
+    pub fn faults_fired(&self) -> usize {
+        self.lock().fired.len()
     }
 
     /// Appends a queue entry that this cluster's dispatch did not create (another client's
@@ -305,7 +326,14 @@ impl SyntheticCluster {
     }
 
     fn take_fault(s: &mut State, f: impl Fn(&Fault) -> bool) -> Option<Fault> {
-        let i = s.faults.iter().position(f)?;
+        let (id, fault) = Self::take_armed(s, f)?;
+        s.fired.insert(id);
+        Some(fault)
+    }
+
+    /// Removes the first armed fault matching `f` without counting it as fired.
+    fn take_armed(s: &mut State, f: impl Fn(&Fault) -> bool) -> Option<(usize, Fault)> {
+        let i = s.faults.iter().position(|(_, x)| f(x))?;
         Some(s.faults.remove(i))
     }
 
@@ -527,27 +555,37 @@ impl InventoryPort for SyntheticCluster {
                 "DPONE_SYNTHETIC_COORDINATOR_UNREACHABLE",
             ));
         }
-        let drift = Self::take_fault(&mut s, |f| matches!(f, Fault::InventoryDrift { .. }));
+        let drift = Self::take_armed(&mut s, |f| matches!(f, Fault::InventoryDrift { .. }));
         let drifted = match drift {
-            Some(Fault::InventoryDrift {
-                member,
-                skip,
-                observations,
-            }) => {
+            Some((
+                id,
+                Fault::InventoryDrift {
+                    member,
+                    skip,
+                    observations,
+                },
+            )) => {
                 if skip > 0 {
-                    s.faults.push(Fault::InventoryDrift {
-                        member,
-                        skip: skip - 1,
-                        observations,
-                    });
+                    s.faults.push((
+                        id,
+                        Fault::InventoryDrift {
+                            member,
+                            skip: skip - 1,
+                            observations,
+                        },
+                    ));
                     None
                 } else {
+                    s.fired.insert(id);
                     if observations > 1 {
-                        s.faults.push(Fault::InventoryDrift {
-                            member,
-                            skip: 0,
-                            observations: observations - 1,
-                        });
+                        s.faults.push((
+                            id,
+                            Fault::InventoryDrift {
+                                member,
+                                skip: 0,
+                                observations: observations - 1,
+                            },
+                        ));
                     }
                     Some(member)
                 }
