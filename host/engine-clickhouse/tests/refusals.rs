@@ -197,6 +197,15 @@ fn a_read_that_does_not_decode_is_a_fail_closed_stop_not_a_retry() {
         1,
         "never redispatched"
     );
+    // Status agrees: nothing to resume, hold with the refusal named.
+    let st = c.status(&p.request()).expect("status");
+    assert_eq!(
+        (st.recovery, st.reason),
+        (
+            RecoveryAction::HoldForOperator,
+            Some(codes::STATEMENT_REJECTED)
+        )
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::contracts::{
     Phase, TargetKey, Uuid,
 };
 use crate::error::{EngineError, codes};
-use crate::ports::QueueHostStatus;
+use crate::ports::{PortErrorKind, QueueHostStatus};
 
 /// What the target-key slot holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -182,12 +182,21 @@ impl Coordinator<'_> {
             Phase::CleanupDispatching => record.cleanup.clone(),
             _ => None,
         };
+        // A read ClickHouse refuses deterministically (e.g. a response that does not decode)
+        // is not an outage: `run` stops on it too, so status must not suggest a resume.
+        let mut any_rejected = false;
         let entries = match &binding {
-            Some(b) => self
+            Some(b) => match self
                 .ports
                 .ddl
                 .observe_queue(op.cluster, &contracts::ddl_query_id(b.kind, &b.token))
-                .ok(),
+            {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    any_rejected |= e.kind == PortErrorKind::Rejected;
+                    None
+                }
+            },
             None => Some(Vec::new()),
         };
         if let Some([e]) = entries.as_deref() {
@@ -204,6 +213,9 @@ impl Coordinator<'_> {
                 .catalog
                 .observe_table(&m.member_id, op.database, &op.candidate);
             let reachable = t.is_ok() && c.is_ok();
+            any_rejected |= [&t, &c]
+                .iter()
+                .any(|r| r.as_ref().is_err_and(|e| e.kind == PortErrorKind::Rejected));
             any_unreachable |= !reachable;
             let target_uuid = t.ok().flatten().map(|x| x.uuid);
             let candidate_uuid = c.ok().flatten().map(|x| x.uuid);
@@ -272,6 +284,11 @@ impl Coordinator<'_> {
             (
                 RecoveryAction::RestoreInventoryThenResume,
                 Some(codes::INVENTORY_DRIFT),
+            )
+        } else if same && any_rejected && !record.phase.is_resolved() {
+            (
+                RecoveryAction::HoldForOperator,
+                Some(codes::STATEMENT_REJECTED),
             )
         } else {
             self.recovery_for(
