@@ -91,15 +91,12 @@ fn qualified(database: &str, table: &str) -> Result<String, SqlError> {
     Ok(format!("{}.{}", ident(database)?, ident(table)?))
 }
 
-/// Engines accepted for candidates: direct, non-replicated, parameterless `*MergeTree`.
-pub const ENGINES: &[&str] = &[
-    "MergeTree",
-    "ReplacingMergeTree",
-    "SummingMergeTree",
-    "AggregatingMergeTree",
-    "CollapsingMergeTree",
-    "VersionedCollapsingMergeTree",
-];
+/// Engines accepted for candidates: exactly the engine's
+/// [`CONTENT_EXACT_ENGINES`](dpone_engine_clickhouse::admission::CONTENT_EXACT_ENGINES), the
+/// direct, non-replicated, argument-less engines whose content the canonical digest proves
+/// (the plain `MergeTree`; engines that replace, sum, aggregate or collapse rows at insert or
+/// merge are refused at `check` and by the coordinator).
+pub const ENGINES: &[&str] = dpone_engine_clickhouse::admission::CONTENT_EXACT_ENGINES;
 
 /// The complete `system.clusters` inventory of one cluster, sorted.
 pub fn inventory(cluster: &str) -> Statement {

@@ -2,8 +2,10 @@
 //! `check`, `plan`, `run` and `status` for a manifest with a `physical_design` block.
 //!
 //! - `check`: strict manifest parse, static admission through the admission policy component,
-//!   and the host's own static rules (canonical type profile, types the PostgreSQL source can
-//!   produce, engines the adapter creates, nullable sort keys). Prints the replication decision
+//!   and the host's static rules, which live in the engine
+//!   ([`dpone_engine_clickhouse::admission`]: canonical type profile, types the PostgreSQL
+//!   source can produce, engines whose content the digest proves, nullable sort keys); this
+//!   module only supplies the component's decision and the source's profile. Prints the replication decision
 //!   exactly as the spec shows it plus the policy evidence; any blocker exits 1 with the first
 //!   blocker's code on stderr and every blocker in the JSON. With `--connections`, also checks
 //!   that the registry resolves both refs to the right kinds and that the named credential
@@ -28,7 +30,7 @@ use dpone_adapter_clickhouse::{
 };
 use dpone_adapter_postgres_rowbinary::{PgRowBinarySource, pg_config, types::producible};
 use dpone_artifact_store::ArtifactStore;
-use dpone_engine_clickhouse::canonical::parse_type;
+use dpone_engine_clickhouse::admission::{self, Blocker, SourceProfile};
 use dpone_engine_clickhouse::contracts::manifest::{Manifest, Registry};
 use dpone_engine_clickhouse::contracts::{
     Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
@@ -37,10 +39,9 @@ use dpone_engine_clickhouse::contracts::{
 use dpone_engine_clickhouse::ports::{InventoryPort, SystemEnvironment};
 use dpone_engine_clickhouse::{
     Coordinator, CoordinatorConfig, EngineError, OperationRequest, Ports, RecoveryAction,
-    RunOutcome, StatusReport, codes,
+    RunOutcome, StatusReport,
 };
-use dpone_policy_model::admission::{ReplicationDecision, ReplicationMode, StaticDecision};
-use dpone_policy_model::types::Reason;
+use dpone_policy_model::admission::ReplicationDecision;
 use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyKind, PolicyRuntime};
 use serde::Serialize;
 use serde_json::Value;
@@ -52,39 +53,8 @@ use wiring::{ComponentGate, NoAdmission, NoArtifacts, TerminalProgress};
 
 const ROUTE: &str = "clickhouse_cluster_publication";
 
-/// Host rule: an engine the adapter cannot create a candidate with.
-const ENGINE_NOT_CREATABLE: &str = "DPONE_CLICKHOUSE_ROUTE_ENGINE_NOT_CREATABLE";
-/// Host rule: a `Nullable` column in `ORDER BY` (ClickHouse refuses nullable sorting keys).
-const ORDER_BY_NULLABLE: &str = "DPONE_CLICKHOUSE_ROUTE_ORDER_BY_NULLABLE";
 /// `run`: the cluster is still executing the bound DDL.
 const IN_PROGRESS: &str = "DPONE_CLICKHOUSE_ROUTE_IN_PROGRESS";
-
-/// One blocker and who raised it.
-#[derive(Clone, Debug, Serialize)]
-struct Blocker {
-    code: String,
-    message: String,
-    /// `admission_policy` (the component) or `host` (this binary's static rules).
-    by: &'static str,
-}
-
-impl Blocker {
-    fn policy(r: Reason) -> Self {
-        Self {
-            code: r.code,
-            message: r.message,
-            by: "admission_policy",
-        }
-    }
-
-    fn host(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.to_owned(),
-            message: message.into(),
-            by: "host",
-        }
-    }
-}
 
 /// What `check` and `plan` decided.
 struct Admission {
@@ -147,81 +117,12 @@ fn registry_failure(e: &dpone_engine_clickhouse::contracts::manifest::ManifestEr
     Failure::bad_input(e.code(), e.to_string())
 }
 
-/// The host's static rules, which the static facts of the WIT contract cannot carry.
-fn host_rules(m: &Manifest, policy_blockers: &[Blocker]) -> Vec<Blocker> {
-    let mut out = Vec::new();
-    let schema = m.schema();
-    let outside: Vec<usize> = schema
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| parse_type(&c.type_name).is_none())
-        .map(|(i, _)| i)
-        .collect();
-    if !outside.is_empty() {
-        out.push(Blocker::host(
-            codes::UNSUPPORTED_COLUMN_TYPE,
-            format!(
-                "source.columns {outside:?}: the type is outside the canonical content-digest profile"
-            ),
-        ));
+/// The PostgreSQL source's profile for the engine's static rules.
+fn source_profile() -> SourceProfile<'static> {
+    SourceProfile {
+        code: dpone_adapter_postgres_rowbinary::codes::DECLARED_TYPE_UNSUPPORTED,
+        producible: &producible,
     }
-    let unproducible: Vec<usize> = schema
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| parse_type(&c.type_name).is_some_and(|t| !producible(t.scalar)))
-        .map(|(i, _)| i)
-        .collect();
-    if !unproducible.is_empty() {
-        out.push(Blocker::host(
-            dpone_adapter_postgres_rowbinary::codes::DECLARED_TYPE_UNSUPPORTED,
-            format!(
-                "source.columns {unproducible:?}: no PostgreSQL type maps to the declared type"
-            ),
-        ));
-    }
-    // An engine the policy refused, or a mode this host does not publish, is reported once.
-    let engine_blocked = policy_blockers.iter().any(|b| {
-        b.code.ends_with("_ENGINE_UNSUPPORTED")
-            || b.code.ends_with("_ENGINE_MODE_MISMATCH")
-            || b.code == codes::MODE_NOT_EXTERNAL
-    });
-    if !engine_blocked
-        && !dpone_adapter_clickhouse::sql::ENGINES.contains(&m.clickhouse.engine.as_str())
-    {
-        out.push(Blocker::host(
-            ENGINE_NOT_CREATABLE,
-            format!(
-                "candidates are created only with one of {} (no engine arguments)",
-                dpone_adapter_clickhouse::sql::ENGINES.join(", ")
-            ),
-        ));
-    }
-    let nullable_keys: Vec<&str> = m
-        .clickhouse
-        .order_by
-        .iter()
-        .filter(|k| {
-            schema
-                .columns
-                .iter()
-                .find(|c| &c.name == *k)
-                .and_then(|c| parse_type(&c.type_name))
-                .is_some_and(|t| t.nullable)
-        })
-        .map(String::as_str)
-        .collect();
-    if !nullable_keys.is_empty() {
-        out.push(Blocker::host(
-            ORDER_BY_NULLABLE,
-            format!(
-                "order_by names Nullable columns: {}",
-                nullable_keys.join(", ")
-            ),
-        ));
-    }
-    out
 }
 
 /// Where the admission component comes from (a configured trust policy is honoured).
@@ -232,36 +133,13 @@ fn policy_source<'r>(
     shipped::PolicySource::resolve(runtime, &args.components_dir, &args.source)
 }
 
-/// Static admission through the component, then the host's rules.
+/// Static admission through the component, then the engine's host rules.
 fn static_admission(policy: &LoadedPolicy, m: &Manifest) -> Result<Admission, Failure> {
     let decided = policy.admission_static(&m.static_facts())?;
-    let mut blockers = Vec::new();
-    let decision = match decided.decision {
-        StaticDecision::Blocked(reasons) => {
-            blockers.extend(reasons.into_iter().map(Blocker::policy));
-            None
-        }
-        StaticDecision::Admitted(d) => {
-            if !d.no_fallback || !d.runtime_admission_required {
-                blockers.push(Blocker::host(
-                    codes::ADMISSION_INCONSISTENT,
-                    "the admission decision allows a fallback or skips runtime admission",
-                ));
-            }
-            if d.replication_mode != ReplicationMode::External {
-                blockers.push(Blocker::host(
-                    codes::MODE_NOT_EXTERNAL,
-                    "admission selected internal mode; this host publishes external mode only and never falls back",
-                ));
-            }
-            Some(d)
-        }
-    };
-    let host = host_rules(m, &blockers);
-    blockers.extend(host);
+    let a = admission::assess(decided.decision, m, &source_profile());
     Ok(Admission {
-        decision,
-        blockers,
+        decision: a.decision,
+        blockers: a.blockers,
         evidence: decided.evidence,
     })
 }
@@ -707,34 +585,16 @@ mod tests {
 
     const MANIFEST: &str = include_str!("../../../fixtures/clickhouse/manifest.yaml");
 
-    fn codes_of(m: &Manifest) -> Vec<String> {
-        host_rules(m, &[]).into_iter().map(|b| b.code).collect()
-    }
-
     #[test]
-    fn the_sample_passes_the_host_rules() {
-        let m = Manifest::parse(MANIFEST).expect("sample");
-        assert!(codes_of(&m).is_empty());
-    }
-
-    #[test]
-    fn host_rules_name_what_the_policy_cannot_see() {
-        let m = Manifest::parse(
-            &MANIFEST
-                .replace("type: UInt64", "type: Array(UInt64)")
-                .replace("type: String\n", "type: Enum8('a' = 1)\n")
-                .replace("engine: MergeTree", "engine: ReplacingMergeTree(id)")
-                .replace("order_by: [id]", "order_by: [note]"),
-        )
-        .expect("parses");
-        assert_eq!(
-            codes_of(&m),
-            [
-                codes::UNSUPPORTED_COLUMN_TYPE,
-                "DPONE_PG_ROWBINARY_DECLARED_TYPE_UNSUPPORTED",
-                ENGINE_NOT_CREATABLE,
-                ORDER_BY_NULLABLE,
-            ]
-        );
+    fn the_wired_source_profile_is_the_postgres_sources() {
+        // The rules themselves are the engine's (`dpone_engine_clickhouse::admission`); the CLI
+        // supplies the PostgreSQL source's profile and code.
+        let m = Manifest::parse(&MANIFEST.replace("type: String\n", "type: Enum8('a' = 1)\n"))
+            .expect("parses");
+        let codes: Vec<String> = admission::host_rules(&m, &[], &source_profile())
+            .into_iter()
+            .map(|b| b.code)
+            .collect();
+        assert_eq!(codes, ["DPONE_PG_ROWBINARY_DECLARED_TYPE_UNSUPPORTED"]);
     }
 }

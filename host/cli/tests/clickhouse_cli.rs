@@ -235,6 +235,179 @@ fn host_rules_block_what_the_static_facts_cannot_carry() {
 }
 
 #[test]
+fn engines_whose_content_the_digest_cannot_prove_are_refused_at_check_and_plan() {
+    // The policy admits every direct `*MergeTree` for external mode; the host's rule admits
+    // only the plain MergeTree, whose rows stay exactly as inserted.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (command, engine) in [
+        ("check", "ReplacingMergeTree"),
+        ("check", "SummingMergeTree"),
+        ("plan", "AggregatingMergeTree"),
+        ("check", "CollapsingMergeTree"),
+        ("plan", "VersionedCollapsingMergeTree"),
+    ] {
+        let text = fixture(MANIFEST).replace("engine: MergeTree", &format!("engine: {engine}"));
+        let m = write(dir.path(), "engine.yaml", &text);
+        {
+            let out = dpone(&[command, "--manifest", s(&m)], &[]);
+            assert_eq!(out.status.code(), Some(1), "{command} {engine}");
+            let j = stdout_json(&out);
+            assert_eq!(j["replication"]["selected"], "cluster_external");
+            assert_eq!(
+                codes(&j),
+                ["DPONE_CLICKHOUSE_CLUSTER_ENGINE_CONTENT_UNVERIFIABLE"],
+                "{command} {engine}"
+            );
+            assert_eq!(j["blockers"][0]["by"], "host");
+            assert_eq!(
+                stderr_code(&out),
+                "DPONE_CLICKHOUSE_CLUSTER_ENGINE_CONTENT_UNVERIFIABLE"
+            );
+        }
+    }
+}
+
+/// A coordinator endpoint that answers every query with the two-member `system.clusters`
+/// inventory as `RowBinary` (the only statement a run sends to it before probing members).
+fn inventory_only_coordinator() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    fn row(out: &mut Vec<u8>, replica: u32, host: &str) {
+        out.extend_from_slice(&1u32.to_le_bytes());
+        out.extend_from_slice(&replica.to_le_bytes());
+        out.push(host.len() as u8);
+        out.extend_from_slice(host.as_bytes());
+        out.extend_from_slice(&9000u16.to_le_bytes());
+        out.push(0);
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Read the request head, then its body (Content-Length or chunked).
+            let head_end = loop {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => break None,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break Some(i + 4);
+                }
+            };
+            let Some(head_end) = head_end else { continue };
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            let done = |buf: &[u8]| match length {
+                Some(n) => buf.len() >= head_end + n,
+                None if head.contains("transfer-encoding: chunked") => buf.ends_with(b"0\r\n\r\n"),
+                None => true,
+            };
+            while !done(&buf) {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let mut body = Vec::new();
+            row(&mut body, 1, "ch-1");
+            row(&mut body, 2, "ch-2");
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            let _ = stream.write_all(&body);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_member_that_does_not_answer_is_an_outage_exit_75_resumable_never_a_manifest_blocker() {
+    // The coordinator answers (inventory), both members refuse connections: runtime admission
+    // must not turn the silence into DATABASE_NOT_ATOMIC / KEEPER_MAP_UNAVAILABLE blockers.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let coordinator = inventory_only_coordinator();
+    let text = fixture("fixtures/clickhouse/registry.yaml")
+        .replace(
+            "coordinator_url: http://ch-1.analytics.internal:8123",
+            &format!("coordinator_url: http://{coordinator}"),
+        )
+        .replace("http://ch-1.analytics.internal:8123", "http://127.0.0.1:1")
+        .replace("http://ch-2.analytics.internal:8123", "http://127.0.0.1:2");
+    let registry = write(dir.path(), "registry.yaml", &text);
+    let artifacts = dir.path().join("artifacts");
+    for attempt in 0..2 {
+        let out = dpone(
+            &[
+                "run",
+                "--manifest",
+                MANIFEST,
+                "--connections",
+                s(&registry),
+                "--invocation",
+                "nightly-2026-09-18",
+                "--artifact-dir",
+                s(&artifacts),
+            ],
+            &[
+                ("DPONE_CLICKHOUSE_PASSWORD", SECRET),
+                ("DPONE_PG_SOURCE_PASSWORD", SECRET),
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(75),
+            "attempt {attempt}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            stderr_code(&out),
+            "DPONE_CLICKHOUSE_CLUSTER_MEMBER_UNAVAILABLE"
+        );
+        let j = stdout_json(&out);
+        assert_eq!(j["outcome"], "failed");
+        assert_eq!(j["error"], "DPONE_CLICKHOUSE_CLUSTER_MEMBER_UNAVAILABLE");
+        assert_eq!(j["cause"], "DPONE_CLICKHOUSE_NETWORK");
+        assert_eq!(j["retryable"], true);
+        assert_eq!(j["recovery"], "resume_same_operation");
+        assert_eq!(j["blockers"], json!([]));
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for leak in [
+            SECRET,
+            "127.0.0.1",
+            "ch-1",
+            dir.path().to_str().unwrap_or("/tmp"),
+        ] {
+            assert!(!all.contains(leak), "leaks {leak}: {all}");
+        }
+    }
+    // Admission stops before any source I/O: the store holds no file at all.
+    fn files(dir: &Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |d| {
+            d.flatten()
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() { files(&p) } else { 1 }
+                })
+                .sum()
+        })
+    }
+    assert_eq!(files(&artifacts), 0, "no artifact was sealed");
+}
+
+#[test]
 fn malformed_manifests_exit_3_with_stable_codes_and_no_stdout() {
     let dir = tempfile::tempdir().expect("tempdir");
     let unknown = write(

@@ -65,6 +65,14 @@ pub mod codes {
     pub const MEMBER_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_UNAVAILABLE";
     /// The cluster DDL transport did not answer; the same operation may be retried.
     pub const DDL_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_DDL_UNAVAILABLE";
+    /// The `system.clusters` inventory could not be read; the same operation may be retried.
+    pub const INVENTORY_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_INVENTORY_UNAVAILABLE";
+    /// ClickHouse refused a statement deterministically (bad type, engine or syntax, data that
+    /// does not parse, access denied, a response that does not decode): never retried.
+    pub const STATEMENT_REJECTED: &str = "DPONE_CLICKHOUSE_CLUSTER_STATEMENT_REJECTED";
+    /// The declared engine is not one whose content the canonical digest can prove exactly.
+    pub const ENGINE_CONTENT_UNVERIFIABLE: &str =
+        "DPONE_CLICKHOUSE_CLUSTER_ENGINE_CONTENT_UNVERIFIABLE";
     /// Publication was authorised but no queue entry is bound to it; objects are retained.
     pub const PUBLICATION_EVIDENCE_MISSING: &str =
         "DPONE_CLICKHOUSE_CLUSTER_PUBLICATION_EVIDENCE_MISSING";
@@ -207,6 +215,30 @@ pub enum EngineError {
     /// Cluster DDL transport failure.
     #[error("cluster DDL observation did not complete")]
     DdlUnavailable(#[source] PortError),
+    /// The inventory read did not complete.
+    #[error("the cluster inventory could not be read")]
+    InventoryUnavailable(#[source] PortError),
+    /// A statement was refused deterministically; retrying would fail the same way.
+    #[error("{scope}: {step} was rejected{}", if *.aborted { "; the operation was aborted before publication after its exact candidates were removed" } else { "" })]
+    StatementRejected {
+        /// `member <id>` or `coordinator`.
+        scope: String,
+        /// Step name.
+        step: &'static str,
+        /// Whether the operation was moved to ABORTED (staging only, after exact cleanup).
+        aborted: bool,
+        /// The port's failure (its class names the refusal).
+        #[source]
+        source: PortError,
+    },
+    /// The engine cannot prove exact content for candidates of the declared engine.
+    #[error(
+        "the table engine is not one whose content the canonical digest can prove (allowed: {allowed})"
+    )]
+    EngineContentUnverifiable {
+        /// The allow-list, comma-separated.
+        allowed: String,
+    },
     /// Publication authorised without queue evidence.
     #[error(
         "publication was authorised but no queue entry carries its token; all objects are retained"
@@ -266,6 +298,9 @@ impl EngineError {
             E::CandidateMissing { .. } => codes::CANDIDATE_MISSING,
             E::MemberUnavailable { .. } => codes::MEMBER_UNAVAILABLE,
             E::DdlUnavailable(_) => codes::DDL_UNAVAILABLE,
+            E::InventoryUnavailable(_) => codes::INVENTORY_UNAVAILABLE,
+            E::StatementRejected { .. } => codes::STATEMENT_REJECTED,
+            E::EngineContentUnverifiable { .. } => codes::ENGINE_CONTENT_UNVERIFIABLE,
             E::PublicationEvidenceMissing => codes::PUBLICATION_EVIDENCE_MISSING,
             E::PublicationTerminalMixed => codes::PUBLICATION_TERMINAL_MIXED,
             E::PublicationForeignUuid { .. } => codes::PUBLICATION_FOREIGN_UUID,
@@ -283,6 +318,7 @@ impl EngineError {
                 | E::AuthorityUnconfirmed { .. }
                 | E::MemberUnavailable { .. }
                 | E::DdlUnavailable(_)
+                | E::InventoryUnavailable(_)
                 | E::Interrupted { .. }
                 | E::InventoryDrift
                 | E::OperationFenced { .. }
@@ -298,7 +334,9 @@ impl EngineError {
             | E::ModeNotExternal
             | E::RequestInvalid(_)
             | E::UnsupportedColumnType { .. }
+            | E::EngineContentUnverifiable { .. }
             | E::ArtifactTooLarge { .. } => R::FixManifest,
+            E::StatementRejected { aborted: true, .. } => R::StartNewOperation,
             E::InventoryDrift => R::RestoreInventoryThenResume,
             E::OperationFenced { .. } => R::WaitForOwningOperation,
             E::V1Unresolved => R::ResolveV1First,
@@ -307,6 +345,7 @@ impl EngineError {
             | E::AuthorityUnconfirmed { .. }
             | E::MemberUnavailable { .. }
             | E::DdlUnavailable(_)
+            | E::InventoryUnavailable(_)
             | E::Interrupted { .. } => R::ResumeSameOperation,
             _ => R::HoldForOperator,
         }

@@ -8,6 +8,8 @@
 //! - [`contracts`]: deterministic identities, the external authority record and receipt, the
 //!   minimal V1 record, strict codecs. Pure data.
 //! - [`canonical`]: the canonical typed-row encoding and content digest.
+//! - [`admission`]: the host's static rules (engine allow-list, type profile, sort keys) that
+//!   `check`, `plan` and `run` apply beside the admission component's static decision.
 //! - [`ports`]: the traits the coordinator drives (authority store, inventory, member catalog,
 //!   cluster DDL, artifact source, admission gate, environment).
 //! - [`Coordinator`]: the phase machine LOCKED → STAGING → STAGED → PUBLICATION_DISPATCHING →
@@ -17,6 +19,7 @@
 //! Architecture invariant: this crate knows nothing of wasmtime, database drivers or the
 //! network. Admission reaches the policy component only through [`ports::AdmissionGate`].
 
+pub mod admission;
 pub mod canonical;
 pub mod contracts;
 mod coordinator;

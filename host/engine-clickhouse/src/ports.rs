@@ -220,7 +220,9 @@ pub trait MemberCatalog {
 pub struct DdlCorrelation {
     /// Random token.
     pub token: Token,
-    /// Deterministic query id (the queue's `initial_query_id`).
+    /// Deterministic query id, bound as both the query's `query_id` and its `log_comment`
+    /// setting; the queue is correlated by `log_comment` (`system.distributed_ddl_queue` has
+    /// no initiator query id).
     pub query_id: String,
     /// Normalized query digest.
     pub query_digest: Digest,
@@ -239,7 +241,7 @@ pub enum QueueHostStatus {
     Failed,
 }
 
-/// One DDL queue entry, correlated by query id.
+/// One DDL queue entry, correlated by `log_comment`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueEntry {
     /// Queue entry name (e.g. `query-0000000042`).
@@ -261,8 +263,10 @@ pub trait ClusterDdl {
         statement: &ClusterStatement,
         correlation: &DdlCorrelation,
     ) -> Result<(), PortError>;
-    /// Queue entries whose `initial_query_id` is `query_id`.
-    fn observe_queue(&self, cluster: &str, query_id: &str) -> Result<Vec<QueueEntry>, PortError>;
+    /// Queue entries of `cluster` whose `settings['log_comment']` is `log_comment` (the
+    /// correlation's query id).
+    fn observe_queue(&self, cluster: &str, log_comment: &str)
+    -> Result<Vec<QueueEntry>, PortError>;
 }
 
 /// The replayable artifact: extracted once, sealed, reopened by identity, revalidated before

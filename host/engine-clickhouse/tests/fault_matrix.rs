@@ -130,7 +130,39 @@ fn scenarios(p: &Profile, members: u32) -> Vec<Scenario> {
             format!("member_unreachable_once_m{m}"),
             vec![Fault::MemberUnavailableOnce { member: m }],
         ));
+        // An outage at admission is retried, never reported as a manifest blocker.
+        out.push(conv(
+            format!("member_unreachable_at_probe_m{m}"),
+            vec![Fault::MemberUnavailableAtProbe { member: m }],
+        ));
+        // A deterministic refusal stops at once (no rebuild loop) and aborts after exact
+        // cleanup, every target untouched.
+        out.push(Scenario {
+            name: format!("create_rejected_m{m}"),
+            faults: vec![Fault::CreateRejected { member: m }],
+            expect: Expect::FailClosed {
+                codes: &[codes::STATEMENT_REJECTED],
+                one_generation: true,
+            },
+            setup: Setup::None,
+        });
+        out.push(Scenario {
+            name: format!("load_rejected_after_partial_load_m{m}"),
+            faults: vec![Fault::LoadRejected {
+                member: m,
+                rows: p.partial_rows,
+            }],
+            expect: Expect::FailClosed {
+                codes: &[codes::STATEMENT_REJECTED],
+                one_generation: true,
+            },
+            setup: Setup::None,
+        });
     }
+    out.push(conv(
+        "inventory_unavailable_once".into(),
+        vec![Fault::InventoryUnavailableOnce],
+    ));
     out.push(conv(
         "partial_ddl".into(),
         vec![Fault::PartialDdl { executed: 1 }],
@@ -316,7 +348,8 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
                 .count()
         })
         .sum();
-    let faults_fired = w.cluster.pending_faults().is_empty();
+    let faults_fired =
+        w.cluster.faults_armed() == s.faults.len() && w.cluster.faults_fired() == s.faults.len();
 
     let mut failure = None;
     let mut check = |ok: bool, why: &str| {
@@ -324,6 +357,7 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
             failure = Some(why.to_string());
         }
     };
+    check(faults_fired, "an injected fault never fired");
     check(duplicate_rows == 0, "duplicate rows");
     check(false_successes == 0, "false success");
     check(metrics.max_loads_per_table <= 1, "a table was loaded twice");
@@ -372,6 +406,13 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
         } => {
             check(outcome == "fail_closed", "did not fail closed");
             check(code.is_some_and(|c| codes.contains(&c)), "unexpected code");
+            if code == Some(codes::STATEMENT_REJECTED) {
+                check(runs == 1, "a deterministic refusal was retried");
+                check(
+                    leftover_candidates == 0,
+                    "owned candidates left after the abort",
+                );
+            }
             if *one_generation {
                 check(distinct.len() == 1, "members on different generations");
                 check(
@@ -381,8 +422,8 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
             }
         }
     }
-    // Scenarios whose fault cannot fire in this topology (cleanup without a predecessor) still
-    // count as converged runs; the receipt says whether the fault fired.
+    // Every injected fault must have fired (scenarios whose fault cannot fire in a topology,
+    // such as cleanup faults without a predecessor, are not generated for it).
     Result1 {
         name: s.name.clone(),
         members,
@@ -576,6 +617,7 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
             "passed": results.iter().filter(|r| r.passed).count(),
             "converged": converged,
             "fail_closed": fail_closed,
+            "faults_fired": results.iter().filter(|r| r.faults_fired).count(),
             "duplicate_rows": results.iter().map(|r| r.duplicate_rows).sum::<u64>(),
             "false_successes": results.iter().map(|r| r.false_successes).sum::<u32>(),
         },
@@ -606,6 +648,7 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
     assert_eq!(back["fixture_config_digest"], profile_digest().to_hex());
     assert!(back["commit"].as_str().map(str::len).unwrap_or(0) > 0);
     assert_eq!(back["totals"]["scenarios"], results.len());
+    assert_eq!(back["totals"]["faults_fired"], results.len());
     assert_eq!(back["totals"]["duplicate_rows"], 0);
     assert_eq!(back["totals"]["false_successes"], 0);
     assert!(
@@ -621,10 +664,11 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
     );
 
     eprintln!(
-        "fault matrix: {} scenarios ({} converged, {} failed closed as specified); naive baseline: {} duplicate rows, {} false success",
+        "fault matrix: {} scenarios ({} converged, {} failed closed as specified, {} with every injected fault fired); naive baseline: {} duplicate rows, {} false success",
         results.len(),
         converged,
         fail_closed,
+        results.iter().filter(|r| r.faults_fired).count(),
         naive_dups,
         naive_false
     );

@@ -5,6 +5,7 @@ mod common;
 use common::{World, profile};
 use dpone_engine_clickhouse::contracts::{Phase, candidate_name, operation_id, target_key};
 use dpone_engine_clickhouse::synthetic::Fault;
+use dpone_engine_clickhouse::synthetic::TableSnapshot;
 use dpone_engine_clickhouse::{RecoveryAction, RunOutcome, SlotStatus, codes};
 
 #[test]
@@ -115,4 +116,50 @@ fn status_names_the_safe_action_in_each_situation() {
     let e = w.coordinator().run(&req).expect_err("fail closed");
     assert_eq!(e.code(), codes::PUBLICATION_EVIDENCE_MISSING);
     assert_eq!(w.cluster.metrics().publication_dispatches, 0);
+}
+
+#[test]
+fn a_completed_operation_reports_consistent_member_facts() {
+    // Tier: engine on in-process ports. After a completed, cleaned-up EXCHANGE every member's
+    // target is the committed UUID and the candidate name is empty: `cleaned`, with recovery
+    // `none` and no reason; after a completed RENAME (no predecessor): `published`.
+    let p = profile();
+    let req = p.request();
+    for (target_present, want) in [(true, "cleaned"), (false, "published")] {
+        let w = World::new(&p, 3, target_present);
+        let receipt = match w.coordinator().run(&req) {
+            Ok(RunOutcome::Completed { receipt }) => receipt,
+            other => panic!("not completed: {other:?}"),
+        };
+        let s = w.coordinator().status(&req).expect("status");
+        assert_eq!((s.recovery, s.reason), (RecoveryAction::None, None));
+        assert_eq!(s.members.len(), 3);
+        for m in &s.members {
+            assert_eq!(m.pair, want, "target present: {target_present}");
+            assert!(m.reachable);
+            assert_eq!(m.candidate_uuid, None, "candidate name empty");
+            let r = receipt
+                .members
+                .iter()
+                .find(|r| r.member_id == m.member_id)
+                .expect("in the receipt");
+            assert_eq!(
+                m.target_uuid,
+                Some(r.target_uuid),
+                "target = committed UUID"
+            );
+        }
+        // A writer outside dpone replaces one target afterwards: the evidence says so.
+        let snap: TableSnapshot = w
+            .cluster
+            .snapshot(0, &p.database, &p.target)
+            .expect("target");
+        w.cluster.put_table(0, &p.database, &p.target, &snap.data);
+        let s = w.coordinator().status(&req).expect("status");
+        assert_eq!(
+            (s.recovery, s.reason),
+            (RecoveryAction::None, Some(codes::TARGET_DRIFT))
+        );
+        assert_eq!(s.members.iter().filter(|m| m.pair == "foreign").count(), 1);
+    }
 }

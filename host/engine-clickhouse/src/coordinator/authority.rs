@@ -28,12 +28,15 @@ impl Coordinator<'_> {
         key: &TargetKey,
     ) -> Result<Option<(u64, AuthoritySlot)>, EngineError> {
         let v = self.ports.authority.read(key).map_err(|e| {
-            super::interrupted_or(e.kind, "authority read", || {
-                EngineError::AuthorityUnconfirmed {
+            super::port_failure(
+                e,
+                "authority read",
+                || super::COORDINATOR_SCOPE.into(),
+                |source| EngineError::AuthorityUnconfirmed {
                     phase: "read",
-                    source: e.clone(),
-                }
-            })
+                    source,
+                },
+            )
         })?;
         match v {
             None => Ok(None),
@@ -193,10 +196,15 @@ impl Coordinator<'_> {
         }
         // Read back: only the exact value at exactly version + 1 confirms the write.
         let back = self.ports.authority.read(&op.target_key).map_err(|e| {
-            super::interrupted_or(e.kind, label, || EngineError::AuthorityUnconfirmed {
-                phase: label,
-                source: sent.clone().err().unwrap_or(e.clone()),
-            })
+            super::port_failure(
+                e,
+                label,
+                || super::COORDINATOR_SCOPE.into(),
+                |e| EngineError::AuthorityUnconfirmed {
+                    phase: label,
+                    source: sent.clone().err().unwrap_or(e),
+                },
+            )
         })?;
         match back {
             Some(v) if v.version == version => match contracts::decode_slot(&v.value) {

@@ -163,6 +163,30 @@ where
     }
 }
 
+/// The scope of a statement sent to the coordinator endpoint (inventory, authority, queue).
+pub(crate) const COORDINATOR_SCOPE: &str = "coordinator";
+
+/// A port failure at `step`: an interruption stops the run, a rejection is a deterministic
+/// refusal that no retry resolves ([`EngineError::StatementRejected`]), and anything else
+/// (unavailable, ambiguous) becomes `transport(e)`, which the caller makes retryable.
+pub(crate) fn port_failure(
+    e: crate::ports::PortError,
+    step: &'static str,
+    scope: impl FnOnce() -> String,
+    transport: impl FnOnce(crate::ports::PortError) -> EngineError,
+) -> EngineError {
+    match e.kind {
+        PortErrorKind::Interrupted => EngineError::Interrupted { step },
+        PortErrorKind::Rejected => EngineError::StatementRejected {
+            scope: scope(),
+            step,
+            aborted: false,
+            source: e,
+        },
+        PortErrorKind::Unavailable | PortErrorKind::Ambiguous => transport(e),
+    }
+}
+
 impl<'a> Coordinator<'a> {
     /// A coordinator over `ports`.
     pub fn new(ports: Ports<'a>, config: CoordinatorConfig) -> Self {
@@ -270,6 +294,7 @@ impl<'a> Coordinator<'a> {
     fn admit<'r>(&self, req: &'r OperationRequest) -> Result<Op<'r>, EngineError> {
         self.check(&req.static_facts)?;
         Self::validate_request(req)?;
+        crate::admission::require_content_exact_engine(&req.static_facts.engine)?;
         let f = &req.static_facts;
         let max_bytes = match f.max_source_bytes {
             Some(n) if n > 0 => n as u64,
@@ -282,16 +307,31 @@ impl<'a> Coordinator<'a> {
         let mut facts_members = Vec::new();
         for e in &entries {
             let id = contracts::member_id(e.shard_num, e.replica_num);
-            let probe = self
+            let probe = match self
                 .ports
                 .catalog
-                .probe(&id, &f.target_database, &req.target_table);
-            if let Err(e) = &probe
-                && e.kind == PortErrorKind::Interrupted
+                .probe(&id, &f.target_database, &req.target_table)
             {
-                return Err(EngineError::Interrupted { step: "probe" });
-            }
-            let probe = probe.ok();
+                Ok(p) => Some(p),
+                // A member the registry does not configure cannot be probed: the inventory is
+                // incomplete and runtime admission blocks on that, so report its facts empty.
+                Err(_) if !complete => None,
+                // A configured member that does not answer is an outage, not a set of facts:
+                // reporting it empty would make admission blame the manifest (database engine,
+                // KeeperMap, target presence). Resume the same operation later.
+                Err(e) => {
+                    return Err(port_failure(
+                        e,
+                        "probe",
+                        || format!("member {}", id.0.hex_prefix(16)),
+                        |source| EngineError::MemberUnavailable {
+                            member: id.0.hex_prefix(16),
+                            step: "probe",
+                            source,
+                        },
+                    ));
+                }
+            };
             facts_members.push(MemberFacts {
                 member_id: id.to_string(),
                 shard_num: e.shard_num,
@@ -383,7 +423,8 @@ impl<'a> Coordinator<'a> {
         })
     }
 
-    /// The inventory as digest entries; incomplete or failing observation is reported as such.
+    /// The inventory as digest entries; an incomplete inventory is reported as such, a failing
+    /// read as [`EngineError::InventoryUnavailable`] (or a rejection).
     fn observe_inventory(&self, cluster: &str) -> Result<(Vec<InventoryEntry>, bool), EngineError> {
         match self.ports.inventory.observe(cluster) {
             Ok((rows, complete)) => Ok((
@@ -397,10 +438,14 @@ impl<'a> Coordinator<'a> {
                     .collect(),
                 complete,
             )),
-            Err(e) if e.kind == PortErrorKind::Interrupted => {
-                Err(EngineError::Interrupted { step: "inventory" })
-            }
-            Err(_) => Ok((Vec::new(), false)),
+            // A coordinator that does not answer is an outage, never an empty inventory (which
+            // admission would misreport as a topology blocker).
+            Err(e) => Err(port_failure(
+                e,
+                "inventory",
+                || COORDINATOR_SCOPE.into(),
+                EngineError::InventoryUnavailable,
+            )),
         }
     }
 

@@ -88,7 +88,14 @@ impl Coordinator<'_> {
         self.ports
             .ddl
             .observe_queue(op.cluster, &contracts::ddl_query_id(b.kind, &b.token))
-            .map_err(|e| super::interrupted_or(e.kind, "queue", || EngineError::DdlUnavailable(e)))
+            .map_err(|e| {
+                super::port_failure(
+                    e,
+                    "queue",
+                    || super::COORDINATOR_SCOPE.into(),
+                    EngineError::DdlUnavailable,
+                )
+            })
     }
 
     /// Each member's pair state (target and candidate UUIDs against the bound pair).

@@ -35,11 +35,17 @@ impl Coordinator<'_> {
     ) -> impl FnOnce(PortError) -> EngineError {
         let member = member.0.hex_prefix(16);
         move |e| {
-            super::interrupted_or(e.kind, step, || EngineError::MemberUnavailable {
-                member,
+            let scope = format!("member {member}");
+            super::port_failure(
+                e,
                 step,
-                source: e,
-            })
+                || scope,
+                |source| EngineError::MemberUnavailable {
+                    member,
+                    step,
+                    source,
+                },
+            )
         }
     }
 
@@ -117,8 +123,21 @@ impl Coordinator<'_> {
     /// STAGING → ABORTED after removing every exact owned candidate (publication has not
     /// started). A foreign or unprovable candidate keeps the operation in STAGING.
     fn abort_staging(&self, op: &Op<'_>, held: Held, err: EngineError) -> EngineError {
+        match self.try_abort_staging(op, held, err) {
+            Ok(e) | Err(e) => e,
+        }
+    }
+
+    /// [`Self::abort_staging`]: `Ok(err)` when the operation is now ABORTED, `Err` with the
+    /// error that kept it in STAGING otherwise.
+    fn try_abort_staging(
+        &self,
+        op: &Op<'_>,
+        held: Held,
+        err: EngineError,
+    ) -> Result<EngineError, EngineError> {
         if held.record.phase != Phase::Staging {
-            return err;
+            return Err(err);
         }
         for m in &held.record.members {
             let Some(u) = m.candidate_uuid else { continue };
@@ -145,11 +164,16 @@ impl Coordinator<'_> {
                     }),
                 }
             };
-            if let Err(e) = step() {
-                return e;
-            }
+            step()?;
         }
-        self.abort(op, &held, err)
+        let mut next = held.record.clone();
+        next.phase = Phase::Aborted;
+        next.error_class = Some(err.code().into());
+        self.cas(op, &held, next)?;
+        if let Some(a) = &held.record.artifact {
+            let _ = self.ports.artifacts.release(a);
+        }
+        Ok(err)
     }
 
     /// LOCKED → STAGING: seal the artifact, observe the baseline, bind both (or ABORT when the
@@ -269,6 +293,40 @@ impl Coordinator<'_> {
                         Some(current) => self.abort_staging(op, current, e),
                         None => e,
                     });
+                }
+                Err(EngineError::StatementRejected {
+                    scope,
+                    step,
+                    source,
+                    ..
+                }) => {
+                    // A member refused a statement deterministically (a bad type, engine or
+                    // syntax, data that does not parse, access denied): retrying would fail
+                    // the same way. Before publication only, drop every exact owned candidate,
+                    // prove absence and ABORT, so a corrected manifest or member is not fenced
+                    // by this operation; otherwise stay in STAGING and hold.
+                    let rejected = |aborted| EngineError::StatementRejected {
+                        scope: scope.clone(),
+                        step,
+                        aborted,
+                        source: source.clone(),
+                    };
+                    let Some(current) = self.current(op) else {
+                        return Err(rejected(false));
+                    };
+                    return Err(
+                        match self.try_abort_staging(op, current.clone(), rejected(true)) {
+                            Ok(aborted) => aborted,
+                            Err(kept) => {
+                                if !kept.is_retryable()
+                                    && let Some(now) = self.current(op)
+                                {
+                                    self.record_error(op, &now, &kept);
+                                }
+                                kept
+                            }
+                        },
+                    );
                 }
                 Err(e) => {
                     if !e.is_retryable()
@@ -523,7 +581,21 @@ impl Coordinator<'_> {
             Err(e) if e.kind == crate::ports::PortErrorKind::Interrupted => {
                 Err(EngineError::Interrupted { step: "load" })
             }
-            // Ambiguous or failed: observation decides, never a blind retry.
+            // Refused deterministically while the exact owned candidate is in place: the same
+            // bytes would be refused again, so stop instead of rebuilding in a loop. (When the
+            // candidate is gone or foreign, the next observation decides as usual.)
+            Err(e) if e.kind == crate::ports::PortErrorKind::Rejected => {
+                match self.observe(op, id, &op.candidate)? {
+                    Some(o) if o.uuid == uuid => Err(EngineError::StatementRejected {
+                        scope: format!("member {}", id.0.hex_prefix(16)),
+                        step: "load",
+                        aborted: false,
+                        source: e,
+                    }),
+                    _ => Ok(()),
+                }
+            }
+            // Ambiguous: observation decides, never a blind retry.
             Err(_) => Ok(()),
         }
     }

@@ -11,7 +11,7 @@ use crate::contracts::{
     Phase, TargetKey, Uuid,
 };
 use crate::error::{EngineError, codes};
-use crate::ports::QueueHostStatus;
+use crate::ports::{PortErrorKind, QueueHostStatus};
 
 /// What the target-key slot holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -66,7 +66,10 @@ pub struct MemberObservation {
     pub candidate_uuid: Option<Uuid>,
     /// Whether the member answered.
     pub reachable: bool,
-    /// Bound-pair state: `unchanged`, `published`, `foreign` or `unknown`.
+    /// Bound-pair state: `unchanged` (target still the predecessor, candidate in place),
+    /// `published` (target is the committed UUID, the candidate name holds the predecessor or,
+    /// without one, nothing), `cleaned` (after the commit: target is the committed UUID and the
+    /// predecessor was dropped), `foreign` (anything else) or `unknown` (no answer).
     pub pair: &'static str,
     /// Queue status of the bound DDL on this member, if any.
     pub queue: Option<&'static str>,
@@ -179,12 +182,21 @@ impl Coordinator<'_> {
             Phase::CleanupDispatching => record.cleanup.clone(),
             _ => None,
         };
+        // A read ClickHouse refuses deterministically (e.g. a response that does not decode)
+        // is not an outage: `run` stops on it too, so status must not suggest a resume.
+        let mut any_rejected = false;
         let entries = match &binding {
-            Some(b) => self
+            Some(b) => match self
                 .ports
                 .ddl
                 .observe_queue(op.cluster, &contracts::ddl_query_id(b.kind, &b.token))
-                .ok(),
+            {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    any_rejected |= e.kind == PortErrorKind::Rejected;
+                    None
+                }
+            },
             None => Some(Vec::new()),
         };
         if let Some([e]) = entries.as_deref() {
@@ -201,6 +213,9 @@ impl Coordinator<'_> {
                 .catalog
                 .observe_table(&m.member_id, op.database, &op.candidate);
             let reachable = t.is_ok() && c.is_ok();
+            any_rejected |= [&t, &c]
+                .iter()
+                .any(|r| r.as_ref().is_err_and(|e| e.kind == PortErrorKind::Rejected));
             any_unreachable |= !reachable;
             let target_uuid = t.ok().flatten().map(|x| x.uuid);
             let candidate_uuid = c.ok().flatten().map(|x| x.uuid);
@@ -208,8 +223,21 @@ impl Coordinator<'_> {
                 (false, _) | (true, None) => "unknown",
                 (true, Some(cand)) => {
                     let pred = m.predecessor.map(|p| p.uuid);
+                    // After the commit, the cleanup drops the predecessor that the exchange
+                    // left under the candidate name: the committed UUID as target with the
+                    // name empty is the expected end state, not foreign evidence.
+                    let cleanup_phase = matches!(
+                        record.phase,
+                        Phase::Committed | Phase::CleanupDispatching | Phase::Completed
+                    );
                     if target_uuid == Some(cand) && candidate_uuid == pred {
                         "published"
+                    } else if cleanup_phase
+                        && pred.is_some()
+                        && target_uuid == Some(cand)
+                        && candidate_uuid.is_none()
+                    {
+                        "cleaned"
                     } else if target_uuid == pred && candidate_uuid == Some(cand) {
                         "unchanged"
                     } else {
@@ -257,6 +285,11 @@ impl Coordinator<'_> {
                 RecoveryAction::RestoreInventoryThenResume,
                 Some(codes::INVENTORY_DRIFT),
             )
+        } else if same && any_rejected && !record.phase.is_resolved() {
+            (
+                RecoveryAction::HoldForOperator,
+                Some(codes::STATEMENT_REJECTED),
+            )
         } else {
             self.recovery_for(
                 &op,
@@ -300,6 +333,12 @@ impl Coordinator<'_> {
         }
         let pairs: Vec<&str> = report.members.iter().map(|m| m.pair).collect();
         match r.phase {
+            // Completed: every member held the committed UUID when it completed. A pair that
+            // no longer does means the target changed since (an outside writer): still nothing
+            // for this operation to do, but the evidence says so.
+            Phase::Completed if pairs.iter().any(|p| !matches!(*p, "published" | "cleaned")) => {
+                (RecoveryAction::None, Some(codes::TARGET_DRIFT))
+            }
             Phase::Completed => (RecoveryAction::None, None),
             Phase::Aborted => (
                 RecoveryAction::StartNewOperation,
@@ -407,6 +446,7 @@ fn held_class(code: &str) -> bool {
         codes::PUBLICATION_FOREIGN_UUID,
         codes::CLEANUP_UNRESOLVED,
         codes::TARGET_DIVERGENT,
+        codes::STATEMENT_REJECTED,
     ]
     .contains(&code)
 }
@@ -420,6 +460,7 @@ fn static_code(code: &str) -> Option<&'static str> {
         codes::PUBLICATION_FOREIGN_UUID,
         codes::CLEANUP_UNRESOLVED,
         codes::TARGET_DIVERGENT,
+        codes::STATEMENT_REJECTED,
     ]
     .into_iter()
     .find(|c| *c == code)

@@ -38,10 +38,14 @@ struct Member {
     tables: BTreeMap<(String, String), Table>,
 }
 
+/// One `system.distributed_ddl_queue` entry. Like the real table it carries no initiator
+/// query id: only the entry name, the query's settings (of which `log_comment` correlates it)
+/// and a status per host.
 #[derive(Clone, Debug)]
 struct QEntry {
     entry: String,
-    query_id: String,
+    /// `settings['log_comment']` of the initiating query.
+    log_comment: String,
     statement: ClusterStatement,
     status: Vec<QueueHostStatus>,
 }
@@ -78,7 +82,12 @@ struct State {
     members: Vec<Member>,
     authority: BTreeMap<TargetKey, Versioned>,
     queue: Vec<QEntry>,
-    faults: Vec<Fault>,
+    /// Armed faults not yet spent, each with its arming index.
+    faults: Vec<(usize, Fault)>,
+    /// How many faults were armed.
+    armed: usize,
+    /// Arming indexes of the faults that took effect at least once.
+    fired: std::collections::BTreeSet<usize>,
     crash_next_write: bool,
     writes: u32,
     fired_write: Option<(Phase, bool)>,
@@ -116,6 +125,8 @@ impl SyntheticCluster {
                 authority: BTreeMap::new(),
                 queue: Vec::new(),
                 faults: Vec::new(),
+                armed: 0,
+                fired: std::collections::BTreeSet::new(),
                 crash_next_write: false,
                 writes: 0,
                 fired_write: None,
@@ -160,12 +171,46 @@ impl SyntheticCluster {
 
     /// Arms a one-shot fault.
     pub fn arm(&self, fault: Fault) {
-        self.lock().faults.push(fault);
+        let mut s = self.lock();
+        let id = s.armed;
+        s.armed += 1;
+        s.faults.push((id, fault));
     }
 
     /// Faults not yet fired.
     pub fn pending_faults(&self) -> Vec<Fault> {
-        self.lock().faults.clone()
+        self.lock().faults.iter().map(|(_, f)| f.clone()).collect()
+    }
+
+    /// How many faults were armed.
+    pub fn faults_armed(&self) -> usize {
+        self.lock().armed
+    }
+
+    /// How many of the armed faults took effect at least once (a multi-shot fault such as a
+    /// persistent [`Fault::InventoryDrift`] counts once, from its first effect).
+    pub fn faults_fired(&self) -> usize {
+        self.lock().fired.len()
+    }
+
+    /// Appends a queue entry that this cluster's dispatch did not create (another client's
+    /// `ON CLUSTER` query carrying `log_comment`), with `status` for every member; nothing
+    /// executes.
+    pub fn inject_queue_entry(
+        &self,
+        log_comment: &str,
+        statement: ClusterStatement,
+        status: QueueHostStatus,
+    ) {
+        let mut s = self.lock();
+        let n = s.members.len();
+        let entry = format!("query-{:010}", s.queue.len());
+        s.queue.push(QEntry {
+            entry,
+            log_comment: log_comment.into(),
+            statement,
+            status: vec![status; n],
+        });
     }
 
     /// Time passes: every queued DDL host executes.
@@ -296,7 +341,14 @@ impl SyntheticCluster {
     }
 
     fn take_fault(s: &mut State, f: impl Fn(&Fault) -> bool) -> Option<Fault> {
-        let i = s.faults.iter().position(f)?;
+        let (id, fault) = Self::take_armed(s, f)?;
+        s.fired.insert(id);
+        Some(fault)
+    }
+
+    /// Removes the first armed fault matching `f` without counting it as fired.
+    fn take_armed(s: &mut State, f: impl Fn(&Fault) -> bool) -> Option<(usize, Fault)> {
+        let i = s.faults.iter().position(|(_, x)| f(x))?;
         Some(s.faults.remove(i))
     }
 
@@ -513,27 +565,42 @@ impl AuthorityStore for SyntheticCluster {
 impl InventoryPort for SyntheticCluster {
     fn observe(&self, _cluster: &str) -> Result<(Vec<InventoryRow>, bool), PortError> {
         let mut s = self.lock();
-        let drift = Self::take_fault(&mut s, |f| matches!(f, Fault::InventoryDrift { .. }));
+        if Self::take_fault(&mut s, |f| matches!(f, Fault::InventoryUnavailableOnce)).is_some() {
+            return Err(PortError::unavailable(
+                "DPONE_SYNTHETIC_COORDINATOR_UNREACHABLE",
+            ));
+        }
+        let drift = Self::take_armed(&mut s, |f| matches!(f, Fault::InventoryDrift { .. }));
         let drifted = match drift {
-            Some(Fault::InventoryDrift {
-                member,
-                skip,
-                observations,
-            }) => {
+            Some((
+                id,
+                Fault::InventoryDrift {
+                    member,
+                    skip,
+                    observations,
+                },
+            )) => {
                 if skip > 0 {
-                    s.faults.push(Fault::InventoryDrift {
-                        member,
-                        skip: skip - 1,
-                        observations,
-                    });
+                    s.faults.push((
+                        id,
+                        Fault::InventoryDrift {
+                            member,
+                            skip: skip - 1,
+                            observations,
+                        },
+                    ));
                     None
                 } else {
+                    s.fired.insert(id);
                     if observations > 1 {
-                        s.faults.push(Fault::InventoryDrift {
-                            member,
-                            skip: 0,
-                            observations: observations - 1,
-                        });
+                        s.faults.push((
+                            id,
+                            Fault::InventoryDrift {
+                                member,
+                                skip: 0,
+                                observations: observations - 1,
+                            },
+                        ));
                     }
                     Some(member)
                 }
@@ -569,8 +636,16 @@ impl MemberCatalog for SyntheticCluster {
         database: &str,
         target: &str,
     ) -> Result<MemberProbe, PortError> {
-        let s = self.lock();
+        let mut s = self.lock();
         let i = Self::member_index(&s, member)?;
+        if Self::take_fault(
+            &mut s,
+            |f| matches!(f, Fault::MemberUnavailableAtProbe { member } if *member == i),
+        )
+        .is_some()
+        {
+            return Err(PortError::unavailable("DPONE_SYNTHETIC_MEMBER_UNREACHABLE"));
+        }
         Ok(MemberProbe {
             database_engine: "Atomic".into(),
             keeper_map_available: true,
@@ -625,6 +700,14 @@ impl MemberCatalog for SyntheticCluster {
         let mut s = self.lock();
         let i = Self::member_index(&s, member)?;
         self.member_fault(&mut s, i)?;
+        if Self::take_fault(
+            &mut s,
+            |f| matches!(f, Fault::CreateRejected { member } if *member == i),
+        )
+        .is_some()
+        {
+            return Err(PortError::rejected("DPONE_SYNTHETIC_QUERY_INVALID"));
+        }
         let key = (spec.database.to_string(), spec.name.to_string());
         let m = &mut s.members[i];
         if m.tables.contains_key(&key) || m.tables.values().any(|t| t.uuid == spec.uuid) {
@@ -672,9 +755,15 @@ impl MemberCatalog for SyntheticCluster {
             &mut s,
             |f| matches!(f, Fault::CrashAfterLoadBeforeCas { member } if *member == i),
         );
-        let (cut, rows) = match partial {
-            Some(Fault::LoadLostResponsePartial { rows, .. }) => {
-                let k = (rows as usize).min(ends.len());
+        let rejected = Self::take_fault(
+            &mut s,
+            |f| matches!(f, Fault::LoadRejected { member, .. } if *member == i),
+        );
+        let (cut, rows) = match partial.as_ref().or(rejected.as_ref()) {
+            Some(
+                Fault::LoadLostResponsePartial { rows, .. } | Fault::LoadRejected { rows, .. },
+            ) => {
+                let k = (*rows as usize).min(ends.len());
                 (if k == 0 { 0 } else { ends[k - 1] }, k as u64)
             }
             _ => (bytes.len(), ends.len() as u64),
@@ -694,6 +783,9 @@ impl MemberCatalog for SyntheticCluster {
         s.metrics.max_loads_per_table = s.metrics.max_loads_per_table.max(max);
         if crash.is_some() {
             s.crash_next_write = true;
+        }
+        if rejected.is_some() {
+            return Err(PortError::rejected("DPONE_SYNTHETIC_DATA_INVALID"));
         }
         if partial.is_some() || lost.is_some() {
             return Err(PortError::ambiguous("DPONE_SYNTHETIC_RESPONSE_LOST"));
@@ -777,9 +869,11 @@ impl ClusterDdl for SyntheticCluster {
             };
         }
         let entry = format!("query-{:010}", s.queue.len());
+        // The adapter binds the correlation to both `query_id` and `log_comment`; the queue
+        // keeps only the settings, so that is what correlates an entry.
         s.queue.push(QEntry {
             entry,
-            query_id: correlation.query_id.clone(),
+            log_comment: correlation.query_id.clone(),
             statement: statement.clone(),
             status,
         });
@@ -792,11 +886,17 @@ impl ClusterDdl for SyntheticCluster {
         }
     }
 
-    fn observe_queue(&self, _cluster: &str, query_id: &str) -> Result<Vec<QueueEntry>, PortError> {
+    /// Entries whose `settings['log_comment']` is `log_comment`, as the adapter's queue query
+    /// selects them.
+    fn observe_queue(
+        &self,
+        _cluster: &str,
+        log_comment: &str,
+    ) -> Result<Vec<QueueEntry>, PortError> {
         let s = self.lock();
         Ok(s.queue
             .iter()
-            .filter(|q| q.query_id == query_id)
+            .filter(|q| q.log_comment == log_comment)
             .map(|q| QueueEntry {
                 entry: q.entry.clone(),
                 members: s

@@ -83,6 +83,28 @@ pub enum Fault {
         /// Member index.
         member: usize,
     },
+    /// The next admission probe of `member` finds it unreachable (not sent).
+    MemberUnavailableAtProbe {
+        /// Member index.
+        member: usize,
+    },
+    /// The next inventory read gets no answer from the coordinator endpoint.
+    InventoryUnavailableOnce,
+    /// The next candidate creation on `member` is refused deterministically (as ClickHouse
+    /// refuses an unknown type or engine); nothing is created.
+    CreateRejected {
+        /// Member index.
+        member: usize,
+    },
+    /// The next load on `member` applies its first `rows` rows, then is refused
+    /// deterministically (as ClickHouse refuses data that does not parse after earlier blocks
+    /// were inserted).
+    LoadRejected {
+        /// Member index.
+        member: usize,
+        /// Rows applied before the refusal.
+        rows: u64,
+    },
     /// After the staging barrier, `member`'s target is replaced by a table of another
     /// generation (a writer outside dpone).
     TargetReplacedAfterStaging {
