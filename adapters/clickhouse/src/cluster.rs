@@ -20,8 +20,8 @@ use dpone_engine_clickhouse::contracts::{
 };
 use dpone_engine_clickhouse::ports::{
     AuthorityStore, CandidateSpec, ClusterDdl, DdlCorrelation, InventoryPort, InventoryRow,
-    LoadTokens, MemberCatalog, MemberProbe, PortError, QueueEntry, QueueHostStatus,
-    TableObservation, Versioned,
+    LoadTokens, MEMBER_IDENTITY_UNPROVEN, MemberCatalog, MemberProbe, PortError, QueueEntry,
+    QueueHostStatus, TableObservation, Versioned,
 };
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -63,6 +63,8 @@ pub struct ClickHouseConfig {
     pub authority_database: String,
     /// Table of the KeeperMap authority facade.
     pub authority_table: String,
+    /// The cluster whose `system.clusters` rows identify the members.
+    pub cluster: String,
     /// `distributed_ddl_task_timeout` for cluster DDL, in seconds.
     pub ddl_task_timeout_secs: u64,
     /// Client-side bound on one request (and on each chunk of a streamed response), in
@@ -81,7 +83,7 @@ pub struct ClickHouseCluster {
     rt: tokio::runtime::Runtime,
     coordinator: Clients,
     members: BTreeMap<MemberId, Clients>,
-    member_keys: BTreeMap<(u32, u32), MemberId>,
+    cluster: String,
     authority: (String, String),
     ddl_timeout: u64,
     request_timeout: Duration,
@@ -179,16 +181,11 @@ impl ClickHouseCluster {
             .iter()
             .map(|((s, r), url)| (member_id(*s, *r), clients(url, &config.credential)))
             .collect();
-        let member_keys = config
-            .member_urls
-            .keys()
-            .map(|&(s, r)| ((s, r), member_id(s, r)))
-            .collect();
         Ok(Self {
             rt,
             coordinator: clients(&config.coordinator_url, &config.credential),
             members,
-            member_keys,
+            cluster: config.cluster.clone(),
             authority: (
                 config.authority_database.clone(),
                 config.authority_table.clone(),
@@ -311,8 +308,16 @@ impl InventoryPort for ClickHouseCluster {
                 self.members
                     .contains_key(&member_id(r.shard_num, r.replica_num))
             });
+        // A configured member the cluster does not list is refused: the registry and the
+        // topology disagree, and no member may be guessed.
         if complete {
-            self.verify_identities(cluster, &rows)?;
+            let listed: std::collections::BTreeSet<MemberId> = out
+                .iter()
+                .map(|r| member_id(r.shard_num, r.replica_num))
+                .collect();
+            if self.members.keys().any(|id| !listed.contains(id)) {
+                return Err(PortError::rejected(class::MEMBER_EXTRA));
+            }
         }
         *self.hosts.lock().unwrap_or_else(|p| p.into_inner()) = hosts;
         Ok((out, complete))
@@ -320,35 +325,26 @@ impl InventoryPort for ClickHouseCluster {
 }
 
 impl ClickHouseCluster {
-    /// Proves that every configured member URL reaches the replica it is configured as: the
-    /// member's own `system.clusters` must mark exactly one row of the cluster `is_local`, and
-    /// that row must be the configured `(shard_num, replica_num)`. A configured member outside
-    /// the inventory is refused, so is a URL that reaches another replica (two keys on one
-    /// server, swapped URLs) or a server that calls several replicas local.
-    fn verify_identities(&self, cluster: &str, inventory: &[ClusterRow]) -> Result<(), PortError> {
-        let listed: std::collections::BTreeSet<MemberId> = inventory
-            .iter()
-            .map(|r| member_id(r.shard_num, r.replica_num))
-            .collect();
-        if self.members.keys().any(|id| !listed.contains(id)) {
-            return Err(PortError::rejected(class::MEMBER_EXTRA));
-        }
+    /// Proves that a member's connection reaches the replica it is configured as: the server's
+    /// own `system.clusters` must mark exactly one row of the cluster `is_local`, and that row
+    /// must be the configured `(shard_num, replica_num)`. Swapped URLs, two members on one
+    /// server, or a server that calls several replicas (or none) itself are refused.
+    fn verify_identity(
+        &self,
+        member: &MemberId,
+        c: &Clients,
+        cluster: &str,
+    ) -> Result<(), PortError> {
         #[derive(clickhouse::Row, Deserialize)]
         struct Local {
             shard_num: u32,
             replica_num: u32,
         }
-        for (&(shard, replica), url_key) in &self.member_keys {
-            let c = self.member(url_key)?;
-            let local: Vec<Local> = self.fetch(&c.read, &sql::local_replica(cluster))?;
-            match local.as_slice() {
-                [one] if (one.shard_num, one.replica_num) == (shard, replica) => {}
-                [_] => return Err(PortError::rejected(class::MEMBER_IDENTITY_MISMATCH)),
-                [] => return Err(PortError::rejected(class::MEMBER_IDENTITY_UNPROVEN)),
-                _ => return Err(PortError::rejected(class::MEMBER_IDENTITY_AMBIGUOUS)),
-            }
+        let local: Vec<Local> = self.fetch(&c.read, &sql::local_replica(cluster))?;
+        match local.as_slice() {
+            [one] if member_id(one.shard_num, one.replica_num) == *member => Ok(()),
+            _ => Err(PortError::rejected(MEMBER_IDENTITY_UNPROVEN)),
         }
-        Ok(())
     }
 }
 
@@ -389,6 +385,7 @@ impl MemberCatalog for ClickHouseCluster {
         target: &str,
     ) -> Result<MemberProbe, PortError> {
         let c = self.member(member)?;
+        self.verify_identity(member, c, &self.cluster)?;
         #[derive(clickhouse::Row, Deserialize)]
         struct Engine {
             engine: String,

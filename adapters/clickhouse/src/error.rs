@@ -66,12 +66,6 @@ pub mod class {
     pub const ARTIFACT_READ: &str = "DPONE_CLICKHOUSE_ARTIFACT_READ";
     /// A configured member is not in the cluster's inventory.
     pub const MEMBER_EXTRA: &str = "DPONE_CLICKHOUSE_MEMBER_NOT_IN_INVENTORY";
-    /// A member URL reaches a replica other than the one it is configured as.
-    pub const MEMBER_IDENTITY_MISMATCH: &str = "DPONE_CLICKHOUSE_MEMBER_IDENTITY_MISMATCH";
-    /// A member URL reaches a server that marks no replica of the cluster as itself.
-    pub const MEMBER_IDENTITY_UNPROVEN: &str = "DPONE_CLICKHOUSE_MEMBER_IDENTITY_UNPROVEN";
-    /// A member URL reaches a server that marks several replicas of the cluster as itself.
-    pub const MEMBER_IDENTITY_AMBIGUOUS: &str = "DPONE_CLICKHOUSE_MEMBER_IDENTITY_AMBIGUOUS";
 }
 
 /// Exception codes that mean the statement itself is wrong for this server: rejected, never

@@ -16,8 +16,8 @@ use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
 use dpone_engine_clickhouse::contracts::{self, Digest, Schema, member_id};
 use dpone_engine_clickhouse::ports::{
-    ClusterDdl, InventoryPort, MemberCatalog, NoProgress, PortError, QueueHostStatus,
-    SystemEnvironment,
+    ClusterDdl, InventoryPort, MEMBER_IDENTITY_UNPROVEN, MemberCatalog, NoProgress, PortError,
+    QueueHostStatus, SystemEnvironment,
 };
 use dpone_engine_clickhouse::synthetic::FnGate;
 use dpone_engine_clickhouse::{
@@ -113,28 +113,52 @@ fn inventory_is_complete_external_and_every_member_proves_its_identity() {
 )]
 fn a_member_url_that_reaches_another_replica_is_refused() {
     let tier = Tier::from_env();
-    let refused = |members: std::collections::BTreeMap<(u32, u32), String>| {
+    let with = |members: std::collections::BTreeMap<(u32, u32), String>| {
         let mut config = tier.config(30);
         config.member_urls = members;
-        let c = ClickHouseCluster::new(&config).expect("adapter builds");
-        c.observe(&tier.cluster)
-            .expect_err("identity must be proven")
+        ClickHouseCluster::new(&config).expect("adapter builds")
     };
-    // Swapped URLs: each reaches the other replica.
+    let probe = |c: &ClickHouseCluster, replica: u32| {
+        c.probe(&member_id(1, replica), &tier.database, "absent_table")
+    };
+    // Swapped URLs: each reaches the other replica, which says so of itself.
     let mut swapped = tier.members.clone();
     swapped.insert((1, 1), tier.member(2).to_owned());
     swapped.insert((1, 2), tier.member(1).to_owned());
-    assert_eq!(refused(swapped).class, class::MEMBER_IDENTITY_MISMATCH);
-    // Two keys on one server.
+    let c = with(swapped);
+    for replica in [1, 2] {
+        assert_eq!(
+            probe(&c, replica)
+                .expect_err("identity must be proven")
+                .class,
+            MEMBER_IDENTITY_UNPROVEN
+        );
+    }
+    // Two members on one server: the one it is not is refused.
     let mut doubled = tier.members.clone();
     doubled.insert((1, 2), tier.member(1).to_owned());
-    assert_eq!(refused(doubled).class, class::MEMBER_IDENTITY_MISMATCH);
+    let c = with(doubled);
+    assert!(probe(&c, 1).is_ok());
+    assert_eq!(
+        probe(&c, 2).expect_err("identity must be proven").class,
+        MEMBER_IDENTITY_UNPROVEN
+    );
     // A configured member the cluster does not list.
     let mut extra = tier.members.clone();
     extra.insert((1, 3), tier.member(2).to_owned());
-    assert_eq!(refused(extra).class, class::MEMBER_EXTRA);
-    // The member set as configured is accepted.
-    assert!(tier.cluster().observe(&tier.cluster).expect("inventory").1);
+    assert_eq!(
+        with(extra)
+            .observe(&tier.cluster)
+            .expect_err("extra member")
+            .class,
+        class::MEMBER_EXTRA
+    );
+    // The registry as configured proves every member.
+    let c = tier.cluster();
+    assert!(c.observe(&tier.cluster).expect("inventory").1);
+    for replica in [1, 2] {
+        assert!(probe(&c, replica).is_ok());
+    }
 }
 
 #[test]

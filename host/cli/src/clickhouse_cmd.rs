@@ -394,6 +394,7 @@ fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failu
         },
         authority_database: ch.authority_database.clone(),
         authority_table: ch.authority_table.clone(),
+        cluster: m.clickhouse.cluster.name.clone(),
         ddl_task_timeout_secs: ch.ddl_task_timeout_secs,
         request_timeout_secs: ch.request_timeout_secs,
     };

@@ -63,6 +63,9 @@ pub mod codes {
     pub const CANDIDATE_MISSING: &str = "DPONE_CLICKHOUSE_CLUSTER_CANDIDATE_MISSING";
     /// A member operation did not answer; the same operation may be retried.
     pub const MEMBER_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_UNAVAILABLE";
+    /// A member's connection reaches a server that does not prove itself the configured
+    /// replica: the connections registry maps this member to the wrong server.
+    pub const MEMBER_IDENTITY_UNPROVEN: &str = crate::ports::MEMBER_IDENTITY_UNPROVEN;
     /// The cluster DDL transport did not answer; the same operation may be retried.
     pub const DDL_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_DDL_UNAVAILABLE";
     /// The `system.clusters` inventory could not be read; the same operation may be retried.
@@ -212,6 +215,12 @@ pub enum EngineError {
         #[source]
         source: PortError,
     },
+    /// A member URL reaches a server that is not the configured replica.
+    #[error("member {member}: its connection does not reach the configured replica")]
+    MemberIdentityUnproven {
+        /// Member id.
+        member: String,
+    },
     /// Cluster DDL transport failure.
     #[error("cluster DDL observation did not complete")]
     DdlUnavailable(#[source] PortError),
@@ -297,6 +306,7 @@ impl EngineError {
             E::CandidateDivergent { .. } => codes::CANDIDATE_DIVERGENT,
             E::CandidateMissing { .. } => codes::CANDIDATE_MISSING,
             E::MemberUnavailable { .. } => codes::MEMBER_UNAVAILABLE,
+            E::MemberIdentityUnproven { .. } => codes::MEMBER_IDENTITY_UNPROVEN,
             E::DdlUnavailable(_) => codes::DDL_UNAVAILABLE,
             E::InventoryUnavailable(_) => codes::INVENTORY_UNAVAILABLE,
             E::StatementRejected { .. } => codes::STATEMENT_REJECTED,
@@ -335,6 +345,7 @@ impl EngineError {
             | E::RequestInvalid(_)
             | E::UnsupportedColumnType { .. }
             | E::EngineContentUnverifiable { .. }
+            | E::MemberIdentityUnproven { .. }
             | E::ArtifactTooLarge { .. } => R::FixManifest,
             E::StatementRejected { aborted: true, .. } => R::StartNewOperation,
             E::InventoryDrift => R::RestoreInventoryThenResume,

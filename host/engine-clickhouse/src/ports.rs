@@ -71,6 +71,10 @@ pub const ARTIFACT_TOO_LARGE: &str = "DPONE_ARTIFACT_TOO_LARGE";
 /// The class an [`ArtifactSource`] reports when stored bytes no longer match their identity.
 pub const ARTIFACT_TAMPERED: &str = "DPONE_ARTIFACT_TAMPERED";
 
+/// The class a [`MemberCatalog::probe`] reports when the member's connection reaches a server
+/// that does not prove itself the configured replica (another replica, several, or none).
+pub const MEMBER_IDENTITY_UNPROVEN: &str = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_UNPROVEN";
+
 /// A versioned authority value as the store holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Versioned {

@@ -86,6 +86,7 @@ impl Tier {
             },
             authority_database: self.authority.0.clone(),
             authority_table: self.authority.1.clone(),
+            cluster: self.cluster.clone(),
             ddl_task_timeout_secs: 20,
             request_timeout_secs,
         }

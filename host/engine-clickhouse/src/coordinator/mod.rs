@@ -316,6 +316,13 @@ impl<'a> Coordinator<'a> {
                 // A member the registry does not configure cannot be probed: the inventory is
                 // incomplete and runtime admission blocks on that, so report its facts empty.
                 Err(_) if !complete => None,
+                // The connection reaches another server than the configured replica: the
+                // registry is wrong; nothing may be decided on that member's facts.
+                Err(e) if e.class == crate::ports::MEMBER_IDENTITY_UNPROVEN => {
+                    return Err(EngineError::MemberIdentityUnproven {
+                        member: id.0.hex_prefix(16),
+                    });
+                }
                 // A configured member that does not answer is an outage, not a set of facts:
                 // reporting it empty would make admission blame the manifest (database engine,
                 // KeeperMap, target presence). Resume the same operation later.
