@@ -69,6 +69,7 @@ ON_CLUSTER = re.compile(
 )
 QUEUE_TABLE = "dpone_tier.ddl_queue_rows"
 QUEUE_VIEW = "dpone_tier.distributed_ddl_queue"
+QUEUE_SEQUENCE = "dpone_tier.ddl_queue_entries"
 ERROR_NAMES = {
     159: "TIMEOUT_EXCEEDED",
     210: "NETWORK_ERROR",
@@ -312,6 +313,10 @@ class Member:
             ") ENGINE = KeeperMap('/dpone_tier/ddl_queue') PRIMARY KEY k"
         )
         self.engine.query(
+            f"CREATE TABLE IF NOT EXISTS {QUEUE_SEQUENCE} (entry String) "
+            "ENGINE = KeeperMap('/dpone_tier/ddl_queue_entries') PRIMARY KEY entry"
+        )
+        self.engine.query(
             f"CREATE VIEW IF NOT EXISTS {QUEUE_VIEW} AS SELECT entry, entry_version, initiator_host, "
             "initiator_port, cluster, query, settings, query_create_time, host, port, status, "
             f"exception_code, exception_text, query_finish_time, query_duration_ms FROM {QUEUE_TABLE}"
@@ -333,8 +338,7 @@ class Member:
         if hosts is None:
             raise EngineError(701, f"Code: 701. DB::Exception: Requested cluster '{cluster}' not found. (CLUSTER_DOESNT_EXIST)")
         local = sql[: m.start()] + sql[m.end():]
-        existing = self.engine.query(f"SELECT count(DISTINCT entry) FROM {QUEUE_TABLE}").strip()
-        entry = "query-%010d" % (int(existing or b"0") + 1)
+        entry = self.next_entry()
         kept = {k: v for k, v in settings.items() if k not in ("distributed_ddl_task_timeout",)}
         rows = []
         for h in hosts:
@@ -380,6 +384,22 @@ class Member:
                     "they are executing it in the background. (TIMEOUT_EXCEEDED)",
                 )
             time.sleep(0.05)
+
+    def next_entry(self):
+        """A queue entry name no other initiator holds: claimed by a strict-mode KeeperMap insert
+        (as a server's sequential Keeper node would be), so concurrent DDL never shares one."""
+        existing = self.engine.query(f"SELECT count() FROM {QUEUE_SEQUENCE}").strip()
+        n = int(existing or b"0") + 1
+        while True:
+            entry = "query-%010d" % n
+            try:
+                self.engine.query(
+                    f"INSERT INTO {QUEUE_SEQUENCE} SETTINGS keeper_map_strict_mode = 1 SELECT {{e:String}}",
+                    params={"e": entry},
+                )
+                return entry
+            except EngineError:
+                n += 1
 
     def ddl_worker(self):
         """Executes this member's queue entries, as a server's DDL worker does."""

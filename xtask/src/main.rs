@@ -6,7 +6,8 @@
 //! - `cargo xtask demo`: `policies --check`, `dpone-host demo` (the README's main job), then the
 //!   XMin route end to end on the local PostgreSQL server with generated sample data.
 //! - `cargo xtask test`: `policies --check`, `hostile`, start the local PostgreSQL server the
-//!   database tests use (`.ci/start-postgres`), then `cargo test --workspace`.
+//!   database tests use (`.ci/start-postgres`) and the real-engine ClickHouse tier the live
+//!   ClickHouse tests use (`.ci/start-clickhouse`), then `cargo test --workspace`.
 //!
 //! Built components land in `target/components/`.
 
@@ -89,6 +90,9 @@ fn main() -> Result<()> {
             if let Some(url) = local_postgres(&root) {
                 test.env("DPONE_TEST_PG_URL", url);
             }
+            for (name, value) in local_clickhouse(&root) {
+                test.env(name, value);
+            }
             run(&mut test)
         }
         _ => bail!(
@@ -121,6 +125,45 @@ fn local_postgres(root: &Path) -> Option<String> {
         .last()
         .and_then(|line| line.strip_prefix("DPONE_TEST_PG_URL="))
         .map(str::to_owned)
+}
+
+/// Starts (or finds) the real-engine ClickHouse tier the live ClickHouse tests use, through
+/// `.ci/start-clickhouse`, unless `DPONE_TEST_CLICKHOUSE_URL` is already set. Returns the
+/// variables its last line names. When the tier cannot be had, those tests are reported ignored
+/// with their SKIP reason.
+fn local_clickhouse(root: &Path) -> Vec<(String, String)> {
+    if std::env::var_os("DPONE_TEST_CLICKHOUSE_URL").is_some() {
+        return Vec::new();
+    }
+    let script = root.join(".ci/start-clickhouse");
+    let output = match Command::new("bash").arg(&script).output() {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            eprintln!(
+                "test: no ClickHouse tier ({}); the live ClickHouse tests are ignored",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            );
+            return Vec::new();
+        }
+        Err(e) => {
+            eprintln!(
+                "test: cannot run .ci/start-clickhouse ({e}); the live ClickHouse tests are ignored"
+            );
+            return Vec::new();
+        }
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(k, _)| k.starts_with("DPONE_TEST_CLICKHOUSE_"))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }
 
 fn run(cmd: &mut Command) -> Result<()> {

@@ -1,13 +1,13 @@
-//! Tier: CLI end-to-end. `check`, `plan`, `run` and `status` of the ClickHouse publication
-//! route, run as the `dpone-host` binary from the workspace root (where `cargo xtask policies`
-//! leaves the components): JSON on stdout, one JSON error line on stderr, the documented exit
-//! statuses, and no endpoint, credential or local path in any output.
+//! Tier: CLI end-to-end. `check`, `plan`, `run`, `status` and `resolve` of the ClickHouse
+//! publication route, run as the `dpone-host` binary from the workspace root (where `cargo xtask
+//! policies` leaves the components): JSON on stdout, one JSON error line on stderr, the documented
+//! exit statuses, and no endpoint, credential or local path in any output.
 //!
-//! Without a ClickHouse server the route is exercised up to the adapter's connection failure.
-//! The full path runs only when `DPONE_TEST_CLICKHOUSE_URL` and
-//! `DPONE_TEST_CLICKHOUSE_MEMBER_URLS` (`shard:replica=url,…`) are set and a PostgreSQL server
-//! is available (`DPONE_TEST_PG_URL` or `.ci/start-postgres`); it prints `SKIP: <reason>`
-//! otherwise.
+//! Without a ClickHouse cluster the route is exercised up to the adapter's connection failure
+//! (and on the in-process synthetic cluster). The `live_*` tests run the whole route on the
+//! real-engine tier (`.ci/start-clickhouse`: two real ClickHouse members) from a real
+//! PostgreSQL source; they run only when `DPONE_TEST_CLICKHOUSE_URL` was set at build time and are
+//! reported ignored with their SKIP reason otherwise, never passed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -1046,148 +1046,264 @@ fn psql(url: &str, db: &str, sql: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Tier: real engine (CLI end-to-end). A workload of its own on the real-engine ClickHouse tier
+/// (`.ci/start-clickhouse`) from a PostgreSQL database of its own: registry, manifest and
+/// credentials as an operator writes them. These tests run only when `DPONE_TEST_CLICKHOUSE_URL`
+/// was set at build time; then a missing companion variable or PostgreSQL server is a failure.
+struct LiveRoute {
+    pg: String,
+    db: String,
+    ch_url: String,
+    ch_user: String,
+    ch_password: String,
+    pg_password: String,
+    database: String,
+    target: String,
+    dir: tempfile::TempDir,
+    registry: PathBuf,
+    manifest: PathBuf,
+}
+
+impl LiveRoute {
+    /// `columns` are (name, ClickHouse type); `source_sql` creates and fills
+    /// `public.source_table` in a fresh database.
+    fn new(tag: &str, columns: &[(&str, &str)], source_sql: &str) -> Self {
+        let env = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is set"));
+        let opt = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+        let ch_url = env("DPONE_TEST_CLICKHOUSE_URL");
+        let members = env("DPONE_TEST_CLICKHOUSE_MEMBER_URLS");
+        let pg = pg_url().expect("a PostgreSQL server beside the ClickHouse tier");
+        let (host, port, user, pg_password) = split_pg_url(&pg).expect("postgres:// URL");
+        let cluster = opt("DPONE_TEST_CLICKHOUSE_CLUSTER", "analytics_cluster");
+        let database = opt("DPONE_TEST_CLICKHOUSE_DATABASE", "dpone_test");
+        let authority = opt(
+            "DPONE_TEST_CLICKHOUSE_AUTHORITY",
+            "dpone_test.dpone_authority",
+        );
+        let (adb, atable) = authority.split_once('.').expect("db.table");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .subsec_nanos();
+        let suffix = format!("{}_{nanos:x}", std::process::id());
+        let db = format!("dpone_t_chlive_{tag}_{suffix}");
+        assert!(
+            psql(&pg, "postgres", &format!("CREATE DATABASE \"{db}\"")),
+            "CREATE DATABASE"
+        );
+        assert!(psql(&pg, &db, source_sql), "source set-up");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let member_yaml: String = members
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|item| {
+                let (key, url) = item.split_once('=').expect("shard:replica=url");
+                let (sh, re) = key.split_once(':').expect("shard:replica");
+                format!("      - {{shard_num: {sh}, replica_num: {re}, url: '{url}'}}\n")
+            })
+            .collect();
+        let ch_user = opt("DPONE_TEST_CLICKHOUSE_USER", "default");
+        let registry = write(
+            dir.path(),
+            "registry.yaml",
+            &format!(
+                "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{ch_user}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {{database: {adb}, table: {atable}}}\n    ddl_task_timeout_secs: 60\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}'}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n"
+            ),
+        );
+        let target = format!("cli_{tag}_{suffix}");
+        let column_yaml: String = columns
+            .iter()
+            .map(|(n, t)| format!("    - {{name: \"{n}\", type: \"{t}\"}}\n"))
+            .collect();
+        let manifest = write(
+            dir.path(),
+            "manifest.yaml",
+            &format!(
+                "version: 1\nname: real_engine_{tag}\nsource:\n  connection_ref: pg_source\n  relation: public.source_table\n  columns:\n{column_yaml}target: {{connection_ref: analytics_ch, database: {database}, table: {target}}}\nphysical_design:\n  storage:\n    clickhouse:\n      engine: MergeTree\n      order_by: [{}]\n      max_source_bytes: 1073741824\n      staging_database: {database}\n      cluster: {{name: {cluster}, ddl_scope: cluster, replication_mode: external}}\n",
+                columns[0].0
+            ),
+        );
+        Self {
+            pg,
+            db,
+            ch_url,
+            ch_user,
+            ch_password: opt("DPONE_TEST_CLICKHOUSE_PASSWORD", ""),
+            pg_password,
+            database,
+            target,
+            dir,
+            registry,
+            manifest,
+        }
+    }
+
+    /// `dpone-host COMMAND --manifest … --connections … [--invocation ID] [extra…]`.
+    fn cmd(&self, command: &str, invocation: Option<&str>, extra: &[&str]) -> Output {
+        let artifacts = self.dir.path().join("artifacts");
+        let mut a = vec![
+            command,
+            "--manifest",
+            s(&self.manifest),
+            "--connections",
+            s(&self.registry),
+            "--artifact-dir",
+            s(&artifacts),
+        ];
+        if let Some(i) = invocation {
+            a.extend(["--invocation", i]);
+        }
+        a.extend(extra);
+        let out = dpone(
+            &a,
+            &[
+                ("DPONE_CLICKHOUSE_PASSWORD", self.ch_password.as_str()),
+                ("DPONE_PG_SOURCE_PASSWORD", self.pg_password.as_str()),
+            ],
+        );
+        // Nothing an operator's log must not hold: endpoints, credentials, local paths.
+        for text in [
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        ] {
+            assert!(!text.contains(&self.ch_url), "endpoint in output");
+            assert!(
+                self.ch_password.is_empty() || !text.contains(&self.ch_password),
+                "credential in output"
+            );
+            assert!(
+                self.pg_password.is_empty() || !text.contains(&self.pg_password),
+                "credential in output"
+            );
+            assert!(!text.contains(s(self.dir.path())), "local path in output");
+        }
+        out
+    }
+
+    /// Exit 0 and the JSON on stdout.
+    fn ok(&self, command: &str, invocation: Option<&str>) -> Value {
+        let out = self.cmd(command, invocation, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout_json(&out)
+    }
+
+    /// One statement on a member of the tier (TabSeparated output).
+    fn member_sql(&self, member_url: &str, query: &str) -> String {
+        let out = Command::new("curl")
+            .args(["-fsS", "-m", "60", "--data-binary", query])
+            .arg("-H")
+            .arg(format!("X-ClickHouse-User: {}", self.ch_user))
+            .arg("-H")
+            .arg(format!("X-ClickHouse-Key: {}", self.ch_password))
+            .arg(member_url)
+            .output()
+            .expect("curl runs");
+        assert!(out.status.success(), "member query failed");
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// The tables that carry the target's name on every member (none when it was never
+    /// published).
+    fn members_if_any(&self) -> Vec<(String, Vec<String>)> {
+        std::env::var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS")
+            .expect("set")
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|item| {
+                let url = item.split_once('=').expect("key=url").1;
+                let tables = self.member_sql(
+                    url,
+                    &format!(
+                        "SELECT name FROM system.tables WHERE database = '{}' AND startsWith(name, '{}') ORDER BY name",
+                        self.database, self.target
+                    ),
+                );
+                (url.to_owned(), tables.lines().map(str::to_owned).collect())
+            })
+            .collect()
+    }
+
+    /// Every member's (row count, order-independent fingerprint) of the target, and the tables
+    /// beside it that carry its name.
+    fn members(&self) -> Vec<(String, Vec<String>)> {
+        std::env::var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS")
+            .expect("set")
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|item| {
+                let url = item.split_once('=').expect("key=url").1;
+                let facts = self.member_sql(
+                    url,
+                    &format!(
+                        "SELECT count(), toString(sum(cityHash64(*))) FROM `{}`.`{}`",
+                        self.database, self.target
+                    ),
+                );
+                let tables = self.member_sql(
+                    url,
+                    &format!(
+                        "SELECT name FROM system.tables WHERE database = '{}' AND startsWith(name, '{}') ORDER BY name",
+                        self.database, self.target
+                    ),
+                );
+                (
+                    facts.trim().to_owned(),
+                    tables.lines().map(str::to_owned).collect(),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for LiveRoute {
+    fn drop(&mut self) {
+        let _ = psql(
+            &self.pg,
+            "postgres",
+            &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.db),
+        );
+    }
+}
+
+const LIVE_COLUMNS: &[(&str, &str)] = &[
+    ("id", "UInt64"),
+    ("metric_code", "String"),
+    ("observed_on", "Date"),
+    ("value", "Decimal(18, 4)"),
+    ("note", "Nullable(String)"),
+];
+
+const LIVE_SOURCE: &str = "CREATE TABLE public.source_table (id bigint NOT NULL, \
+    metric_code text NOT NULL, observed_on date NOT NULL, value numeric(18,4), note text); \
+    INSERT INTO public.source_table SELECT i, 'm' || (i % 7), DATE '2026-01-01' + i % 30, \
+    i * 0.5, CASE WHEN i % 4 = 0 THEN NULL ELSE 'n' || i END FROM generate_series(1, 1000) i;";
+
 #[test]
 #[cfg_attr(
     not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; no ClickHouse cluster to test against"
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
 )]
 fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
-    let Ok(ch_url) = std::env::var("DPONE_TEST_CLICKHOUSE_URL") else {
-        skip(
-            "DPONE_TEST_CLICKHOUSE_URL is not set (no ClickHouse cluster); the live CLI path is UNVERIFIED",
-        );
-        return;
-    };
-    let Ok(members) = std::env::var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS") else {
-        skip("DPONE_TEST_CLICKHOUSE_MEMBER_URLS is not set");
-        return;
-    };
-    let Some(pg) = pg_url() else {
-        skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
-        return;
-    };
-    let Some((host, port, user, password)) = split_pg_url(&pg) else {
-        skip("DPONE_TEST_PG_URL is not a postgres://user:password@host:port/db URL");
-        return;
-    };
-    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
-    let cluster = var("DPONE_TEST_CLICKHOUSE_CLUSTER", "analytics_cluster");
-    let database = var("DPONE_TEST_CLICKHOUSE_DATABASE", "dpone_test");
-    let authority = var(
-        "DPONE_TEST_CLICKHOUSE_AUTHORITY",
-        "dpone_test.dpone_authority",
-    );
-    let Some((adb, atable)) = authority.split_once('.') else {
-        skip("DPONE_TEST_CLICKHOUSE_AUTHORITY is not db.table");
-        return;
-    };
-
-    let db = format!("dpone_t_chcli_{}", std::process::id());
-    if !psql(&pg, "postgres", &format!("CREATE DATABASE \"{db}\"")) {
-        skip("the PostgreSQL server refused CREATE DATABASE (is psql installed?)");
-        return;
-    }
-    let ok = psql(
-        &pg,
-        &db,
-        "CREATE TABLE public.source_table (id bigint NOT NULL, metric_code text NOT NULL, \
-         observed_on date NOT NULL, value numeric(18,4), note text); \
-         INSERT INTO public.source_table SELECT i, 'm' || (i % 7), DATE '2026-01-01' + i % 30, \
-         i * 0.5, CASE WHEN i % 4 = 0 THEN NULL ELSE 'n' || i END FROM generate_series(1, 1000) i;",
-    );
-    assert!(ok, "source set-up");
-
-    let dir = tempfile::tempdir().expect("tempdir");
-    let member_yaml: String = members
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|item| {
-            let (key, url) = item.split_once('=').expect("shard:replica=url");
-            let (sh, re) = key.split_once(':').expect("shard:replica");
-            format!("      - {{shard_num: {sh}, replica_num: {re}, url: '{url}'}}\n")
-        })
-        .collect();
-    let registry = write(
-        dir.path(),
-        "registry.yaml",
-        &format!(
-            "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {{database: {adb}, table: {atable}}}\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}'}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n",
-            var("DPONE_TEST_CLICKHOUSE_USER", "default"),
-        ),
-    );
-    let manifest = write(
-        dir.path(),
-        "manifest.yaml",
-        &fixture(MANIFEST)
-            .replace("database: analytics", &format!("database: {database}"))
-            .replace(
-                "staging_database: analytics",
-                &format!("staging_database: {database}"),
-            )
-            .replace("name: analytics_cluster", &format!("name: {cluster}"))
-            .replace(
-                "table: target_table",
-                &format!("table: cli_live_{}", std::process::id()),
-            ),
-    );
-    let ch_password = var("DPONE_TEST_CLICKHOUSE_PASSWORD", "");
-    let env = [
-        ("DPONE_CLICKHOUSE_PASSWORD", ch_password.as_str()),
-        ("DPONE_PG_SOURCE_PASSWORD", password.as_str()),
-    ];
-    let artifacts = dir.path().join("artifacts");
-    let args = |command: &'static str| -> Vec<String> {
-        [
-            command,
-            "--manifest",
-            s(&manifest),
-            "--connections",
-            s(&registry),
-            "--invocation",
-            "live-cli-1",
-            "--artifact-dir",
-            s(&artifacts),
-        ]
-        .iter()
-        .map(|a| (*a).to_owned())
-        .collect()
-    };
-    let run = |command: &'static str| {
-        let a = args(command);
-        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-        dpone(&refs, &env)
-    };
-
-    let first = run("run");
-    assert_eq!(
-        first.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
-    let j1 = stdout_json(&first);
+    let route = LiveRoute::new("retry", LIVE_COLUMNS, LIVE_SOURCE);
+    let j1 = route.ok("run", Some("live-cli-1"));
     assert_eq!(j1["outcome"], "completed");
     assert_eq!(j1["receipt"]["artifact"]["row_count"], 1000);
-    let again = run("run");
+    let again = route.ok("run", Some("live-cli-1"));
     assert_eq!(
-        again.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
-    assert_eq!(
-        stdout_json(&again)["receipt"],
-        j1["receipt"],
+        again["receipt"], j1["receipt"],
         "a retry converges, no new generation"
     );
-    let st = run("status");
-    assert_eq!(st.status.code(), Some(0));
-    assert_eq!(stdout_json(&st)["status"]["recovery"], "none");
+    assert_eq!(
+        route.ok("status", Some("live-cli-1"))["status"]["recovery"],
+        "none"
+    );
     // A completed operation has nothing to resolve: refused, nothing recorded.
-    let mut a = args("resolve");
-    a.extend(["--apply".to_owned(), "--json".to_owned()]);
-    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-    let res = dpone(&refs, &env);
+    let res = route.cmd("resolve", Some("live-cli-1"), &["--apply", "--json"]);
     assert_eq!(res.status.code(), Some(1));
     assert_eq!(
         stderr_code(&res),
@@ -1196,13 +1312,172 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let rj = stdout_json(&res);
     assert_eq!(rj["resolve"]["outcome"], "refused");
     assert_eq!(rj["resolve"]["recovery"], "none");
-    assert!(!String::from_utf8_lossy(&res.stdout).contains(&ch_url));
-    let text = String::from_utf8_lossy(&first.stdout);
-    assert!(!text.contains(&ch_url));
-    assert!(password.is_empty() || !text.contains(&password));
-    let _ = psql(
-        &pg,
-        "postgres",
-        &format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"),
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn live_check_plan_run_status_then_exchange_then_an_empty_source_on_two_real_members() {
+    let route = LiveRoute::new("journey", LIVE_COLUMNS, LIVE_SOURCE);
+    let check = route.ok("check", None);
+    assert_eq!(check["replication"]["selected"], "cluster_external");
+    assert_eq!(check["admitted"], true);
+    let plan = route.ok("plan", Some("journey-1"));
+    assert!(plan["plan"]["operation_id"].is_string(), "{plan}");
+    // First publication: the target is absent, RENAME.
+    let first = route.ok("run", Some("journey-1"));
+    assert_eq!(first["outcome"], "completed");
+    assert_eq!(first["receipt"]["publication"]["kind"], "rename");
+    let members = route.members();
+    assert_eq!(members.len(), 2);
+    assert!(members[0].0.starts_with("1000\t"), "{members:?}");
+    assert_eq!(members[0].0, members[1].0, "members hold one generation");
+    assert_eq!(
+        route.ok("status", Some("journey-1"))["status"]["recovery"],
+        "none"
     );
+    // A second operation replaces the first: EXCHANGE, then cleanup proves absence.
+    assert!(psql(
+        &route.pg,
+        &route.db,
+        "UPDATE public.source_table SET note = 'changed' WHERE id % 10 = 0; \
+         DELETE FROM public.source_table WHERE id > 900; \
+         INSERT INTO public.source_table VALUES (5000, 'm9', DATE '2026-02-01', 1.25, NULL);"
+    ));
+    let second = route.ok("run", Some("journey-2"));
+    assert_eq!(second["receipt"]["publication"]["kind"], "exchange");
+    assert_eq!(second["receipt"]["artifact"]["row_count"], 901);
+    let members = route.members();
+    assert!(members[0].0.starts_with("901\t"), "{members:?}");
+    assert_eq!(members[0].0, members[1].0);
+    for (_, tables) in &members {
+        assert_eq!(
+            tables,
+            &vec![route.target.clone()],
+            "cleanup left no object"
+        );
+    }
+    // An empty source publishes an empty generation.
+    assert!(psql(&route.pg, &route.db, "TRUNCATE public.source_table;"));
+    let third = route.ok("run", Some("journey-3"));
+    assert_eq!(third["receipt"]["artifact"]["row_count"], 0);
+    for (facts, tables) in route.members() {
+        assert!(facts.starts_with("0\t"), "{facts}");
+        assert_eq!(tables, vec![route.target.clone()]);
+    }
+    assert_eq!(
+        route.ok("status", Some("journey-3"))["status"]["recovery"],
+        "none"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn live_every_source_type_round_trips_with_member_digests_equal_to_the_artifact_digest() {
+    let columns: &[(&str, &str)] = &[
+        ("id", "UInt64"),
+        ("i2", "Int16"),
+        ("i4", "Int32"),
+        ("i8", "Int64"),
+        ("b", "Bool"),
+        ("f4", "Float32"),
+        ("f8", "Float64"),
+        ("n", "Decimal(18, 4)"),
+        ("n38", "Decimal(38, 10)"),
+        ("t", "String"),
+        ("fs", "FixedString(4)"),
+        ("by", "String"),
+        ("u", "UUID"),
+        ("d", "Date"),
+        ("d32", "Date32"),
+        ("ts", "DateTime"),
+        ("tsz", "DateTime64(6)"),
+        ("ip4", "IPv4"),
+        ("ip6", "IPv6"),
+        ("nt", "Nullable(String)"),
+        ("lc", "LowCardinality(String)"),
+    ];
+    let route = LiveRoute::new(
+        "types",
+        columns,
+        "CREATE TABLE public.source_table (id bigint NOT NULL, i2 smallint NOT NULL, \
+         i4 integer NOT NULL, i8 bigint NOT NULL, b boolean NOT NULL, f4 real NOT NULL, \
+         f8 double precision NOT NULL, n numeric(18,4) NOT NULL, n38 numeric(38,10) NOT NULL, \
+         t text NOT NULL, fs char(4) NOT NULL, by bytea NOT NULL, u uuid NOT NULL, \
+         d date NOT NULL, d32 date NOT NULL, ts timestamp NOT NULL, tsz timestamptz NOT NULL, \
+         ip4 inet NOT NULL, ip6 inet NOT NULL, nt text, lc text NOT NULL); \
+         INSERT INTO public.source_table SELECT i, (i * 97 % 65536 - 32768)::smallint, \
+         -i * 65537, i * 4294967311, i % 3 = 0, i / 3.0, -i / 7.0, i * 1.0625, \
+         i * 12345.0123456789, 'text ' || i || ' é', lpad(i::text, 4, 'x'), \
+         decode(lpad(to_hex(i), 8, '0'), 'hex'), md5(i::text)::uuid, DATE '1970-01-01' + i, \
+         DATE '1901-01-01' + i * 100, TIMESTAMP '2026-01-01 00:00:00' + i * interval '1 second', \
+         TIMESTAMPTZ '2026-01-01 00:00:00+00' + i * interval '1 microsecond', \
+         ('10.0.' || (i % 256) || '.' || (i % 200))::inet, ('2001:db8::' || to_hex(i))::inet, \
+         CASE WHEN i % 5 = 0 THEN NULL ELSE 'n' || i END, 'lc' || (i % 3) \
+         FROM generate_series(1, 300) AS i;",
+    );
+    // READY needs each member's canonical content digest, read back from the real engine, to
+    // equal the artifact's (extracted from PostgreSQL); COMMITTED needs it again of every
+    // published target. The receipt records each member's digest.
+    let run = route.ok("run", Some("types-1"));
+    let receipt = &run["receipt"];
+    assert_eq!(receipt["artifact"]["row_count"], 300);
+    let members = receipt["members"].as_array().expect("members");
+    assert_eq!(members.len(), 2);
+    for m in members {
+        assert_eq!(m["content_digest"], receipt["content_digest"]);
+        assert_eq!(m["row_count"], 300);
+    }
+    let facts = route.members();
+    assert_eq!(facts[0].0, facts[1].0);
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn live_swapped_member_urls_are_refused_before_anything_is_created() {
+    let route = LiveRoute::new("identity", LIVE_COLUMNS, LIVE_SOURCE);
+    let text = std::fs::read_to_string(&route.registry).expect("registry");
+    let mut urls = std::env::var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS").expect("set");
+    urls = urls
+        .split(',')
+        .filter_map(|i| i.split_once('=').map(|(_, u)| u.to_owned()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let (u1, u2) = urls.split_once(',').expect("two members");
+    let swapped = text
+        .replace(
+            &format!("replica_num: 1, url: '{u1}'"),
+            "replica_num: 1, url: 'U2'",
+        )
+        .replace(
+            &format!("replica_num: 2, url: '{u2}'"),
+            "replica_num: 2, url: 'U1'",
+        )
+        .replace("'U1'", &format!("'{u1}'"))
+        .replace("'U2'", &format!("'{u2}'"));
+    assert_ne!(swapped, text);
+    std::fs::write(&route.registry, swapped).expect("write");
+    let out = route.cmd("run", Some("identity-1"), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_UNPROVEN"
+    );
+    assert_eq!(stdout_json(&out)["recovery"], "fix_manifest");
+    for (_, tables) in route.members_if_any() {
+        assert!(tables.is_empty(), "nothing was created: {tables:?}");
+    }
 }
