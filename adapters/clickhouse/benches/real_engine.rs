@@ -1,0 +1,240 @@
+//! Benchmark on the real-engine tier (`.ci/start-clickhouse`), in one run:
+//!
+//! - end-to-end publication of 1M rows (8 columns of mixed types) to the two members — seal,
+//!   per-member create and load, canonical content digest read back from each member, one
+//!   fenced `ON CLUSTER` RENAME, commit — against the baseline of loading the same artifact into
+//!   one member by hand with `INSERT … FORMAT RowBinary`; reports the ratio;
+//! - member read throughput: streaming the published table back as `RowBinary`.
+//!
+//! `eval "$(bash .ci/start-clickhouse | tail -n 1 | sed 's/^/export /')"`, then
+//! `cargo bench -p dpone-adapter-clickhouse --bench real_engine` (`DPONE_BENCH_ROWS` overrides
+//! the row count). Prints JSON; needs the tier's variables, and says so otherwise.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // the report is the output
+
+use std::io::{Read, Write};
+use std::time::Instant;
+
+use dpone_adapter_clickhouse::{
+    ClickHouseCluster, ClickHouseConfig, Credential, Extract, StoreArtifactSource,
+};
+use dpone_artifact_store::ArtifactStore;
+use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
+use dpone_engine_clickhouse::contracts::{Digest, Schema, member_id};
+use dpone_engine_clickhouse::ports::{
+    ArtifactSource, MemberCatalog, NoProgress, PortError, SystemEnvironment,
+};
+use dpone_engine_clickhouse::synthetic::FnGate;
+use dpone_engine_clickhouse::{
+    Coordinator, CoordinatorConfig, OperationRequest, Ports, RunOutcome,
+};
+use dpone_policy_model::admission::StaticFacts;
+
+fn schema() -> Schema {
+    Schema::of(&[
+        ("id", "UInt64"),
+        ("name", "String"),
+        ("amount", "Decimal(18, 2)"),
+        ("day", "Date"),
+        ("ts", "DateTime64(3)"),
+        ("note", "Nullable(String)"),
+        ("ratio", "Float64"),
+        ("uid", "UUID"),
+    ])
+}
+
+struct Generated(u64);
+
+impl Extract for Generated {
+    fn extract(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, PortError> {
+        let types = column_types(schema).expect("bench schema is in the profile");
+        let mut w = RowBinaryWriter::new(types.clone());
+        for i in 0..self.0 {
+            let mut uid = [0u8; 16];
+            uid[8..].copy_from_slice(&i.to_be_bytes());
+            uid[6] = 0x40;
+            w.row(&[
+                Value::UInt(u128::from(i)),
+                Value::Bytes(format!("name-{i}").into_bytes()),
+                Value::Int(i128::from(i) * 37),
+                Value::Int(i128::from(i % 20_000)),
+                Value::Int(1_700_000_000_000 + i128::from(i)),
+                if i % 3 == 0 {
+                    Value::Null
+                } else {
+                    Value::Bytes(format!("note {i}").into_bytes())
+                },
+                Value::Float(i as f64 / 7.0),
+                Value::Raw16(uid),
+            ])
+            .expect("row fits");
+            if i % 65_536 == 65_535 {
+                out.write_all(&w.finish())
+                    .map_err(|_| PortError::rejected("DPONE_BENCH_WRITE"))?;
+                w = RowBinaryWriter::new(types.clone());
+            }
+        }
+        out.write_all(&w.finish())
+            .map_err(|_| PortError::rejected("DPONE_BENCH_WRITE"))?;
+        Ok(self.0)
+    }
+}
+
+fn var(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+fn main() {
+    let Some(url) = var("DPONE_TEST_CLICKHOUSE_URL") else {
+        eprintln!(
+            "real_engine bench: DPONE_TEST_CLICKHOUSE_URL is not set; start the tier with .ci/start-clickhouse (nothing measured)"
+        );
+        return;
+    };
+    let members = var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS").expect("member URLs beside the URL");
+    let rows: u64 = var("DPONE_BENCH_ROWS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let member_urls = members
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let (key, u) = item.split_once('=').expect("shard:replica=url");
+            let (s, r) = key.split_once(':').expect("shard:replica");
+            (
+                (s.parse().expect("shard"), r.parse().expect("replica")),
+                u.to_owned(),
+            )
+        })
+        .collect();
+    let database = var("DPONE_TEST_CLICKHOUSE_DATABASE").unwrap_or_else(|| "dpone_test".into());
+    let cluster_name =
+        var("DPONE_TEST_CLICKHOUSE_CLUSTER").unwrap_or_else(|| "analytics_cluster".into());
+    let config = ClickHouseConfig {
+        coordinator_url: url,
+        member_urls,
+        credential: Credential {
+            user: var("DPONE_TEST_CLICKHOUSE_USER").unwrap_or_else(|| "default".into()),
+            password: var("DPONE_TEST_CLICKHOUSE_PASSWORD").unwrap_or_default(),
+        },
+        authority_database: "dpone_test".into(),
+        authority_table: "dpone_authority".into(),
+        cluster: cluster_name.clone(),
+        ddl_task_timeout_secs: 300,
+        request_timeout_secs: 600,
+    };
+    let cluster = ClickHouseCluster::new(&config).expect("adapter");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ArtifactStore::open_path(dir.path(), 4 << 30).expect("store");
+    let source = StoreArtifactSource::new(&store, Generated(rows));
+    let tag = format!(
+        "{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs()
+    );
+
+    // Baseline: the same artifact bytes loaded into one member by hand.
+    let identity = source.seal(&schema(), 4 << 30).expect("seal");
+    let hand_table = format!("bench_hand_{tag}");
+    let member1 = member_id(1, 1);
+    let uuid = dpone_engine_clickhouse::contracts::Uuid::parse("5e1ec7ed-0000-4000-8000-000000000001")
+        .expect("uuid");
+    let spec = dpone_engine_clickhouse::ports::CandidateSpec {
+        database: &database,
+        name: &hand_table,
+        uuid,
+        schema: &schema(),
+        engine: "MergeTree",
+        order_by: &["id".to_owned()],
+    };
+    cluster.create_candidate(&member1, &spec).expect("create");
+    let mut bytes = source.open(&identity).expect("open");
+    let started = Instant::now();
+    cluster
+        .load(
+            &member1,
+            &database,
+            &hand_table,
+            uuid,
+            &mut bytes,
+            &dpone_engine_clickhouse::ports::LoadTokens {
+                query_id: format!("bench-hand-{tag}"),
+                dedup_token: format!("bench-hand-{tag}"),
+            },
+        )
+        .expect("hand load");
+    let hand = started.elapsed().as_secs_f64();
+
+    // Member read throughput: the table streamed back as RowBinary.
+    let started = Instant::now();
+    let mut reader = cluster
+        .read_rows(&member1, &database, &hand_table, uuid, &schema())
+        .expect("read");
+    let mut buf = vec![0u8; 1 << 20];
+    let mut read_bytes = 0u64;
+    loop {
+        let n = reader.read(&mut buf).expect("stream");
+        if n == 0 {
+            break;
+        }
+        read_bytes += n as u64;
+    }
+    let read = started.elapsed().as_secs_f64();
+    drop(reader);
+    cluster
+        .drop_exact(&member1, &database, &hand_table, uuid)
+        .expect("drop");
+
+    // End to end through the engine: seal, two members, digests, publication, commit.
+    let gate = FnGate::new(
+        "native-policy-core",
+        dpone_policy_admission::admit_static,
+        dpone_policy_admission::admit_runtime,
+    );
+    let env = SystemEnvironment;
+    let coordinator = Coordinator::new(
+        Ports {
+            authority: &cluster,
+            inventory: &cluster,
+            catalog: &cluster,
+            ddl: &cluster,
+            artifacts: &source,
+            admission: &gate,
+            env: &env,
+            progress: &NoProgress,
+        },
+        CoordinatorConfig::default(),
+    );
+    let req = OperationRequest {
+        static_facts: StaticFacts {
+            cluster_name,
+            ddl_scope: Some("cluster".into()),
+            replication_mode: Some("external".into()),
+            engine: "MergeTree".into(),
+            max_source_bytes: Some(4 << 30),
+            target_database: database.clone(),
+            staging_database: database,
+            access_table_engine: None,
+        },
+        target_table: format!("bench_e2e_{tag}"),
+        scheduler_invocation: format!("bench-{tag}"),
+        plan_digest: Digest::of(b"bench plan"),
+        schema: schema(),
+        order_by: vec!["id".into()],
+    };
+    let started = Instant::now();
+    let outcome = coordinator.run(&req).expect("publication");
+    let e2e = started.elapsed().as_secs_f64();
+    assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    println!(
+        "{{\"bench\":\"clickhouse_real_engine\",\"rows\":{rows},\"columns\":8,\"artifact_bytes\":{},\
+\"members\":2,\"end_to_end_s\":{e2e:.3},\"hand_load_one_member_s\":{hand:.3},\
+\"ratio_end_to_end_over_hand\":{:.2},\"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0}}}",
+        identity.byte_size,
+        e2e / hand,
+        read_bytes as f64 / read / 1e6,
+        rows as f64 / read
+    );
+}
