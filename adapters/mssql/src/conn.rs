@@ -5,9 +5,10 @@
 //! class and, for server errors, the SQL Server error number.
 
 use crate::pins::{CatalogRow, SessionIdentity};
+use crate::server::ServerFacts;
 use crate::sql;
 use dpone_engine_xmin::registry::Endpoint;
-use tiberius::{AuthMethod, Client, Config, EncryptionLevel, Row};
+use tiberius::{AuthMethod, Client, ColumnData, Config, EncryptionLevel, Row};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 
@@ -141,6 +142,35 @@ fn int(row: &Row, col: &str, step: &'static str) -> Result<Option<i32>, ConnErro
         .map_err(|_| ConnError::Shape(step))
 }
 
+/// The create token of a typed `datetime2` column ([`crate::pins::create_token`]).
+fn create_token(row: &Row, col: &str, step: &'static str) -> Result<String, ConnError> {
+    let cell = row
+        .cells()
+        .find(|(c, _)| c.name() == col)
+        .map(|(_, d)| d)
+        .ok_or(ConnError::Shape(step))?;
+    match cell {
+        ColumnData::DateTime2(Some(v)) => {
+            crate::pins::create_token(v.date().days(), v.time().increments(), v.time().scale())
+                .ok_or(ConnError::Shape(step))
+        }
+        _ => Err(ConnError::Shape(step)),
+    }
+}
+
+/// What kind of TDS server this session reached ([`crate::server::classify`] decides).
+pub async fn server_facts(client: &mut MssqlClient) -> Result<ServerFacts, ConnError> {
+    const STEP: &str = "server_facts";
+    let r = rows(client, STEP, sql::SERVER_FACTS, &[]).await?;
+    let row = r.first().ok_or(ConnError::Shape(STEP))?;
+    Ok(ServerFacts {
+        babelfish: text(row, "babelfish", STEP)?,
+        version_text: text(row, "version_text", STEP)?,
+        product_version: text(row, "product_version", STEP)?,
+        engine_edition: int(row, "engine_edition", STEP)?,
+    })
+}
+
 /// `HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE')`.
 pub async fn metadata_permission(client: &mut MssqlClient) -> Result<Option<i32>, ConnError> {
     const STEP: &str = "metadata_permission";
@@ -161,7 +191,7 @@ pub async fn catalog_rows(
             Ok(CatalogRow {
                 name: text(row, "name", STEP)?.ok_or(ConnError::Shape(STEP))?,
                 database_id: int(row, "database_id", STEP)?.ok_or(ConnError::Shape(STEP))?,
-                create_token: text(row, "create_token", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                create_token: create_token(row, "create_date", STEP)?,
                 database_guid: text(row, "database_guid", STEP)?,
                 state_desc: text(row, "state_desc", STEP)?.unwrap_or_default(),
                 user_access_desc: text(row, "user_access_desc", STEP)?.unwrap_or_default(),
@@ -185,7 +215,11 @@ pub async fn session_identity(client: &mut MssqlClient) -> Result<SessionIdentit
         instance_name: text(row, "instance_name", STEP)?,
         product_version: req("product_version")?,
         principal_name: req("principal_name")?,
-        principal_sid: req("principal_sid")?,
+        principal_sid: row
+            .try_get::<&[u8], _>("principal_sid")
+            .map_err(|_| ConnError::Shape(STEP))?
+            .map(crate::pins::sid_hex)
+            .ok_or(ConnError::Shape(STEP))?,
     })
 }
 

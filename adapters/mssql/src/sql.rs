@@ -5,8 +5,10 @@
 //! session settings ([`SET_XACT_ABORT`], [`SET_SERIALIZABLE`]), [`BEGIN`] and
 //! [`Finalizer::missing_table_ddl`] must be sent as plain batches so they outlive the statement. Statements are grouped by boundary:
 //!
-//! - Pin verification ([`METADATA_PERMISSION`], [`CATALOG_ROWS`], [`SESSION_IDENTITY`],
-//!   [`CURRENT_DATABASE`]): read before any source I/O.
+//! - Server and pin verification ([`SERVER_FACTS`], [`METADATA_PERMISSION`], [`CATALOG_ROWS`],
+//!   [`SESSION_IDENTITY`], [`CURRENT_DATABASE`]): read before any source I/O, and again on the
+//!   run connection when the run transaction begins. None of them depends on a `CONVERT`
+//!   style: typed values are formatted in Rust.
 //! - Staging ([`Finalizer::stage_rows_ddl`], [`Finalizer::stage_keys_ddl`]): text keys in
 //!   `Latin1_General_100_BIN2`, clustered on the key.
 //! - The finalizer ([`Finalizer`]): `SET XACT_ABORT ON`, `SERIALIZABLE`, a transaction-owned
@@ -72,11 +74,22 @@ pub const IS_DELETED_COLUMN: &str = "__dpone__is_deleted";
 pub const METADATA_PERMISSION: &str =
     "SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE') AS has_view_any_database;";
 
+/// What kind of TDS server answers ([`crate::server::classify`]): asked first on every session
+/// (before any pin, staging or write). `SERVERPROPERTY` of an unknown name is NULL on SQL
+/// Server; Babelfish answers `1` for `'Babelfish'`.
+pub const SERVER_FACTS: &str = "SELECT CONVERT(nvarchar(128), SERVERPROPERTY('Babelfish')) AS babelfish, \
+CONVERT(nvarchar(4000), @@VERSION) AS version_text, \
+CONVERT(nvarchar(128), SERVERPROPERTY('ProductVersion')) AS product_version, \
+CONVERT(int, SERVERPROPERTY('EngineEdition')) AS engine_edition;";
+
 /// Every database whose name folds to `@P1` (case- and accent-insensitive), so the verifier sees
-/// the exact spelling and any casefold decoy. The create token is `create_date` as `datetime2(7)`
-/// in ISO 8601; the GUID comes from `sys.database_recovery_status`.
+/// the exact spelling and any casefold decoy. `create_date` is returned as a typed
+/// `datetime2(7)` and the create token is formatted from it in Rust
+/// ([`crate::pins::create_token`]): no `CONVERT` style, whose output drops a zero fraction. The
+/// GUID comes from `sys.database_recovery_status` (`uniqueidentifier` to `varchar` takes no
+/// style).
 pub const CATALOG_ROWS: &str = "SELECT d.name AS name, d.database_id AS database_id, \
-CONVERT(varchar(27), CAST(d.create_date AS datetime2(7)), 126) AS create_token, \
+CAST(d.create_date AS datetime2(7)) AS create_date, \
 CONVERT(varchar(36), r.database_guid) AS database_guid, d.state_desc AS state_desc, \
 d.user_access_desc AS user_access_desc, HAS_DBACCESS(d.name) AS has_dbaccess \
 FROM master.sys.databases AS d \
@@ -84,12 +97,13 @@ LEFT JOIN master.sys.database_recovery_status AS r ON r.database_id = d.database
 WHERE d.name COLLATE Latin1_General_100_CI_AI = @P1 COLLATE Latin1_General_100_CI_AI \
 ORDER BY d.database_id;";
 
-/// Topology and effective principal of a session: target and state sessions must agree.
+/// Topology and effective principal of a session: target and state sessions must agree. The
+/// SID is read as `varbinary` and hex-encoded in Rust (no `CONVERT` style).
 pub const SESSION_IDENTITY: &str = "SELECT CONVERT(nvarchar(256), @@SERVERNAME) AS server_name, \
 CONVERT(nvarchar(256), SERVERPROPERTY('MachineName')) AS machine_name, \
 CONVERT(nvarchar(256), SERVERPROPERTY('InstanceName')) AS instance_name, \
 CONVERT(nvarchar(256), SERVERPROPERTY('ProductVersion')) AS product_version, \
-SUSER_SNAME() AS principal_name, CONVERT(varchar(172), SUSER_SID(), 1) AS principal_sid;";
+SUSER_SNAME() AS principal_name, SUSER_SID() AS principal_sid;";
 
 /// The staging lease's own view of its current database (checked before and after each staging
 /// action).
@@ -833,6 +847,7 @@ fn key_or_business(cols: &[BusinessColumn], alias: &str) -> String {
 /// The fixed statements, named, for snapshot and parse tests.
 pub fn fixed() -> Vec<(&'static str, &'static str)> {
     vec![
+        ("server_facts", SERVER_FACTS),
         ("metadata_permission", METADATA_PERMISSION),
         ("catalog_rows", CATALOG_ROWS),
         ("session_identity", SESSION_IDENTITY),

@@ -4,7 +4,10 @@
 //! pins of target, staging and state against the master catalog (permission first), proves the
 //! target and state sessions share topology and effective principal, freezes the finalizer from
 //! the target's columns and checks the state catalog — all before source I/O. Reads outside the
-//! run (state, receipt probes, authority preview) use a control session.
+//! run (state, receipt probes, authority preview) use a control session. Every session first
+//! proves it reached a supported SQL Server ([`check_server`]; Babelfish and older versions are
+//! refused). `begin` does not depend on preflight: it re-verifies the server, the pins and the
+//! target's columns on the run's own connection, as the PostgreSQL port does.
 //!
 //! [`MssqlSession`] is the [`TargetSession`]: the run connection ([`RunTransaction`]) plus the
 //! staging lease ([`StagingLease`]) on the signed staging database. Staging tables get a fresh
@@ -16,6 +19,7 @@
 
 use crate::conn::{self, ConnError, MssqlClient};
 use crate::pins::{self, CatalogRow, DatabaseAuthorities, PinError, RoleCapture, SessionIdentity};
+use crate::server::{self, ServerClass};
 use crate::session::{RunTransaction, StagingError, StagingLease, iso_utc, to_xmin};
 use crate::shape::{self, ColumnRow};
 use crate::sql::{
@@ -177,7 +181,9 @@ impl MssqlTargetSpec {
 
 /// Maps a pin failure to the engine's codes; the adapter's detail code leads the message.
 pub fn pin_error(e: &PinError) -> XminError {
-    let code = if e.code.ends_with("metadata_permission_denied") {
+    let code = if e.code.starts_with("mssql_transaction.server_") {
+        ErrorCode::TargetServerUnsupported
+    } else if e.code.ends_with("metadata_permission_denied") {
         ErrorCode::TargetMetadataPermissionDenied
     } else if e.code.ends_with("topology_mismatch") || e.code.ends_with("principal_mismatch") {
         ErrorCode::TargetTopologyMismatch
@@ -357,8 +363,6 @@ pub struct MssqlTarget {
     spec: MssqlTargetSpec,
     fin: Option<Finalizer>,
     control: Option<MssqlClient>,
-    /// Topology and principal of the target session, captured at preflight.
-    target_session: Option<SessionIdentity>,
 }
 
 impl MssqlTarget {
@@ -368,7 +372,6 @@ impl MssqlTarget {
             spec,
             fin: None,
             control: None,
-            target_session: None,
         }
     }
 
@@ -401,11 +404,13 @@ impl MssqlTarget {
     }
 
     /// Verifies the pins of target, staging then state and the shared topology; returns the
-    /// role-aware pin digest and the target session's identity.
+    /// role-aware pin digest and the target session's identity. With `state` absent every pin
+    /// is read on `target` (the run connection, which reaches the state database by three-part
+    /// name, so its view of the state database is the one that matters).
     async fn verify_pins(
         &self,
         target: &mut MssqlClient,
-        state: &mut MssqlClient,
+        mut state: Option<&mut MssqlClient>,
     ) -> Result<(String, SessionIdentity)> {
         let authorities: DatabaseAuthorities = self
             .spec
@@ -415,15 +420,22 @@ impl MssqlTarget {
             .map(|p| (p.name.clone(), p.authority.clone()))
             .collect();
         let target_perms = conn::metadata_permission(target).await.map_err(cx)?;
-        let state_perms = conn::metadata_permission(state).await.map_err(cx)?;
+        let state_perms = match state.as_deref_mut() {
+            Some(s) => conn::metadata_permission(s).await.map_err(cx)?,
+            None => target_perms,
+        };
         let mut captured: Vec<(MssqlRole, Option<i32>, Vec<CatalogRow>)> = Vec::new();
         for pin in &self.spec.pins.pins {
-            let (session, perms) = match pin.role {
-                MssqlRole::State => (&mut *state, state_perms),
-                MssqlRole::Target | MssqlRole::Staging => (&mut *target, target_perms),
+            let perms = match pin.role {
+                MssqlRole::State => state_perms,
+                MssqlRole::Target | MssqlRole::Staging => target_perms,
             };
             // Permission first: without it the catalog rows are not interpretable.
             pins::check_metadata_permission(pin.role, perms).map_err(|e| pin_error(&e))?;
+            let session: &mut MssqlClient = match (pin.role, state.as_deref_mut()) {
+                (MssqlRole::State, Some(s)) => s,
+                _ => &mut *target,
+            };
             let rows = conn::catalog_rows(session, &pin.name).await.map_err(cx)?;
             captured.push((pin.role, perms, rows));
         }
@@ -439,54 +451,26 @@ impl MssqlTarget {
             })
             .collect();
         let target_identity = conn::session_identity(target).await.map_err(cx)?;
-        let state_identity = conn::session_identity(state).await.map_err(cx)?;
+        let state_identity = match state {
+            Some(s) => conn::session_identity(s).await.map_err(cx)?,
+            None => target_identity.clone(),
+        };
         let digest = pins::verify_route(&roles, &target_identity, &state_identity)
             .map_err(|e| pin_error(&e))?;
-        Ok((digest, target_identity))
-    }
-
-    /// Opens the staging lease: a session in the staging database whose catalog row (id, GUID,
-    /// create token, state) matches the pin and which reaches the target's instance as the same
-    /// principal; `StagingLease::open` then checks its own `DB_ID()` and `DB_NAME()`.
-    async fn open_lease(&self) -> Result<StagingLease> {
-        let pin = self.spec.pins.pin(MssqlRole::Staging).clone();
-        let target_session = self.target_session.as_ref().ok_or_else(|| {
-            XminError::new(
-                ErrorCode::TargetTableInvalid,
-                "preflight must run before the staging lease",
-            )
-        })?;
-        let mut client = self.connect(MssqlRole::Staging).await?;
-        let rows = conn::catalog_rows(&mut client, &pin.name)
-            .await
-            .map_err(cx)?;
-        pins::verify_database(MssqlRole::Staging, &pin.name, &pin.authority, &rows)
-            .map_err(|e| pin_error(&e))?;
-        let lease_session = conn::session_identity(&mut client).await.map_err(cx)?;
-        pins::verify_lease_identity(target_session, &lease_session).map_err(|e| pin_error(&e))?;
-        StagingLease::open(client, &pin.name, pin.authority)
-            .await
-            .map_err(staging_error)
-    }
-}
-
-impl TargetPort for MssqlTarget {
-    type Session = MssqlSession;
-
-    async fn preflight(&mut self) -> Result<()> {
-        let mut target = self.connect(MssqlRole::Target).await?;
-        let mut state = self.connect(MssqlRole::State).await?;
-        let (digest, target_session) = self.verify_pins(&mut target, &mut state).await?;
         if digest != self.spec.pins.digest() {
             return Err(XminError::new(
                 ErrorCode::TargetDatabasePinMismatch,
                 "verified pins differ from the route's pins",
             ));
         }
+        Ok((digest, target_identity))
+    }
+
+    /// Reads the target's columns on a session in the target database and freezes the
+    /// finalizer from them (shape checked, bulk-load limits refused).
+    async fn freeze(&self, target: &mut MssqlClient) -> Result<Finalizer> {
         let object = format!("{}.{}", ident(&self.spec.schema), ident(&self.spec.table));
-        let columns = conn::target_columns(&mut target, &object)
-            .await
-            .map_err(cx)?;
+        let columns = conn::target_columns(target, &object).await.map_err(cx)?;
         if columns.is_empty() {
             return Err(XminError::new(
                 ErrorCode::TargetTableInvalid,
@@ -496,7 +480,47 @@ impl TargetPort for MssqlTarget {
                 ),
             ));
         }
-        let fin = self.spec.finalizer(&columns)?;
+        self.spec.finalizer(&columns)
+    }
+
+    /// Opens the staging lease: a session in the staging database on a supported server whose
+    /// catalog row (id, GUID, create token, state) matches the pin and which reaches the run
+    /// connection's instance as the same principal; `StagingLease::open` then checks its own
+    /// `DB_ID()` and `DB_NAME()`.
+    async fn open_lease(&self, run_session: &SessionIdentity) -> Result<StagingLease> {
+        let pin = self.spec.pins.pin(MssqlRole::Staging).clone();
+        let mut client = self.connect(MssqlRole::Staging).await?;
+        check_server(&mut client).await?;
+        let rows = conn::catalog_rows(&mut client, &pin.name)
+            .await
+            .map_err(cx)?;
+        pins::verify_database(MssqlRole::Staging, &pin.name, &pin.authority, &rows)
+            .map_err(|e| pin_error(&e))?;
+        let lease_session = conn::session_identity(&mut client).await.map_err(cx)?;
+        pins::verify_lease_identity(run_session, &lease_session).map_err(|e| pin_error(&e))?;
+        StagingLease::open(client, &pin.name, pin.authority)
+            .await
+            .map_err(staging_error)
+    }
+}
+
+/// Refuses a server that is not a supported SQL Server ([`server::classify`]); asked first on
+/// every session, before any pin, staging or write.
+pub async fn check_server(client: &mut MssqlClient) -> Result<ServerClass> {
+    let facts = conn::server_facts(client).await.map_err(cx)?;
+    server::classify(&facts).map_err(|e| pin_error(&e))
+}
+
+impl TargetPort for MssqlTarget {
+    type Session = MssqlSession;
+
+    async fn preflight(&mut self) -> Result<()> {
+        let mut target = self.connect(MssqlRole::Target).await?;
+        check_server(&mut target).await?;
+        let mut state = self.connect(MssqlRole::State).await?;
+        check_server(&mut state).await?;
+        self.verify_pins(&mut target, Some(&mut state)).await?;
+        let fin = self.freeze(&mut target).await?;
         let rows = query_rows(&mut state, "state catalog", &fin.state.catalog_check(), &[])
             .await
             .map_err(cx)?;
@@ -511,7 +535,6 @@ impl TargetPort for MssqlTarget {
         }
         self.fin = Some(fin);
         self.control = Some(target);
-        self.target_session = Some(target_session);
         Ok(())
     }
 
@@ -574,14 +597,23 @@ impl TargetPort for MssqlTarget {
     }
 
     async fn begin(&mut self) -> Result<MssqlSession> {
-        let fin = self.fin.clone().ok_or_else(|| {
-            XminError::new(
+        // Everything the transaction depends on is re-verified on the run's own connection, so
+        // `begin` needs no preflight and a redirected endpoint cannot swap a database between
+        // the two.
+        let mut client = self.connect(MssqlRole::Target).await?;
+        check_server(&mut client).await?;
+        let (_, run_session) = self.verify_pins(&mut client, None).await?;
+        let fin = self.freeze(&mut client).await?;
+        if self.fin.as_ref().is_some_and(|f| *f != fin) {
+            return Err(XminError::new(
                 ErrorCode::TargetTableInvalid,
-                "preflight must run before the run transaction",
-            )
-        })?;
-        let lease = self.open_lease().await?;
-        let client = self.connect(MssqlRole::Target).await?;
+                format!(
+                    "{}: the target's columns changed since preflight",
+                    shape::TARGET_TABLE_INVALID
+                ),
+            ));
+        }
+        let lease = self.open_lease(&run_session).await?;
         let tx = RunTransaction::begin(client, fin).await.map_err(cx)?;
         Ok(MssqlSession {
             tx,

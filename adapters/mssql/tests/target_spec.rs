@@ -2,8 +2,10 @@
 //! rows, the delete shape of each plan mode, the mapping of pin failures to engine codes, and
 //! the invocation digest of contract v2.
 //!
-//! Tier: unit (no server). The port's I/O is exercised by `tests/engine_suites.rs` when
-//! `DPONE_TEST_MSSQL_URL` is set.
+//! Tier: unit (no server). The port's I/O is exercised, when `DPONE_TEST_MSSQL_URL` is set, by
+//! the `::sql_server` variants of the engine's shared suites in `adapters/postgres/tests/`
+//! (`lifecycle.rs`, `faults.rs`, `guards.rs`, `transfer.rs`) and by this crate's
+//! `tests/live.rs`.
 
 use dpone_adapter_mssql::pins::PinError;
 use dpone_adapter_mssql::shape::ColumnRow;
@@ -261,4 +263,60 @@ fn hard_delete_target_has_no_reserved_soft_delete_columns() {
         .finalizer(&columns())
         .expect_err("reserved column on a hard-delete target");
     assert_eq!(e.code(), ErrorCode::TargetTableInvalid);
+}
+
+/// `begin` does not depend on `preflight` (the `TargetPort` contract, as on PostgreSQL): it
+/// connects and re-verifies everything on the run's own connection. Without a server that is a
+/// connection failure, never "preflight must run before the run transaction".
+#[tokio::test]
+async fn begin_does_not_require_preflight() {
+    use dpone_adapter_mssql::target::MssqlTarget;
+    use dpone_engine_xmin::ports::TargetPort;
+    let mut s = spec(Mode::TimestampOnly);
+    // A closed local port: the connection is refused at once.
+    s.endpoint.spec.host = "127.0.0.1".into();
+    s.endpoint.spec.port = 1;
+    let mut target = MssqlTarget::new(s);
+    let e = match target.begin().await {
+        Ok(_) => panic!("no server listens on port 1"),
+        Err(e) => e,
+    };
+    assert_eq!(e.code(), ErrorCode::TargetConnect, "{e}");
+    assert!(!e.message().contains("preflight"), "{e}");
+}
+
+/// Every test file named in the crate's docs and test headers exists (the tier map must not
+/// drift from the tree).
+#[test]
+fn named_test_files_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = root.join("../..");
+    let mut texts = vec![(
+        "docs/mssql-target.md".to_owned(),
+        std::fs::read_to_string(repo.join("docs/mssql-target.md")).expect("docs"),
+    )];
+    for entry in std::fs::read_dir(root.join("tests")).expect("tests dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("test file");
+            texts.push((path.display().to_string(), text));
+        }
+    }
+    for (file, text) in texts {
+        for (i, _) in text.match_indices("tests/") {
+            let rest = &text[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '.')))
+                .unwrap_or(rest.len());
+            let name = rest[..end].trim_end_matches('.');
+            if !name.ends_with(".rs") {
+                continue;
+            }
+            let candidates = [root.join(name), repo.join("adapters/postgres").join(name)];
+            assert!(
+                candidates.iter().any(|p| p.exists()),
+                "{file} names {name}, which does not exist"
+            );
+        }
+    }
 }

@@ -158,6 +158,18 @@ pub struct RunRecord {
 }
 
 /// The target and state database, outside the run transaction.
+///
+/// The contract is the same on every target:
+///
+/// - [`TargetPort::preflight`] proves everything that can be proved before source I/O; the
+///   engine calls it first so a misconfigured route fails before extraction.
+/// - [`TargetPort::begin`] does not depend on `preflight` having run (nor on its session): it
+///   re-verifies the pins on the run's own connection before the transaction starts (and
+///   whatever else the transaction depends on: on SQL Server also the server class and the
+///   target's columns, from which it freezes the finalizer), so a pooled or redirected endpoint
+///   cannot swap the database between preflight and the transaction, and a harness may call
+///   `begin` directly.
+/// - The read methods open their own session when none is open.
 pub trait TargetPort: Send {
     /// The transaction type.
     type Session: TargetSession;
@@ -194,7 +206,8 @@ pub trait TargetPort: Send {
     ) -> impl Future<Output = Result<Option<AuthorityRecord>>> + Send;
     /// Records a run that did not commit (best effort, own transaction).
     fn record_failed_run(&mut self, run: &RunRecord) -> impl Future<Output = Result<()>> + Send;
-    /// Opens a connection and begins the SERIALIZABLE run transaction.
+    /// Opens a connection, re-verifies the pins on it, and begins the
+    /// SERIALIZABLE run transaction. Never requires a prior [`TargetPort::preflight`].
     fn begin(&mut self) -> impl Future<Output = Result<Self::Session>> + Send;
 }
 

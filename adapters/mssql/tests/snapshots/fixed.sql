@@ -1,11 +1,14 @@
+-- server_facts
+SELECT CONVERT(nvarchar(128), SERVERPROPERTY('Babelfish')) AS babelfish, CONVERT(nvarchar(4000), @@VERSION) AS version_text, CONVERT(nvarchar(128), SERVERPROPERTY('ProductVersion')) AS product_version, CONVERT(int, SERVERPROPERTY('EngineEdition')) AS engine_edition;
+
 -- metadata_permission
 SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE') AS has_view_any_database;
 
 -- catalog_rows
-SELECT d.name AS name, d.database_id AS database_id, CONVERT(varchar(27), CAST(d.create_date AS datetime2(7)), 126) AS create_token, CONVERT(varchar(36), r.database_guid) AS database_guid, d.state_desc AS state_desc, d.user_access_desc AS user_access_desc, HAS_DBACCESS(d.name) AS has_dbaccess FROM master.sys.databases AS d LEFT JOIN master.sys.database_recovery_status AS r ON r.database_id = d.database_id WHERE d.name COLLATE Latin1_General_100_CI_AI = @P1 COLLATE Latin1_General_100_CI_AI ORDER BY d.database_id;
+SELECT d.name AS name, d.database_id AS database_id, CAST(d.create_date AS datetime2(7)) AS create_date, CONVERT(varchar(36), r.database_guid) AS database_guid, d.state_desc AS state_desc, d.user_access_desc AS user_access_desc, HAS_DBACCESS(d.name) AS has_dbaccess FROM master.sys.databases AS d LEFT JOIN master.sys.database_recovery_status AS r ON r.database_id = d.database_id WHERE d.name COLLATE Latin1_General_100_CI_AI = @P1 COLLATE Latin1_General_100_CI_AI ORDER BY d.database_id;
 
 -- session_identity
-SELECT CONVERT(nvarchar(256), @@SERVERNAME) AS server_name, CONVERT(nvarchar(256), SERVERPROPERTY('MachineName')) AS machine_name, CONVERT(nvarchar(256), SERVERPROPERTY('InstanceName')) AS instance_name, CONVERT(nvarchar(256), SERVERPROPERTY('ProductVersion')) AS product_version, SUSER_SNAME() AS principal_name, CONVERT(varchar(172), SUSER_SID(), 1) AS principal_sid;
+SELECT CONVERT(nvarchar(256), @@SERVERNAME) AS server_name, CONVERT(nvarchar(256), SERVERPROPERTY('MachineName')) AS machine_name, CONVERT(nvarchar(256), SERVERPROPERTY('InstanceName')) AS instance_name, CONVERT(nvarchar(256), SERVERPROPERTY('ProductVersion')) AS product_version, SUSER_SNAME() AS principal_name, SUSER_SID() AS principal_sid;
 
 -- current_database
 SELECT DB_ID() AS database_id, DB_NAME() AS database_name;
