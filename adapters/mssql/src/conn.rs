@@ -280,6 +280,34 @@ pub async fn execute(
     Ok(())
 }
 
+/// Live-test hygiene: drops every scratch database ([`sql::SCRATCH_PREFIX`]) older than
+/// `older_than_minutes`, left behind by a test process that was killed before its guard ran.
+/// Returns the names dropped.
+pub async fn sweep_scratch(
+    client: &mut MssqlClient,
+    older_than_minutes: i32,
+) -> Result<Vec<String>, ConnError> {
+    const STEP: &str = "sweep_scratch";
+    let r = rows(
+        client,
+        STEP,
+        sql::STALE_SCRATCH_DATABASES,
+        &[&older_than_minutes],
+    )
+    .await?;
+    let names: Vec<String> = r
+        .iter()
+        .map(|row| text(row, "name", STEP)?.ok_or(ConnError::Shape(STEP)))
+        .collect::<Result<_, _>>()?;
+    execute(client, "use", "USE master;").await?;
+    for n in &names {
+        if n.starts_with(sql::SCRATCH_PREFIX) {
+            execute(client, STEP, &sql::drop_scratch_database(n)).await?;
+        }
+    }
+    Ok(names)
+}
+
 /// The live-test connection string, or the reason to skip.
 pub fn test_url() -> Result<String, String> {
     match std::env::var(TEST_URL_ENV) {

@@ -121,6 +121,26 @@ FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_typ
 LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id \
 WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;";
 
+/// Name prefix of every scratch database the live tests create (here and in the shared suites).
+pub const SCRATCH_PREFIX: &str = "dpone_t_";
+
+/// Scratch databases of earlier live-test processes: names starting with [`SCRATCH_PREFIX`]
+/// (`_` escaped, it is a `LIKE` wildcard) created more than `@P1` minutes ago. Younger ones may
+/// belong to a test running now in another process.
+pub const STALE_SCRATCH_DATABASES: &str = "SELECT name FROM sys.databases \
+WHERE name LIKE N'dpone\\_t\\_%' ESCAPE N'\\' \
+AND create_date < DATEADD(MINUTE, -CONVERT(int, @P1), GETDATE()) ORDER BY name;";
+
+/// Drops one scratch database, disconnecting its sessions first.
+pub fn drop_scratch_database(name: &str) -> String {
+    format!(
+        "IF DB_ID(N'{lit}') IS NOT NULL BEGIN \
+ALTER DATABASE {n} SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE {n}; END;",
+        lit = name.replace('\'', "''"),
+        n = ident(name)
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // Transaction framing
 // ---------------------------------------------------------------------------------------------
@@ -860,6 +880,7 @@ pub fn fixed() -> Vec<(&'static str, &'static str)> {
         ("detection_time", DETECTION_TIME),
         ("commit", COMMIT),
         ("rollback", ROLLBACK),
+        ("stale_scratch_databases", STALE_SCRATCH_DATABASES),
     ]
 }
 

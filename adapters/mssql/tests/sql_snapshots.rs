@@ -154,3 +154,19 @@ fn finalizer_validation() {
         Err("mssql_transaction.target_duplicate_column")
     );
 }
+
+#[test]
+fn scratch_sweep_only_touches_the_test_prefix() {
+    // `_` is a LIKE wildcard: the prefix is matched literally, and only old databases are swept,
+    // so a test running now in another process keeps its databases.
+    assert_eq!(sql::SCRATCH_PREFIX, "dpone_t_");
+    assert!(sql::STALE_SCRATCH_DATABASES.contains(r"LIKE N'dpone\_t\_%' ESCAPE N'\'"));
+    assert!(
+        sql::STALE_SCRATCH_DATABASES
+            .contains("create_date < DATEADD(MINUTE, -CONVERT(int, @P1), GETDATE())")
+    );
+    assert_eq!(
+        sql::drop_scratch_database("dpone_t_a]b'c"),
+        "IF DB_ID(N'dpone_t_a]b''c') IS NOT NULL BEGIN ALTER DATABASE [dpone_t_a]]b'c] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE [dpone_t_a]]b'c]; END;"
+    );
+}

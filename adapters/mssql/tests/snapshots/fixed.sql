@@ -37,3 +37,6 @@ COMMIT TRANSACTION;
 -- rollback
 IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION;
 
+-- stale_scratch_databases
+SELECT name FROM sys.databases WHERE name LIKE N'dpone\_t\_%' ESCAPE N'\' AND create_date < DATEADD(MINUTE, -CONVERT(int, @P1), GETDATE()) ORDER BY name;
+
