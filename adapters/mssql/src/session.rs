@@ -33,6 +33,53 @@ pub fn to_xmin(e: &ConnError) -> XminError {
     }
 }
 
+/// SQL Server errors that mean a session lost its database: killed (596), the database dropped
+/// (911), set single-user (924), offline (942), inaccessible (945), in transition (952), not
+/// openable for the login (4060), or the server shutting down (6005).
+pub const LEASE_EVICTION_ERRORS: &[u32] = &[596, 911, 924, 942, 945, 952, 4060, 6005];
+
+/// A failure caused by the staged payload itself: a duplicate key (2627 primary key, 2601
+/// unique index) or a null key (515), whichever session reported it.
+pub fn staged_payload_error(e: &ConnError) -> Option<XminError> {
+    match e {
+        ConnError::Server {
+            number: 2627 | 2601,
+            ..
+        } => Some(XminError::new(
+            ErrorCode::SnapshotDuplicateKey,
+            "a key occurs twice in the staged payload",
+        )),
+        ConnError::Server { number: 515, .. } => Some(XminError::new(
+            ErrorCode::SnapshotNullKey,
+            "a key column is null in the staged payload",
+        )),
+        _ => None,
+    }
+}
+
+/// A failure on the staging lease (its checks, its DDL and the bulk load): the payload's own
+/// faults keep their snapshot codes; an evicted or lost session is
+/// `DPONE_XMIN_TARGET_STAGING_AUTHORITY_LOST` (the staging authority is gone, never transferred
+/// to whatever the session reaches next); anything else is a statement failure.
+pub fn lease_error(e: &ConnError) -> XminError {
+    if let Some(x) = staged_payload_error(e) {
+        return x;
+    }
+    match e {
+        ConnError::Io(_) => XminError::new(
+            ErrorCode::TargetStagingAuthorityLost,
+            format!("mssql_transaction.staging_lease_lost: {e} (staging session lost)"),
+        ),
+        ConnError::Server { number, .. } if LEASE_EVICTION_ERRORS.contains(number) => {
+            XminError::new(
+                ErrorCode::TargetStagingAuthorityLost,
+                format!("mssql_transaction.staging_lease_lost: {e} (staging session evicted)"),
+            )
+        }
+        other => to_xmin(other),
+    }
+}
+
 /// Formats UTC microseconds since the epoch as ISO 8601 (`YYYY-MM-DDTHH:MM:SS.ffffff`), which
 /// SQL Server converts to `datetime2` independently of language and date-format settings.
 pub fn iso_utc(micros: i64) -> String {

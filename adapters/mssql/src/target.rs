@@ -20,7 +20,9 @@
 use crate::conn::{self, ConnError, MssqlClient};
 use crate::pins::{self, CatalogRow, DatabaseAuthorities, PinError, RoleCapture, SessionIdentity};
 use crate::server::{self, ServerClass};
-use crate::session::{RunTransaction, StagingError, StagingLease, iso_utc, to_xmin};
+use crate::session::{
+    RunTransaction, StagingError, StagingLease, iso_utc, lease_error, staged_payload_error, to_xmin,
+};
 use crate::shape::{self, ColumnRow};
 use crate::sql::{
     BusinessColumn, DeleteMode, Finalizer, KeyColumn, MissingAction, StateNames, ThreePart, ident,
@@ -115,7 +117,18 @@ impl MssqlTargetSpec {
         }
     }
 
-    /// Freezes the finalizer from the target's captured columns and checks the shape.
+    /// What the route's own coordinates can prove without I/O (`check`, `plan` and every run
+    /// before extraction): every staged column name is one the bulk load can send unquoted.
+    pub fn check_plan(&self) -> Result<()> {
+        for name in self.keys.iter().chain(&self.business) {
+            shape::check_bulk_column_name(name)
+                .map_err(|m| XminError::new(ErrorCode::TargetColumnTypeUnsupported, m))?;
+        }
+        Ok(())
+    }
+
+    /// Freezes the finalizer from the target's captured columns and checks the shape and the
+    /// bulk-load limits (before any extraction, staging or transaction).
     pub fn finalizer(&self, columns: &[ColumnRow]) -> Result<Finalizer> {
         let invalid = |m: String| {
             XminError::new(
@@ -175,6 +188,11 @@ impl MssqlTargetSpec {
             )
         })?;
         shape::verify_target(&fin, columns).map_err(invalid)?;
+        self.check_plan()?;
+        for b in &self.business {
+            shape::check_bulk_column(find(b)?)
+                .map_err(|m| XminError::new(ErrorCode::TargetColumnTypeUnsupported, m))?;
+        }
         Ok(fin)
     }
 }
@@ -201,27 +219,14 @@ fn staging_error(e: StagingError) -> XminError {
             ErrorCode::TargetStagingAuthorityLost,
             format!("{p} (staging authority lost)"),
         ),
-        StagingError::Conn(c) => staging_conn_error(&c),
+        StagingError::Conn(c) => lease_error(&c),
     }
 }
 
-/// Staging statement failures: a duplicate key (2627/2601) or a null key (515) in the staged
-/// payload has its own code; everything else is a statement failure.
+/// Staging reads on the run connection (the staged counts): the payload's own faults keep
+/// their snapshot codes; everything else is a statement failure.
 fn staging_conn_error(e: &ConnError) -> XminError {
-    match e {
-        ConnError::Server {
-            number: 2627 | 2601,
-            ..
-        } => XminError::new(
-            ErrorCode::SnapshotDuplicateKey,
-            "a key occurs twice in the staged payload",
-        ),
-        ConnError::Server { number: 515, .. } => XminError::new(
-            ErrorCode::SnapshotNullKey,
-            "a key column is null in the staged payload",
-        ),
-        other => to_xmin(other),
-    }
+    staged_payload_error(e).unwrap_or_else(|| to_xmin(e))
 }
 
 fn cx(e: ConnError) -> XminError {

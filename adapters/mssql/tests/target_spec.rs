@@ -100,7 +100,7 @@ fn columns() -> Vec<ColumnRow> {
             ..col("amount", "decimal", true, 9)
         },
         col("note", "nvarchar", true, 400),
-        col("payload", "varbinary", true, -1),
+        col("payload", "varbinary", true, 8000),
         ColumnRow {
             scale: 7,
             ..col("__dpone__deleted_at", "datetime2", true, 8)
@@ -127,7 +127,7 @@ fn finalizer_is_frozen_from_the_target_columns() {
     assert_eq!(f.keys[0].ty, KeyType::Text { max_chars: 64 });
     assert_eq!(f.keys[1].ty, KeyType::BigInt);
     let types: Vec<&str> = f.business.iter().map(|b| b.type_sql.as_str()).collect();
-    assert_eq!(types, ["decimal(18,2)", "nvarchar(200)", "varbinary(max)"]);
+    assert_eq!(types, ["decimal(18,2)", "nvarchar(200)", "varbinary(8000)"]);
     assert_eq!(f.mode, DeleteMode::TimestampOnly);
     assert_eq!(f.missing, MissingAction::SoftDelete);
 }
@@ -319,4 +319,119 @@ fn named_test_files_exist() {
             );
         }
     }
+}
+
+/// The bulk load of tiberius 0.12.3 names staged columns unquoted, declares `time` and
+/// `datetimeoffset` without their scale, declares `nvarchar(2001..4000)` as `nvarchar(max)` and
+/// refuses `(max)` values over 65,535 bytes: such schemas are refused when the finalizer is
+/// frozen (preflight and `begin`, before extraction and before any transaction), and the
+/// column names already at `check`/`plan` (`check_plan`, no I/O).
+#[test]
+fn bulk_load_limits_are_refused_before_any_io() {
+    use dpone_adapter_mssql::shape::{BULK_COLUMN_NAME_UNSUPPORTED, BULK_COLUMN_TYPE_UNSUPPORTED};
+    let with_note = |row: ColumnRow| {
+        let mut cols = columns();
+        let i = cols.iter().position(|c| c.name == "note").unwrap();
+        cols[i] = ColumnRow {
+            name: "note".into(),
+            ..row
+        };
+        spec(Mode::TimestampOnly).finalizer(&cols)
+    };
+    let refused = |row: ColumnRow| {
+        let e = with_note(row).expect_err("refused");
+        assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported, "{e}");
+        assert!(e.message().starts_with(BULK_COLUMN_TYPE_UNSUPPORTED), "{e}");
+    };
+    let accepted = |row: ColumnRow| {
+        with_note(row).expect("accepted");
+    };
+    let scaled = |ty: &str, scale: u8| ColumnRow {
+        scale,
+        ..col("note", ty, true, 8)
+    };
+    refused(scaled("time", 6));
+    refused(scaled("time", 0));
+    refused(scaled("datetimeoffset", 6));
+    accepted(scaled("time", 7));
+    accepted(scaled("datetimeoffset", 7));
+    accepted(scaled("datetime2", 6));
+    // nvarchar(2001) .. nvarchar(4000) (max_length in bytes), and nchar alike.
+    refused(col("note", "nvarchar", true, 4002));
+    refused(col("note", "nvarchar", true, 8000));
+    refused(col("note", "nchar", true, 6000));
+    accepted(col("note", "nvarchar", true, 4000));
+    // (max) types.
+    refused(col("note", "nvarchar", true, -1));
+    refused(col("note", "varbinary", true, -1));
+    refused(col("note", "varchar", true, -1));
+    accepted(col("note", "varbinary", true, 8000));
+    refused(col("note", "xml", true, -1));
+    refused(col("note", "ntext", true, 16));
+
+    // Reserved words and irregular names: refused without I/O, and again at freezing.
+    for name in ["order", "Key", "USER", "percent", "file"] {
+        let mut s = spec(Mode::TimestampOnly);
+        s.business[1] = name.into();
+        let e = s.check_plan().expect_err("reserved word");
+        assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported, "{name}");
+        assert!(e.message().starts_with(BULK_COLUMN_NAME_UNSUPPORTED), "{e}");
+        let mut cols = columns();
+        cols[3].name = name.into();
+        assert_eq!(
+            s.finalizer(&cols).expect_err("reserved").code(),
+            ErrorCode::TargetColumnTypeUnsupported
+        );
+    }
+    let mut s = spec(Mode::TimestampOnly);
+    s.keys[0] = "1tenant".into();
+    assert!(s.check_plan().is_err());
+    spec(Mode::TimestampOnly).check_plan().expect("plain names");
+}
+
+/// Error codes as documented: a duplicate key in the bulk load is the snapshot's duplicate
+/// key, a null key the snapshot's null key, an evicted or lost staging session a lost staging
+/// authority — whether the lease check, the staging DDL or the bulk load saw it.
+#[test]
+fn staging_failures_keep_their_documented_codes() {
+    use dpone_adapter_mssql::conn::ConnError;
+    use dpone_adapter_mssql::session::{LEASE_EVICTION_ERRORS, lease_error};
+    let server = |number| ConnError::Server {
+        step: "bulk_load",
+        number,
+    };
+    assert_eq!(
+        lease_error(&server(2627)).code(),
+        ErrorCode::SnapshotDuplicateKey
+    );
+    assert_eq!(
+        lease_error(&server(2601)).code(),
+        ErrorCode::SnapshotDuplicateKey
+    );
+    assert_eq!(lease_error(&server(515)).code(), ErrorCode::SnapshotNullKey);
+    for n in LEASE_EVICTION_ERRORS {
+        let e = lease_error(&server(*n));
+        assert_eq!(e.code(), ErrorCode::TargetStagingAuthorityLost, "{n}");
+        assert!(
+            e.message()
+                .starts_with("mssql_transaction.staging_lease_lost")
+        );
+    }
+    assert_eq!(
+        lease_error(&ConnError::Io(std::io::ErrorKind::ConnectionReset)).code(),
+        ErrorCode::TargetStagingAuthorityLost
+    );
+    assert_eq!(
+        lease_error(&server(1205)).code(),
+        ErrorCode::TargetSerializationConflict
+    );
+    assert_eq!(
+        lease_error(&server(8152)).code(),
+        ErrorCode::TargetStatementFailed
+    );
+    // No server text (which can quote key values) reaches the message.
+    assert_eq!(
+        lease_error(&server(2627)).message(),
+        "a key occurs twice in the staged payload"
+    );
 }

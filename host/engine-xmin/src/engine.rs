@@ -112,6 +112,7 @@ impl RunFailure {
             ErrorCode::ParityDrift
                 | ErrorCode::SourceFreezeUncertain
                 | ErrorCode::SourceXidEpochChanged
+                | ErrorCode::SourceCheckpointRegression
         );
         Self {
             error,
@@ -622,4 +623,33 @@ fn cleanup_artifacts(env: &SnapshotEnvelope, store: &dyn ArtifactStore) -> Resul
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runbook's `full_repair_required` codes (docs/xmin-reconciliation.md): parity drift,
+    /// freeze uncertainty, an XID epoch change and a checkpoint regression (restore or
+    /// failover), in whatever phase they are found; nothing else.
+    #[test]
+    fn full_repair_is_flagged_for_exactly_the_documented_codes() {
+        for code in ErrorCode::ALL {
+            let want = matches!(
+                code,
+                ErrorCode::ParityDrift
+                    | ErrorCode::SourceFreezeUncertain
+                    | ErrorCode::SourceXidEpochChanged
+                    | ErrorCode::SourceCheckpointRegression
+            );
+            for phase in [
+                Phase::Extraction,
+                Phase::Validation,
+                Phase::TargetTransaction,
+            ] {
+                let f = RunFailure::at(phase, XminError::new(*code, "m"));
+                assert_eq!(f.full_repair_required, want, "{code} in {phase:?}");
+            }
+        }
+    }
 }
