@@ -17,8 +17,6 @@
 //!   receipt and authority consumption through three-part state names, one commit.
 //! - Target DDL ([`target_ddl`]): the reserved soft-delete columns of each delete mode.
 
-use std::fmt::Write as _;
-
 /// Bracket-quotes an identifier (`[a]]b]`).
 pub fn ident(s: &str) -> String {
     format!("[{}]", s.replace(']', "]]"))
@@ -249,6 +247,46 @@ pub struct BusinessColumn {
     pub name: String,
     /// Type SQL, e.g. `nvarchar(200)`, `decimal(18,2)`.
     pub type_sql: String,
+    /// The target column's collation (text columns), so the staging column has the same one:
+    /// no implicit conversion between code pages and no collation conflict between the two.
+    pub collation: Option<String>,
+}
+
+impl BusinessColumn {
+    /// Type SQL with the column's collation (`nvarchar(200) COLLATE Latin1_General_100_CI_AS`).
+    pub fn type_with_collation(&self) -> String {
+        match &self.collation {
+            Some(c) => format!("{} COLLATE {c}", self.type_sql),
+            None => self.type_sql.clone(),
+        }
+    }
+
+    /// Expressions that compare this column exactly, whatever its collation: text as its bytes
+    /// plus its byte length (so case, accents, width and trailing spaces are changes, and a
+    /// case-insensitive or padded collation cannot call a change "unchanged"); binary with its
+    /// byte length (SQL Server ignores trailing `0x00` when comparing `varbinary`); every other
+    /// type as itself. `NULL` stays `NULL`, so the `EXCEPT` comparison stays null-safe.
+    pub fn exact(&self, alias: &str) -> String {
+        let c = format!("{alias}.{}", ident(&self.name));
+        let ty = self.type_sql.to_ascii_lowercase();
+        let text = ["nvarchar(", "nchar(", "varchar(", "char("]
+            .iter()
+            .any(|p| ty.starts_with(p));
+        let binary = ty.starts_with("varbinary(") || ty.starts_with("binary(");
+        if text {
+            format!("CONVERT(varbinary(8000), {c}), DATALENGTH({c})")
+        } else if binary {
+            format!("{c}, DATALENGTH({c})")
+        } else {
+            c
+        }
+    }
+}
+
+/// A collation name as the catalog spells it (`Latin1_General_100_CI_AS`): only such names are
+/// written into DDL.
+pub fn is_collation_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -270,7 +308,7 @@ pub fn target_ddl(
     cols.extend(
         business
             .iter()
-            .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_sql)),
+            .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_with_collation())),
     );
     match mode {
         DeleteMode::TimestampOnly => {
@@ -524,7 +562,7 @@ impl Finalizer {
         cols.extend(
             self.business
                 .iter()
-                .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_sql)),
+                .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_with_collation())),
         );
         cols.push(format!(
             "    PRIMARY KEY CLUSTERED ({})",
@@ -608,15 +646,22 @@ SELECT (SELECT COUNT_BIG(*) FROM {t} AS t WHERE {act}) AS active, \
         )
     }
 
-    /// Rewrites active rows whose business columns changed (null-safe `EXCEPT` comparison);
-    /// `@P1` is the detection timestamp. Identical rows are not touched.
+    /// Rewrites active rows whose business columns changed (null-safe `EXCEPT` comparison of
+    /// [`BusinessColumn::exact`] expressions, independent of the columns' collations); `@P1` is
+    /// the detection timestamp. Identical rows are not touched.
     pub fn update_changed(&self) -> String {
         if self.business.is_empty() {
             // A key-only table has nothing that can change.
             return "SELECT CAST(0 AS bigint) AS affected;".to_owned();
         }
-        let s_cols = key_or_business(&self.business, "s");
-        let t_cols = key_or_business(&self.business, "t");
+        let exact = |alias: &str| {
+            self.business
+                .iter()
+                .map(|b| b.exact(alias))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (s_cols, t_cols) = (exact("s"), exact("t"));
         Self::counted(&format!(
             "UPDATE t SET {set}t.{upd} = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) \
 FROM {t} AS t INNER JOIN {s} AS s ON {join} \
@@ -851,17 +896,6 @@ recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());",
             ("insert_failed_run", self.state.insert_failed_run()),
         ]
     }
-}
-
-fn key_or_business(cols: &[BusinessColumn], alias: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in cols.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        let _ = write!(out, "{alias}.{}", ident(&c.name));
-    }
-    out
 }
 
 /// The fixed statements, named, for snapshot and parse tests.

@@ -26,6 +26,7 @@ use crate::session::{
 use crate::shape::{self, ColumnRow};
 use crate::sql::{
     BusinessColumn, DeleteMode, Finalizer, KeyColumn, MissingAction, StateNames, ThreePart, ident,
+    is_collation_name,
 };
 use crate::stage;
 use dpone_engine_xmin::artifact::ArtifactStore;
@@ -162,9 +163,19 @@ impl MssqlTargetSpec {
             .business
             .iter()
             .map(|b| {
+                let c = find(b)?;
+                let collation = match &c.collation_name {
+                    Some(name) if !is_collation_name(name) => {
+                        return Err(invalid(format!(
+                            "column {b:?} has a collation name that cannot be written into DDL"
+                        )));
+                    }
+                    other => other.clone(),
+                };
                 Ok(BusinessColumn {
                     name: b.clone(),
-                    type_sql: find(b)?.type_sql(),
+                    type_sql: c.type_sql(),
+                    collation,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

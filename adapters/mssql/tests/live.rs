@@ -268,12 +268,14 @@ async fn live_finalizer_counts() {
         .await
         .unwrap();
 
-    // Run 2: b changed, c missing, a identical; A and a stay distinct keys.
+    // Run 2: b changed, c missing; a's note gained a trailing space only — a change, although
+    // the column's case-insensitive, padded collation calls the two equal; A and a stay
+    // distinct keys.
     conn::execute(
         &mut c,
         "stage",
         &load(
-            "(N'b', 1, 2.50, NULL), (N'A', 1, 9.00, NULL)",
+            "(N'b', 1, 2.50, NULL), (N'A', 1, 9.00, NULL), (N'a', 1, 1.00, N'x ')",
             "(N'a', 1), (N'b', 1), (N'A', 1)",
         ),
     )
@@ -285,7 +287,7 @@ async fn live_finalizer_counts() {
     let at2 = tx.detection_time().await.unwrap();
     let p = tx.populations().await.unwrap();
     assert_eq!((p.active, p.total, p.missing), (3, 3, 1));
-    assert_eq!(tx.apply(ApplyStep::UpdateChanged, at2).await.unwrap(), 1);
+    assert_eq!(tx.apply(ApplyStep::UpdateChanged, at2).await.unwrap(), 2);
     assert_eq!(tx.apply(ApplyStep::Reactivate, at2).await.unwrap(), 0);
     assert_eq!(tx.apply(ApplyStep::Insert, at2).await.unwrap(), 1);
     assert_eq!(tx.apply(ApplyStep::Missing, at2).await.unwrap(), 1);

@@ -435,3 +435,28 @@ fn staging_failures_keep_their_documented_codes() {
         "a key occurs twice in the staged payload"
     );
 }
+
+/// The staging columns take the target columns' collations, read from the catalog; a
+/// collation name that could not be written into DDL is refused.
+#[test]
+fn staging_columns_take_the_target_collation() {
+    let mut cols = columns();
+    cols[3].collation_name = Some("SQL_Latin1_General_CP1_CI_AS".into());
+    let f = spec(Mode::TimestampOnly).finalizer(&cols).expect("valid");
+    assert_eq!(
+        f.business[1].collation.as_deref(),
+        Some("SQL_Latin1_General_CP1_CI_AS")
+    );
+    assert!(
+        f.stage_rows_ddl()
+            .contains("[note] nvarchar(200) COLLATE SQL_Latin1_General_CP1_CI_AS NULL")
+    );
+    cols[3].collation_name = Some("bad name]".into());
+    assert_eq!(
+        spec(Mode::TimestampOnly)
+            .finalizer(&cols)
+            .expect_err("refused")
+            .code(),
+        ErrorCode::TargetTableInvalid
+    );
+}

@@ -26,10 +26,12 @@ pub fn finalizer(mode: DeleteMode, missing: MissingAction) -> Finalizer {
             BusinessColumn {
                 name: "amount".into(),
                 type_sql: "decimal(18,2)".into(),
+                collation: None,
             },
             BusinessColumn {
                 name: "note".into(),
                 type_sql: "nvarchar(200)".into(),
+                collation: Some("SQL_Latin1_General_CP1_CI_AS".into()),
             },
         ],
         mode,

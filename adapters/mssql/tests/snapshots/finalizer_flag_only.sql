@@ -3,7 +3,7 @@ CREATE TABLE [DWH].[dbo].[orders] (
     [tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL,
     [id] bigint NOT NULL,
     [amount] decimal(18,2) NULL,
-    [note] nvarchar(200) NULL,
+    [note] nvarchar(200) COLLATE SQL_Latin1_General_CP1_CI_AS NULL,
     [__dpone__is_deleted] bit NOT NULL CONSTRAINT [DF_orders_is_deleted] DEFAULT (0),
     [__dpone__updated_at] datetime2(7) NOT NULL,
     CONSTRAINT [PK_orders] PRIMARY KEY CLUSTERED ([tenant], [id])
@@ -14,7 +14,7 @@ CREATE TABLE [DWH_Stage].[dpone].[rows_0123456789abcdef] (
     [tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL,
     [id] bigint NOT NULL,
     [amount] decimal(18,2) NULL,
-    [note] nvarchar(200) NULL,
+    [note] nvarchar(200) COLLATE SQL_Latin1_General_CP1_CI_AS NULL,
     PRIMARY KEY CLUSTERED ([tenant], [id])
 );
 
@@ -47,7 +47,7 @@ DELETE FROM #dpone_missing; INSERT INTO #dpone_missing ([tenant], [id]) SELECT t
 DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE s SET s.superseded_at_utc = @P5, s.superseded_by = @P4 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH_State].[dpone].[dpone_source_state] AS s WHERE s.state_key = @P1 AND s.safe_xmin = @P2 AND s.revision = @P3 AND s.superseded_at_utc IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- update_changed
-DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE t.[__dpone__is_deleted] = 0 AND EXISTS (SELECT s.[amount], s.[note] EXCEPT SELECT t.[amount], t.[note]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE t.[__dpone__is_deleted] = 0 AND EXISTS (SELECT s.[amount], CONVERT(varbinary(8000), s.[note]), DATALENGTH(s.[note]) EXCEPT SELECT t.[amount], CONVERT(varbinary(8000), t.[note]), DATALENGTH(t.[note])); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- reactivate
 DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__is_deleted] = 0, t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE NOT (t.[__dpone__is_deleted] = 0); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;

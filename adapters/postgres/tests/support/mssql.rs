@@ -221,6 +221,7 @@ impl MssqlDb {
         .map(|(n, t)| BusinessColumn {
             name: n.into(),
             type_sql: t.into(),
+            collation: None,
         });
         let mut t = self.server.client(&self.target).await;
         conn::execute(
