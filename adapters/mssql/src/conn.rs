@@ -4,6 +4,7 @@
 //! Errors never carry the server's message text (it can quote key values): only the error
 //! class and, for server errors, the SQL Server error number.
 
+use crate::catalog::{StateFact, UniqueIndexColumn};
 use crate::pins::{CatalogRow, SessionIdentity};
 use crate::server::ServerFacts;
 use crate::sql;
@@ -251,6 +252,87 @@ pub async fn target_columns(
 fn small(v: Option<i32>, step: &'static str) -> Result<u8, ConnError> {
     v.and_then(|v| u8::try_from(v).ok())
         .ok_or(ConnError::Shape(step))
+}
+
+/// Key columns of the target's unique indexes and its enabled `INSTEAD OF` trigger count
+/// (`object` as `[schema].[table]`, in the session's database).
+pub async fn target_key_catalog(
+    client: &mut MssqlClient,
+    object: &str,
+) -> Result<(Vec<UniqueIndexColumn>, i32), ConnError> {
+    const STEP: &str = "target_key_catalog";
+    let r = rows(client, STEP, sql::TARGET_UNIQUE_INDEXES, &[&object]).await?;
+    let columns = r
+        .iter()
+        .map(|row| {
+            let flag = |c: &str| -> Result<bool, ConnError> { Ok(int(row, c, STEP)? == Some(1)) };
+            Ok(UniqueIndexColumn {
+                index_id: int(row, "index_id", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                is_primary_key: flag("is_primary_key")?,
+                has_filter: flag("has_filter")?,
+                is_disabled: flag("is_disabled")?,
+                filter: text(row, "filter_definition", STEP)?,
+                column: text(row, "column_name", STEP)?.ok_or(ConnError::Shape(STEP))?,
+            })
+        })
+        .collect::<Result<Vec<_>, ConnError>>()?;
+    let t = rows(client, STEP, sql::TARGET_TRIGGERS, &[&object]).await?;
+    let triggers = t
+        .first()
+        .and_then(|row| int(row, "instead_of_triggers", STEP).ok().flatten())
+        .ok_or(ConnError::Shape(STEP))?;
+    Ok((columns, triggers))
+}
+
+/// The state tables' catalog facts ([`sql::StateNames::catalog_facts`]).
+pub async fn state_catalog_facts(
+    client: &mut MssqlClient,
+    statement: &str,
+) -> Result<Vec<StateFact>, ConnError> {
+    const STEP: &str = "state_catalog_facts";
+    let r = rows(client, STEP, statement, &[]).await?;
+    r.iter()
+        .map(|row| {
+            let req = |c: &str| -> Result<String, ConnError> {
+                text(row, c, STEP)?.ok_or(ConnError::Shape(STEP))
+            };
+            let num = |c: &str| -> Result<i32, ConnError> {
+                int(row, c, STEP)?.ok_or(ConnError::Shape(STEP))
+            };
+            let role = req("role")?;
+            Ok(match req("kind")?.as_str() {
+                "column" => StateFact::Column {
+                    role,
+                    name: req("name")?,
+                    type_name: req("item")?,
+                    max_length: num("n1")?,
+                    nullable: num("n2")? == 1,
+                },
+                "index" => {
+                    let flags = num("n2")?;
+                    StateFact::Index {
+                        role,
+                        column: UniqueIndexColumn {
+                            index_id: req("name")?.parse().map_err(|_| ConnError::Shape(STEP))?,
+                            is_primary_key: flags & 1 != 0,
+                            has_filter: flags & 2 != 0,
+                            is_disabled: flags & 4 != 0,
+                            filter: text(row, "filter", STEP)?,
+                            column: req("item")?,
+                        },
+                    }
+                }
+                "trigger" => StateFact::Trigger {
+                    role,
+                    name: req("name")?,
+                    event: req("item")?,
+                    is_disabled: num("n1")? == 1,
+                    is_instead_of: num("n2")? == 1,
+                },
+                _ => return Err(ConnError::Shape(STEP)),
+            })
+        })
+        .collect()
 }
 
 /// `DB_ID()` and `DB_NAME()` of the session (the staging lease check).

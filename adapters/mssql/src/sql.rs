@@ -139,6 +139,22 @@ ALTER DATABASE {n} SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE {n}; E
     )
 }
 
+/// Key columns of the target's unique indexes (`@P1` = `[schema].[table]`, run in the target
+/// database), for [`crate::catalog::verify_target_key`].
+pub const TARGET_UNIQUE_INDEXES: &str = "SELECT i.index_id AS index_id, \
+CONVERT(int, i.is_primary_key) AS is_primary_key, CONVERT(int, i.has_filter) AS has_filter, \
+CONVERT(int, i.is_disabled) AS is_disabled, i.filter_definition AS filter_definition, \
+c.name AS column_name \
+FROM sys.indexes AS i INNER JOIN sys.index_columns AS ic \
+ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal > 0 \
+INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id \
+WHERE i.object_id = OBJECT_ID(@P1) AND i.is_unique = 1 ORDER BY i.index_id, ic.key_ordinal;";
+
+/// Enabled `INSTEAD OF` triggers on the target (`@P1` = `[schema].[table]`).
+pub const TARGET_TRIGGERS: &str = "SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers \
+FROM sys.triggers AS tr WHERE tr.parent_id = OBJECT_ID(@P1) AND tr.is_disabled = 0 \
+AND tr.is_instead_of_trigger = 1;";
+
 // ---------------------------------------------------------------------------------------------
 // Transaction framing
 // ---------------------------------------------------------------------------------------------
@@ -412,6 +428,48 @@ impl StateNames {
             .map(|(n, t)| format!("OBJECT_ID(N'{}', N'U') AS {n}", t.sql().replace('\'', "''")))
             .collect();
         format!("SELECT {};", cols.join(", "))
+    }
+
+    /// Columns, unique-index key columns and trigger events of the five state tables, run in
+    /// the state database, for [`crate::catalog::verify_state_catalog`]. Rows:
+    /// `(role, kind, name, item, n1, n2, filter)` with kind `column` (name, type, max_length,
+    /// nullable), `index` (index id, column, key ordinal, flags: 1 primary key, 2 filtered,
+    /// 4 disabled; filter definition) or `trigger` (name, event, disabled, instead of).
+    pub fn catalog_facts(&self) -> String {
+        let objects: Vec<String> = self
+            .named()
+            .iter()
+            .map(|(n, t)| {
+                format!(
+                    "SELECT N'{n}' AS role, OBJECT_ID(N'{}', N'U') AS object_id",
+                    t.sql().replace('\'', "''")
+                )
+            })
+            .collect();
+        format!(
+            "WITH v (role, object_id) AS ({objects}) \
+SELECT v.role AS role, N'column' AS kind, c.name AS name, ty.name AS item, \
+CONVERT(int, c.max_length) AS n1, CONVERT(int, c.is_nullable) AS n2, \
+CONVERT(nvarchar(4000), NULL) AS filter \
+FROM v INNER JOIN sys.columns AS c ON c.object_id = v.object_id \
+INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id \
+UNION ALL \
+SELECT v.role, N'index', CONVERT(nvarchar(128), i.index_id), c.name, \
+CONVERT(int, ic.key_ordinal), \
+CONVERT(int, i.is_primary_key) + 2 * CONVERT(int, i.has_filter) + 4 * CONVERT(int, i.is_disabled), \
+i.filter_definition \
+FROM v INNER JOIN sys.indexes AS i ON i.object_id = v.object_id AND i.is_unique = 1 \
+INNER JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id \
+AND ic.key_ordinal > 0 \
+INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id \
+UNION ALL \
+SELECT v.role, N'trigger', tr.name, te.type_desc, CONVERT(int, tr.is_disabled), \
+CONVERT(int, tr.is_instead_of_trigger), NULL \
+FROM v INNER JOIN sys.triggers AS tr ON tr.parent_id = v.object_id \
+INNER JOIN sys.trigger_events AS te ON te.object_id = tr.object_id \
+ORDER BY 1, 2, 3, 5;",
+            objects = objects.join(" UNION ALL ")
+        )
     }
 
     /// A state row outside the run transaction (`@P1` = state key).
@@ -882,6 +940,7 @@ recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());",
             ("record_run", self.record_run()),
             ("stage_drop", self.stage_drop()),
             ("state_catalog_check", self.state.catalog_check()),
+            ("state_catalog_facts", self.state.catalog_facts()),
             ("select_state", self.state.select_state()),
             (
                 "select_receipt_by_invocation",
@@ -907,6 +966,8 @@ pub fn fixed() -> Vec<(&'static str, &'static str)> {
         ("session_identity", SESSION_IDENTITY),
         ("current_database", CURRENT_DATABASE),
         ("target_columns", TARGET_COLUMNS),
+        ("target_unique_indexes", TARGET_UNIQUE_INDEXES),
+        ("target_triggers", TARGET_TRIGGERS),
         ("set_xact_abort", SET_XACT_ABORT),
         ("set_serializable", SET_SERIALIZABLE),
         ("begin", BEGIN),

@@ -17,6 +17,7 @@
 //! it but never depends on it surviving a failure, and cleanup drops it after commit or
 //! rollback (best effort; names are unique, so a leftover never collides).
 
+use crate::catalog;
 use crate::conn::{self, ConnError, MssqlClient};
 use crate::pins::{self, CatalogRow, DatabaseAuthorities, PinError, RoleCapture, SessionIdentity};
 use crate::server::{self, ServerClass};
@@ -496,7 +497,13 @@ impl MssqlTarget {
                 ),
             ));
         }
-        self.spec.finalizer(&columns)
+        let fin = self.spec.finalizer(&columns)?;
+        let (indexes, instead_of) = conn::target_key_catalog(target, &object)
+            .await
+            .map_err(cx)?;
+        catalog::verify_target_key(&self.spec.keys, &indexes, instead_of)
+            .map_err(|m| XminError::new(ErrorCode::TargetTableInvalid, m))?;
+        Ok(fin)
     }
 
     /// Opens the staging lease: a session in the staging database on a supported server whose
@@ -549,6 +556,12 @@ impl TargetPort for MssqlTarget {
                 ));
             }
         }
+        // Beyond existence: the reviewed columns, unique indexes and immutability triggers.
+        let facts = conn::state_catalog_facts(&mut state, &fin.state.catalog_facts())
+            .await
+            .map_err(cx)?;
+        catalog::verify_state_catalog(&facts)
+            .map_err(|m| XminError::new(ErrorCode::StateCatalogInvalid, m))?;
         self.fin = Some(fin);
         self.control = Some(target);
         Ok(())

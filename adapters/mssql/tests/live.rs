@@ -16,6 +16,7 @@
 
 mod common;
 
+use dpone_adapter_mssql::catalog;
 use dpone_adapter_mssql::conn::{self, MssqlClient};
 use dpone_adapter_mssql::pins::{DatabaseAuthority, Role, verify_database, verify_lease};
 use dpone_adapter_mssql::provision;
@@ -171,12 +172,19 @@ async fn live_state_ddl_and_migration() {
     for b in provision::state_ddl_v1() {
         conn::execute(&mut c, "state_ddl_v1", &b).await.unwrap();
     }
+    // The runtime's catalog verification reads the real catalog: v1 lacks the v2 constraint.
+    let facts_sql = sql::StateNames::defaults(&name, "dpone").catalog_facts();
+    let facts = conn::state_catalog_facts(&mut c, &facts_sql).await.unwrap();
+    let e = catalog::verify_state_catalog(&facts).unwrap_err();
+    assert!(e.contains("invocation_digest"), "{e}");
     conn::execute(&mut c, "migrate", provision::MIGRATE_V1_TO_V2)
         .await
         .unwrap();
     conn::execute(&mut c, "migrate_rerun", provision::MIGRATE_V1_TO_V2)
         .await
         .unwrap();
+    let facts = conn::state_catalog_facts(&mut c, &facts_sql).await.unwrap();
+    catalog::verify_state_catalog(&facts).expect("the reviewed script is the v2 contract");
     leave(&mut c).await;
 
     // Duplicate historical digests: abort with 51005 and no constraint.
@@ -235,6 +243,11 @@ async fn live_finalizer_counts() {
         .await
         .unwrap();
     dpone_adapter_mssql::shape::verify_target(&f, &cols).unwrap();
+    let (indexes, instead_of) = conn::target_key_catalog(&mut c, "[dbo].[orders]")
+        .await
+        .unwrap();
+    let key_names: Vec<String> = f.keys.iter().map(|k| k.name.clone()).collect();
+    catalog::verify_target_key(&key_names, &indexes, instead_of).unwrap();
 
     // Run 1: baseline of a, b, c.
     let load = |rows: &str, keys: &str| {

@@ -16,6 +16,12 @@ SELECT DB_ID() AS database_id, DB_NAME() AS database_name;
 -- target_columns
 SELECT c.name AS name, ty.name AS type_name, CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.is_nullable) AS is_nullable, c.collation_name AS collation_name, CONVERT(int, c.is_computed) AS is_computed, CONVERT(int, ISNULL(cc.is_persisted, 0)) AS is_persisted, CONVERT(int, c.precision) AS type_precision, CONVERT(int, c.scale) AS type_scale FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;
 
+-- target_unique_indexes
+SELECT i.index_id AS index_id, CONVERT(int, i.is_primary_key) AS is_primary_key, CONVERT(int, i.has_filter) AS has_filter, CONVERT(int, i.is_disabled) AS is_disabled, i.filter_definition AS filter_definition, c.name AS column_name FROM sys.indexes AS i INNER JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal > 0 INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id WHERE i.object_id = OBJECT_ID(@P1) AND i.is_unique = 1 ORDER BY i.index_id, ic.key_ordinal;
+
+-- target_triggers
+SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers FROM sys.triggers AS tr WHERE tr.parent_id = OBJECT_ID(@P1) AND tr.is_disabled = 0 AND tr.is_instead_of_trigger = 1;
+
 -- set_xact_abort
 SET XACT_ABORT ON;
 
