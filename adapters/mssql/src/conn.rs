@@ -71,9 +71,12 @@ async fn connect_config(config: Config) -> Result<MssqlClient, ConnError> {
         .await
         .map_err(|e| ConnError::Io(e.kind()))?;
     tcp.set_nodelay(true).map_err(|e| ConnError::Io(e.kind()))?;
-    Client::connect(config, tcp.compat_write())
+    let mut client = Client::connect(config, tcp.compat_write())
         .await
-        .map_err(|e| map_error("connect", e))
+        .map_err(|e| map_error("connect", e))?;
+    // A plain batch, so the options hold for the whole session (not one `sp_executesql` scope).
+    execute(&mut client, "session_options", sql::SESSION_OPTIONS).await?;
+    Ok(client)
 }
 
 /// Connects to `database` with a registry endpoint's coordinates and credential (SQL Server

@@ -159,6 +159,15 @@ AND tr.is_instead_of_trigger = 1;";
 // Transaction framing
 // ---------------------------------------------------------------------------------------------
 
+/// The session options SQL Server requires for DML on tables with filtered indexes (the state
+/// tables' one-active-owner and committed-once indexes) and for creating them. tiberius logs
+/// in as an ODBC client (which makes the server set them), but the server's `user options` or
+/// a tool's defaults (`sqlcmd` without `-I` has `QUOTED_IDENTIFIER OFF`) must not decide: every
+/// session sends them right after login, and the provisioning scripts begin with them.
+pub const SESSION_OPTIONS: &str = "SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; \
+SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; SET QUOTED_IDENTIFIER ON; \
+SET NUMERIC_ROUNDABORT OFF;";
+
 /// Any run-time error aborts the whole transaction.
 pub const SET_XACT_ABORT: &str = "SET XACT_ABORT ON;";
 /// Isolation of the run transaction.
@@ -968,6 +977,7 @@ pub fn fixed() -> Vec<(&'static str, &'static str)> {
         ("target_columns", TARGET_COLUMNS),
         ("target_unique_indexes", TARGET_UNIQUE_INDEXES),
         ("target_triggers", TARGET_TRIGGERS),
+        ("session_options", SESSION_OPTIONS),
         ("set_xact_abort", SET_XACT_ABORT),
         ("set_serializable", SET_SERIALIZABLE),
         ("begin", BEGIN),

@@ -115,6 +115,21 @@ async fn leave(c: &mut MssqlClient) {
     let _ = conn::execute(c, "use", "USE master;").await;
 }
 
+/// Runs the migration script batch by batch, as `sqlcmd -I -b` does.
+async fn migrate(c: &mut MssqlClient) -> Result<(), conn::ConnError> {
+    for b in provision::batches(provision::MIGRATE_V1_TO_V2) {
+        conn::execute(c, "migrate", &b).await?;
+    }
+    Ok(())
+}
+
+/// `sqlcmd` without `-I` runs with `QUOTED_IDENTIFIER OFF`: the scripts must succeed anyway.
+async fn sqlcmd_defaults(c: &mut MssqlClient) {
+    conn::execute(c, "sqlcmd defaults", "SET QUOTED_IDENTIFIER OFF;")
+        .await
+        .unwrap();
+}
+
 async fn count(c: &mut MssqlClient, statement: &str, at: &str) -> i64 {
     let rows = c
         .query(statement, &[&at])
@@ -169,6 +184,7 @@ async fn live_state_ddl_and_migration() {
     // Clean v1 -> v2, then an exact rerun.
     let name = scratch_name("mig");
     let _mig = create_db(&url, &mut c, &name).await;
+    sqlcmd_defaults(&mut c).await;
     for b in provision::state_ddl_v1() {
         conn::execute(&mut c, "state_ddl_v1", &b).await.unwrap();
     }
@@ -177,12 +193,10 @@ async fn live_state_ddl_and_migration() {
     let facts = conn::state_catalog_facts(&mut c, &facts_sql).await.unwrap();
     let e = catalog::verify_state_catalog(&facts).unwrap_err();
     assert!(e.contains("invocation_digest"), "{e}");
-    conn::execute(&mut c, "migrate", provision::MIGRATE_V1_TO_V2)
+    migrate(&mut c).await.unwrap();
+    migrate(&mut c)
         .await
-        .unwrap();
-    conn::execute(&mut c, "migrate_rerun", provision::MIGRATE_V1_TO_V2)
-        .await
-        .unwrap();
+        .expect("an exact rerun changes nothing");
     let facts = conn::state_catalog_facts(&mut c, &facts_sql).await.unwrap();
     catalog::verify_state_catalog(&facts).expect("the reviewed script is the v2 contract");
     leave(&mut c).await;
@@ -190,6 +204,7 @@ async fn live_state_ddl_and_migration() {
     // Duplicate historical digests: abort with 51005 and no constraint.
     let name = scratch_name("dup");
     let _dup = create_db(&url, &mut c, &name).await;
+    sqlcmd_defaults(&mut c).await;
     for b in provision::state_ddl_v1() {
         conn::execute(&mut c, "state_ddl_v1", &b).await.unwrap();
     }
@@ -198,9 +213,7 @@ invocation_digest, state_key, new_xmin, new_revision, body, committed_at_utc) VA
 (N'r1', N'l1', N'i1', 0x01, REPLICATE('a', 64), 1, 1, N'{}', SYSUTCDATETIME()), \
 (N'r2', N'l2', N'i2', 0x01, REPLICATE('b', 64), 1, 1, N'{}', SYSUTCDATETIME());";
     conn::execute(&mut c, "seed", insert).await.unwrap();
-    let err = conn::execute(&mut c, "migrate", provision::MIGRATE_V1_TO_V2)
-        .await
-        .unwrap_err();
+    let err = migrate(&mut c).await.unwrap_err();
     assert!(
         matches!(err, conn::ConnError::Server { number: 51005, .. }),
         "{err}"

@@ -82,9 +82,11 @@ pub fn all_statements() -> Vec<(String, String)> {
     {
         out.push((format!("state_ddl/batch{i}"), b));
     }
-    out.push((
-        "migrate_v1_to_v2".to_owned(),
-        provision::MIGRATE_V1_TO_V2.to_owned(),
-    ));
+    for (i, b) in provision::batches(provision::MIGRATE_V1_TO_V2)
+        .into_iter()
+        .enumerate()
+    {
+        out.push((format!("migrate_v1_to_v2/batch{i}"), b));
+    }
     out
 }

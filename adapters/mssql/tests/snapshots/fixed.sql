@@ -22,6 +22,9 @@ SELECT i.index_id AS index_id, CONVERT(int, i.is_primary_key) AS is_primary_key,
 -- target_triggers
 SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers FROM sys.triggers AS tr WHERE tr.parent_id = OBJECT_ID(@P1) AND tr.is_disabled = 0 AND tr.is_instead_of_trigger = 1;
 
+-- session_options
+SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; SET QUOTED_IDENTIFIER ON; SET NUMERIC_ROUNDABORT OFF;
+
 -- set_xact_abort
 SET XACT_ABORT ON;
 
