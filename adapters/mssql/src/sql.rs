@@ -764,11 +764,23 @@ FROM {t} AS t INNER JOIN {s} AS s ON {join} WHERE NOT ({act});",
         ))
     }
 
-    /// Inserts delta keys absent from the target.
+    /// Inserts delta keys absent from the target, with the deletion marker written as active
+    /// (the plan's insert rule; never left to a column default).
     pub fn insert(&self) -> String {
         let mut cols: Vec<String> = self.keys.iter().map(|k| ident(&k.name)).collect();
         cols.extend(self.business.iter().map(|b| ident(&b.name)));
         let mut vals: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+        match self.mode {
+            DeleteMode::TimestampOnly | DeleteMode::TimestampAndFlag => {
+                cols.push(ident(DELETED_AT_COLUMN));
+                vals.push("NULL".into());
+            }
+            DeleteMode::FlagOnly => {
+                cols.push(ident(IS_DELETED_COLUMN));
+                vals.push("0".into());
+            }
+            DeleteMode::Hard => {}
+        }
         cols.push(ident(UPDATED_AT_COLUMN));
         vals.push("@P1".into());
         Self::counted(&format!(

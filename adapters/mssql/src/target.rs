@@ -26,8 +26,8 @@ use crate::session::{
 };
 use crate::shape::{self, ColumnRow};
 use crate::sql::{
-    BusinessColumn, DeleteMode, Finalizer, KeyColumn, MissingAction, StateNames, ThreePart, ident,
-    is_collation_name,
+    BusinessColumn, DELETED_AT_COLUMN, DeleteMode, Finalizer, IS_DELETED_COLUMN, KeyColumn,
+    MissingAction, StateNames, ThreePart, ident, is_collation_name,
 };
 use crate::stage;
 use dpone_engine_xmin::artifact::ArtifactStore;
@@ -41,7 +41,10 @@ use dpone_engine_xmin::ports::{
 use dpone_engine_xmin::registry::{Endpoint, MssqlRole, MssqlRoutePins};
 use dpone_engine_xmin::state::{AuthorityRecord, CommitReceipt, Consumption, SourceState};
 use dpone_engine_xmin::{ErrorCode, Result, Route, XminError};
-use dpone_policy_model::delete_mode::Mode;
+use dpone_policy_model::delete_mode::{
+    ActivePredicate, Classification, ColumnRole, DeletePlan, FlagEffect, KeyState, Mode,
+    ReservedColumn, RowAction, TimestampEffect,
+};
 use dpone_policy_model::guard::{ActiveOwner, Checkpoint, TransferBinding};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,8 +65,10 @@ pub struct MssqlTargetSpec {
     pub keys: Vec<String>,
     /// Business columns, in manifest order.
     pub business: Vec<String>,
-    /// The delete plan's mode.
-    pub mode: Mode,
+    /// The delete-mode plan (mode, reserved columns, active predicate and one rule per key
+    /// state); the finalizer executes it only if it is exactly what the T-SQL does
+    /// ([`check_delete_plan`]).
+    pub plan: DeletePlan,
     /// State schema (in the state database).
     pub state_schema: String,
     /// State table names.
@@ -86,7 +91,7 @@ impl MssqlTargetSpec {
             table: route.manifest.target_table.clone(),
             keys: route.manifest.unique_key.clone(),
             business: route.manifest.business_columns(),
-            mode: route.plan.mode,
+            plan: route.plan.clone(),
             state_schema: route.resolved.state_schema.clone(),
             state: route.manifest.state.clone(),
         })
@@ -111,7 +116,7 @@ impl MssqlTargetSpec {
     /// The delete mode of the target table and the missing-key action, as the delete-mode
     /// plan fixes them (a hard-delete target has no reserved soft-delete columns).
     pub fn delete_shape(&self) -> (DeleteMode, MissingAction) {
-        match self.mode {
+        match self.plan.mode {
             Mode::TimestampOnly => (DeleteMode::TimestampOnly, MissingAction::SoftDelete),
             Mode::TimestampAndFlag => (DeleteMode::TimestampAndFlag, MissingAction::SoftDelete),
             Mode::FlagOnly => (DeleteMode::FlagOnly, MissingAction::SoftDelete),
@@ -120,8 +125,11 @@ impl MssqlTargetSpec {
     }
 
     /// What the route's own coordinates can prove without I/O (`check`, `plan` and every run
-    /// before extraction): every staged column name is one the bulk load can send unquoted.
+    /// before extraction): the delete-mode plan is exactly what the finalizer executes, and
+    /// every staged column name is one the bulk load can send unquoted.
     pub fn check_plan(&self) -> Result<()> {
+        check_delete_plan(&self.plan)
+            .map_err(|m| XminError::new(ErrorCode::DeleteModeRejected, m))?;
         for name in self.keys.iter().chain(&self.business) {
             shape::check_bulk_column_name(name)
                 .map_err(|m| XminError::new(ErrorCode::TargetColumnTypeUnsupported, m))?;
@@ -207,6 +215,121 @@ impl MssqlTargetSpec {
         }
         Ok(fin)
     }
+}
+
+/// Stable code: the delete-mode plan asks for something the T-SQL finalizer does not do.
+pub const DELETE_PLAN_UNSUPPORTED: &str = "mssql_transaction.delete_plan_unsupported";
+
+/// The plan the T-SQL finalizer executes for a mode: its reserved columns, its active
+/// predicate and, per key state, what its statements do — insert (business columns, the
+/// marker written as active: `__dpone__deleted_at = NULL` or `__dpone__is_deleted = 0`),
+/// update-changed (business columns only), identical rows untouched (exact comparison),
+/// reactivate (business columns, marker active), the missing action (soft: timestamp set to the
+/// detection time or flag set; hard: `DELETE`), already-deleted rows untouched (the first
+/// detection time kept).
+pub fn executed_plan(mode: Mode) -> DeletePlan {
+    use TimestampEffect as T;
+    let reserved = |name: &str, role| ReservedColumn {
+        name: name.into(),
+        role,
+    };
+    let (columns, active_predicate) = match mode {
+        Mode::TimestampOnly => (
+            vec![reserved(DELETED_AT_COLUMN, ColumnRole::DeletedAt)],
+            ActivePredicate::DeletedAtIsNull,
+        ),
+        Mode::TimestampAndFlag => (
+            vec![
+                reserved(DELETED_AT_COLUMN, ColumnRole::DeletedAt),
+                reserved(IS_DELETED_COLUMN, ColumnRole::DeletedFlagComputed),
+            ],
+            ActivePredicate::DeletedAtIsNull,
+        ),
+        Mode::FlagOnly => (
+            vec![reserved(IS_DELETED_COLUMN, ColumnRole::DeletedFlagStored)],
+            ActivePredicate::FlagIsFalse,
+        ),
+        Mode::HardDelete => (Vec::new(), ActivePredicate::EveryRow),
+    };
+    // (timestamp, flag) effects of writing the marker as active / deleted / kept.
+    let (active, deleted, kept) = match mode {
+        Mode::TimestampOnly | Mode::TimestampAndFlag => (
+            (T::Clear, FlagEffect::None),
+            (T::SetDetectionTime, FlagEffect::None),
+            (T::Keep, FlagEffect::None),
+        ),
+        Mode::FlagOnly => (
+            (T::None, FlagEffect::SetFalse),
+            (T::None, FlagEffect::SetTrue),
+            (T::None, FlagEffect::Keep),
+        ),
+        Mode::HardDelete => (
+            (T::None, FlagEffect::None),
+            (T::None, FlagEffect::None),
+            (T::None, FlagEffect::None),
+        ),
+    };
+    let untouched = (T::None, FlagEffect::None);
+    let rule = |state, action, write, (deleted_at, deleted_flag): (T, FlagEffect)| Classification {
+        state,
+        action,
+        write_business_columns: write,
+        deleted_at,
+        deleted_flag,
+    };
+    let missing = if mode == Mode::HardDelete {
+        rule(KeyState::Missing, RowAction::HardDelete, false, untouched)
+    } else {
+        rule(KeyState::Missing, RowAction::SoftDelete, false, deleted)
+    };
+    DeletePlan {
+        mode,
+        columns,
+        active_predicate,
+        rules: vec![
+            rule(KeyState::NewInSource, RowAction::Insert, true, active),
+            rule(KeyState::Changed, RowAction::Update, true, untouched),
+            rule(KeyState::Identical, RowAction::Unchanged, false, untouched),
+            rule(KeyState::Reappeared, RowAction::Reactivate, true, active),
+            missing,
+            rule(KeyState::StillMissing, RowAction::KeepDeleted, false, kept),
+        ],
+    }
+}
+
+/// Refuses a delete-mode plan that is not exactly [`executed_plan`] of its mode: other reserved
+/// columns, another active predicate, or any rule (per key state, exactly one each) that the
+/// finalizer's statements would not carry out as stated. The adapter follows the plan's rules,
+/// not only its mode.
+pub fn check_delete_plan(plan: &DeletePlan) -> std::result::Result<(), String> {
+    let want = executed_plan(plan.mode);
+    let refuse = |what: &str| {
+        Err(format!(
+            "{DELETE_PLAN_UNSUPPORTED}: the delete-mode plan's {what} is not what the SQL Server              finalizer executes for {:?}",
+            plan.mode
+        ))
+    };
+    let mut columns = plan.columns.clone();
+    columns.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut want_columns = want.columns.clone();
+    want_columns.sort_by(|a, b| a.name.cmp(&b.name));
+    if columns != want_columns {
+        return refuse("reserved columns");
+    }
+    if plan.active_predicate != want.active_predicate {
+        return refuse("active predicate");
+    }
+    for w in &want.rules {
+        let mut it = plan.rules.iter().filter(|r| r.state == w.state);
+        match (it.next(), it.next()) {
+            (Some(r), None) if r == w => {}
+            _ => return refuse(&format!("rule for {:?}", w.state)),
+        }
+    }
+    if plan.rules.len() != want.rules.len() {
+        return refuse("rule table");
+    }
+    Ok(())
 }
 
 /// Maps a pin failure to the engine's codes; the adapter's detail code leads the message.

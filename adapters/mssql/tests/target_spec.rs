@@ -59,7 +59,7 @@ fn spec(mode: Mode) -> MssqlTargetSpec {
         table: "orders".into(),
         keys: vec!["tenant".into(), "id".into()],
         business: vec!["amount".into(), "note".into(), "payload".into()],
-        mode,
+        plan: dpone_policy_delete_mode::plan_for(mode),
         state_schema: "dpone".into(),
         state: StateTables {
             connection_ref: "mssql_state".into(),
@@ -459,4 +459,113 @@ fn staging_columns_take_the_target_collation() {
             .code(),
         ErrorCode::TargetTableInvalid
     );
+}
+
+/// The adapter follows the delete-mode plan's rules, not only its mode: the shipped policy's
+/// plan of every mode is exactly what the finalizer executes, and a plan that asks for anything
+/// else is refused at `check`/`plan` (no I/O) with the delete-mode code.
+#[test]
+fn the_delete_plan_rules_are_followed_or_refused() {
+    use dpone_adapter_mssql::target::{DELETE_PLAN_UNSUPPORTED, check_delete_plan, executed_plan};
+    use dpone_policy_model::delete_mode::{
+        ActivePredicate, ColumnRole, FlagEffect, KeyState, RowAction, TimestampEffect,
+    };
+    for mode in [
+        Mode::TimestampOnly,
+        Mode::TimestampAndFlag,
+        Mode::FlagOnly,
+        Mode::HardDelete,
+    ] {
+        let shipped = dpone_policy_delete_mode::plan_for(mode);
+        assert_eq!(shipped, executed_plan(mode), "{mode:?}");
+        check_delete_plan(&shipped).unwrap();
+        spec(mode).check_plan().unwrap();
+    }
+    let refused = |plan: dpone_policy_model::delete_mode::DeletePlan, what: &str| {
+        let e = check_delete_plan(&plan).unwrap_err();
+        assert!(e.starts_with(DELETE_PLAN_UNSUPPORTED), "{e}");
+        assert!(e.contains(what), "{e}");
+        let mut s = spec(plan.mode);
+        s.plan = plan;
+        assert_eq!(
+            s.check_plan().unwrap_err().code(),
+            ErrorCode::DeleteModeRejected
+        );
+    };
+    let base = || dpone_policy_delete_mode::plan_for(Mode::TimestampOnly);
+    let with_rule =
+        |state: KeyState, f: &dyn Fn(&mut dpone_policy_model::delete_mode::Classification)| {
+            let mut p = base();
+            for r in &mut p.rules {
+                if r.state == state {
+                    f(r);
+                }
+            }
+            p
+        };
+    // A soft delete that would not keep the first detection time of already-deleted rows.
+    refused(
+        with_rule(KeyState::StillMissing, &|r| {
+            r.deleted_at = TimestampEffect::SetDetectionTime;
+        }),
+        "StillMissing",
+    );
+    // Identical rows rewritten (no strict no-op), changed rows reactivated, missing rows
+    // hard-deleted under a soft mode.
+    refused(
+        with_rule(KeyState::Identical, &|r| r.write_business_columns = true),
+        "Identical",
+    );
+    refused(
+        with_rule(KeyState::Changed, &|r| {
+            r.deleted_at = TimestampEffect::Clear
+        }),
+        "Changed",
+    );
+    refused(
+        with_rule(KeyState::Missing, &|r| r.action = RowAction::HardDelete),
+        "Missing",
+    );
+    refused(
+        with_rule(KeyState::Reappeared, &|r| {
+            r.deleted_flag = FlagEffect::SetFalse
+        }),
+        "Reappeared",
+    );
+    // A rule missing or duplicated.
+    let mut p = base();
+    p.rules.retain(|r| r.state != KeyState::NewInSource);
+    refused(p, "NewInSource");
+    let mut p = base();
+    let dup = p.rules[0].clone();
+    p.rules.push(dup);
+    refused(p, "NewInSource");
+    // Other reserved columns or another active predicate.
+    let mut p = base();
+    p.columns[0].role = ColumnRole::DeletedFlagStored;
+    refused(p, "reserved columns");
+    let mut p = base();
+    p.active_predicate = ActivePredicate::EveryRow;
+    refused(p, "active predicate");
+}
+
+/// The insert writes the deletion marker as active, as the plan's insert rule says, instead of
+/// leaving it to a column default.
+#[test]
+fn insert_writes_the_marker_as_active() {
+    let mut cols = columns();
+    let f = spec(Mode::TimestampOnly).finalizer(&cols).unwrap();
+    assert!(
+        f.insert()
+            .contains("[__dpone__deleted_at], [__dpone__updated_at]) ")
+    );
+    assert!(f.insert().contains("s.[payload], NULL, @P1 FROM"));
+    cols.retain(|c| c.name != "__dpone__deleted_at");
+    cols.push(col("__dpone__is_deleted", "bit", false, 1));
+    let f = spec(Mode::FlagOnly).finalizer(&cols).unwrap();
+    assert!(
+        f.insert()
+            .contains("[__dpone__is_deleted], [__dpone__updated_at]) ")
+    );
+    assert!(f.insert().contains("s.[payload], 0, @P1 FROM"));
 }
