@@ -1,13 +1,12 @@
 //! The run transaction and the staging lease on tiberius sessions.
 //!
 //! [`RunTransaction`] frames one connection as the finalizer needs it (`SET XACT_ABORT ON`,
-//! `SERIALIZABLE`, `BEGIN`, the session table for `M`), takes the transaction-owned application
-//! lock, reads the single detection timestamp, and executes the set-based steps with exact
-//! counts from `OUTPUT`. [`StagingLease`] is the separate session whose current database is the
+//! `SERIALIZABLE`, the session table for `M`), begins the transaction and takes the
+//! transaction-owned application lock after staging, reads the single detection timestamp, and
+//! executes the set-based steps with exact counts from `OUTPUT`. [`StagingLease`] is the separate session whose current database is the
 //! signed staging database; every staging action is checked before and after.
 //!
-//! These are the building blocks of the engine's `TargetSession`; wiring them into
-//! `TargetPort`/`TargetSession` is not done yet (see docs/mssql-target.md).
+//! These are the building blocks of the engine's `TargetSession` ([`crate::target`]).
 
 use crate::conn::{self, ConnError, MssqlClient};
 use crate::pins::{self, DatabaseAuthority, PinError};
@@ -109,6 +108,8 @@ pub fn iso_utc(micros: i64) -> String {
 pub struct RunTransaction {
     client: MssqlClient,
     fin: Finalizer,
+    /// `BEGIN TRANSACTION` sent (by [`RunTransaction::lock_target`], after staging).
+    started: bool,
 }
 
 async fn single_i64(
@@ -134,21 +135,41 @@ fn count(v: i64) -> u64 {
 }
 
 impl RunTransaction {
-    /// Frames the session and begins the transaction: each framing statement is a plain batch.
+    /// Frames the session (each framing statement a plain batch). `BEGIN TRANSACTION` waits for
+    /// [`RunTransaction::lock_target`]: staging (on the lease) and its counts come first, so the
+    /// transaction and its application lock span the apply only.
     pub async fn begin(mut client: MssqlClient, fin: Finalizer) -> Result<Self, ConnError> {
         for (step, s) in [
             ("set_xact_abort", sql::SET_XACT_ABORT.to_owned()),
             ("set_serializable", sql::SET_SERIALIZABLE.to_owned()),
             ("missing_table", fin.missing_table_ddl()),
-            ("begin", sql::BEGIN.to_owned()),
         ] {
             conn::execute(&mut client, step, &s).await?;
         }
-        Ok(Self { client, fin })
+        Ok(Self {
+            client,
+            fin,
+            started: false,
+        })
     }
 
-    /// `sp_getapplock` owned by the transaction on the hex target identity.
+    /// Whether `BEGIN TRANSACTION` has been sent.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    async fn start(&mut self) -> Result<(), ConnError> {
+        if !self.started {
+            conn::execute(&mut self.client, "begin", sql::BEGIN).await?;
+            self.started = true;
+        }
+        Ok(())
+    }
+
+    /// Begins the transaction and takes `sp_getapplock`, owned by the transaction, on the hex
+    /// target identity.
     pub async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<(), ConnError> {
+        self.start().await?;
         let resource = format!("dpone.xmin.{}", hex::encode(target_identity));
         let v = single_i64_i32(&mut self.client, "applock", sql::APPLOCK, &[&resource]).await?;
         if v >= 0 {
@@ -218,6 +239,7 @@ impl RunTransaction {
 
     /// Commits once and returns the connection.
     pub async fn commit(mut self) -> Result<MssqlClient, ConnError> {
+        self.start().await?;
         conn::execute(&mut self.client, "commit", sql::COMMIT).await?;
         Ok(self.client)
     }

@@ -801,6 +801,9 @@ pub struct MssqlSession {
 }
 
 impl MssqlSession {
+    /// Staging comes before the run transaction and its lock ([`TargetSession::stages_before_lock`]).
+    pub const STAGES_BEFORE_LOCK: bool = true;
+
     async fn lease_action(&mut self, step: &'static str, statement: &str) -> Result<()> {
         self.lease
             .execute(step, statement)
@@ -823,6 +826,13 @@ impl MssqlSession {
 }
 
 impl TargetSession for MssqlSession {
+    /// Staging runs on the lease (its own session, committed outside the run transaction) and
+    /// `BEGIN TRANSACTION` waits for `lock_target`: the transaction and its application lock
+    /// span the apply only.
+    fn stages_before_lock(&self) -> bool {
+        MssqlSession::STAGES_BEFORE_LOCK
+    }
+
     async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<()> {
         self.tx.lock_target(target_identity).await.map_err(cx)
     }

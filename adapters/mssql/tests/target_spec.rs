@@ -569,3 +569,12 @@ fn insert_writes_the_marker_as_active() {
     );
     assert!(f.insert().contains("s.[payload], 0, @P1 FROM"));
 }
+
+/// Staging (on the lease, committed outside the run transaction) comes before the run
+/// transaction and its application lock, so the lock is held for the apply only; the engine
+/// orders `stage` before `lock_target` for this port.
+#[test]
+fn staging_precedes_the_run_transaction_and_its_lock() {
+    use dpone_adapter_mssql::target::MssqlSession;
+    const { assert!(MssqlSession::STAGES_BEFORE_LOCK) };
+}

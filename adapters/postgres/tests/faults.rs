@@ -38,6 +38,15 @@ async fn fault_matrix_every_boundary(on: Dialect) {
     let names = probe.log();
     assert_eq!(names.last(), Some(&"commit"));
     assert!(boundaries >= 14, "{names:?}");
+    // Where the target stages outside its run transaction (SQL Server), staging comes before
+    // the target lock, so the lock spans the apply only; PostgreSQL stages inside its
+    // serializable snapshot, which must start after the lock.
+    let at = |n: &str| names.iter().position(|x| *x == n).expect(n);
+    assert_eq!(
+        at("stage") < at("lock_target"),
+        on == Dialect::SqlServer,
+        "{names:?}"
+    );
 
     let mut covered = 0u32;
     let mut divergent = 0;

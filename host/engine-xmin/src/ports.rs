@@ -213,6 +213,16 @@ pub trait TargetPort: Send {
 
 /// The run transaction on one connection. Every method is one boundary.
 pub trait TargetSession: Send {
+    /// Whether the engine calls [`TargetSession::stage`] before [`TargetSession::lock_target`]
+    /// (spec 003: stage, then the serializable transaction with the application lock, so the
+    /// lock is held for the apply only). SQL Server stages on a separate session and begins
+    /// its lock-based transaction at `lock_target`: `true`. PostgreSQL stages into
+    /// transaction-local tables, and its serializable snapshot is taken by the first statement,
+    /// which must come after the lock: `false` (the default).
+    fn stages_before_lock(&self) -> bool {
+        false
+    }
+
     /// A transaction-owned exclusive lock on the 32-byte target identity (PostgreSQL: an
     /// advisory lock keyed by its first 8 bytes; SQL Server: `sp_getapplock` on its hex).
     fn lock_target(
@@ -232,8 +242,10 @@ pub trait TargetSession: Send {
         &mut self,
         authority_id: &str,
     ) -> impl Future<Output = Result<Option<AuthorityRecord>>> + Send;
-    /// Streams the payloads into transaction-local staging, verifying their digests, then
-    /// checks staged keys for nulls and duplicates.
+    /// Streams the payloads into staging (PostgreSQL: transaction-local tables; SQL Server: the
+    /// staging lease's per-run tables), verifying their digests, then checks staged keys for
+    /// nulls and duplicates. Called before or after [`TargetSession::lock_target`] as
+    /// [`TargetSession::stages_before_lock`] says.
     fn stage(
         &mut self,
         envelope: &SnapshotEnvelope,
