@@ -71,12 +71,16 @@ async fn connect_config(config: Config) -> Result<MssqlClient, ConnError> {
         .await
         .map_err(|e| ConnError::Io(e.kind()))?;
     tcp.set_nodelay(true).map_err(|e| ConnError::Io(e.kind()))?;
-    let mut client = Client::connect(config, tcp.compat_write())
+    Client::connect(config, tcp.compat_write())
         .await
-        .map_err(|e| map_error("connect", e))?;
-    // A plain batch, so the options hold for the whole session (not one `sp_executesql` scope).
-    execute(&mut client, "session_options", sql::SESSION_OPTIONS).await?;
-    Ok(client)
+        .map_err(|e| map_error("connect", e))
+}
+
+/// Sets [`sql::SESSION_OPTIONS`] as a plain batch, so they hold for the whole session (not one
+/// `sp_executesql` scope). The target port does this on every session, after the server's
+/// classification (so a server that rejects an option is still refused by kind first).
+pub async fn set_session_options(client: &mut MssqlClient) -> Result<(), ConnError> {
+    execute(client, "session_options", sql::SESSION_OPTIONS).await
 }
 
 /// Connects to `database` with a registry endpoint's coordinates and credential (SQL Server

@@ -163,7 +163,8 @@ AND tr.is_instead_of_trigger = 1;";
 /// tables' one-active-owner and committed-once indexes) and for creating them. tiberius logs
 /// in as an ODBC client (which makes the server set them), but the server's `user options` or
 /// a tool's defaults (`sqlcmd` without `-I` has `QUOTED_IDENTIFIER OFF`) must not decide: every
-/// session sends them right after login, and the provisioning scripts begin with them.
+/// session of the target port sends them once the server is classified, and the provisioning
+/// scripts begin with them.
 pub const SESSION_OPTIONS: &str = "SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; \
 SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; SET QUOTED_IDENTIFIER ON; \
 SET NUMERIC_ROUNDABORT OFF;";

@@ -520,18 +520,23 @@ impl MssqlTarget {
         Ok(Self::new(MssqlTargetSpec::from_route(route)?))
     }
 
+    /// Every session of the port: connected, the server classified before anything else
+    /// ([`check_server`]), then the session options set ([`crate::sql::SESSION_OPTIONS`]).
     async fn connect(&self, role: MssqlRole) -> Result<MssqlClient> {
         let endpoint = match role {
             MssqlRole::State => &self.spec.pins.state_endpoint,
             MssqlRole::Target | MssqlRole::Staging => &self.spec.endpoint,
         };
-        conn::connect_endpoint(
+        let mut client = conn::connect_endpoint(
             endpoint,
             self.spec.db(role),
             self.spec.pins.trust_server_certificate,
         )
         .await
-        .map_err(|e| XminError::new(ErrorCode::TargetConnect, e.to_string()))
+        .map_err(|e| XminError::new(ErrorCode::TargetConnect, e.to_string()))?;
+        check_server(&mut client).await?;
+        conn::set_session_options(&mut client).await.map_err(cx)?;
+        Ok(client)
     }
 
     async fn control(&mut self) -> Result<&mut MssqlClient> {
@@ -636,7 +641,6 @@ impl MssqlTarget {
     async fn open_lease(&self, run_session: &SessionIdentity) -> Result<StagingLease> {
         let pin = self.spec.pins.pin(MssqlRole::Staging).clone();
         let mut client = self.connect(MssqlRole::Staging).await?;
-        check_server(&mut client).await?;
         let rows = conn::catalog_rows(&mut client, &pin.name)
             .await
             .map_err(cx)?;
@@ -662,9 +666,7 @@ impl TargetPort for MssqlTarget {
 
     async fn preflight(&mut self) -> Result<()> {
         let mut target = self.connect(MssqlRole::Target).await?;
-        check_server(&mut target).await?;
         let mut state = self.connect(MssqlRole::State).await?;
-        check_server(&mut state).await?;
         self.verify_pins(&mut target, Some(&mut state)).await?;
         let fin = self.freeze(&mut target).await?;
         let rows = query_rows(&mut state, "state catalog", &fin.state.catalog_check(), &[])
@@ -753,7 +755,6 @@ impl TargetPort for MssqlTarget {
         // `begin` needs no preflight and a redirected endpoint cannot swap a database between
         // the two.
         let mut client = self.connect(MssqlRole::Target).await?;
-        check_server(&mut client).await?;
         let (_, run_session) = self.verify_pins(&mut client, None).await?;
         let fin = self.freeze(&mut client).await?;
         if self.fin.as_ref().is_some_and(|f| *f != fin) {
