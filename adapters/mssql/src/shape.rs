@@ -363,15 +363,18 @@ pub fn check_bulk_column_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Refuses a staged column type the bulk load of tiberius 0.12.3 cannot carry faithfully:
+/// Refuses, before any extraction, a business column type the bulk load cannot carry
+/// faithfully — only the target types of the route's type mapping are loaded at all (`bit`,
+/// `smallint`, `int`, `bigint`, `real`, `float`, `nvarchar(n)`, `varbinary(n)`,
+/// `uniqueidentifier`, `date`, `time(7)`, `datetime2(6|7)`, `datetimeoffset(7)`,
+/// `decimal`/`numeric(p,s)` with `s <= 37`) — and, among them, the limits of tiberius 0.12.3:
 ///
 /// - `time` and `datetimeoffset` other than scale 7: `INSERT BULK` declares them without a
 ///   scale (so at scale 7) while the values are encoded at the column's scale;
-/// - `nvarchar`/`nchar` of 2001–4000 characters: declared by byte length, which exceeds 4000,
-///   so as `nvarchar(max)` while the values are sent in the non-PLP form;
+/// - `nvarchar` of 2001–4000 characters: declared by byte length, which exceeds 4000, so as
+///   `nvarchar(max)` while the values are sent in the non-PLP form;
 /// - `(max)` types: values over 65,535 bytes are refused by the bulk load, mid-run; the schema
-///   is refused up front instead;
-/// - legacy `text`, `ntext`, `image`, `xml`, `sql_variant` and CLR types: not loaded at all.
+///   is refused up front instead.
 pub fn check_bulk_column(c: &ColumnRow) -> Result<(), String> {
     let refuse = |why: &str| {
         Err(format!(
@@ -380,19 +383,28 @@ pub fn check_bulk_column(c: &ColumnRow) -> Result<(), String> {
             c.type_sql()
         ))
     };
+    const MAX: &str = "is a (max) type; the bulk load refuses values over 65,535 bytes, so the \
+                       schema is refused before any extraction";
     match c.type_name.as_str() {
-        "time" | "datetimeoffset" if c.scale != 7 => {
+        "bit" | "smallint" | "int" | "bigint" | "real" | "float" | "uniqueidentifier" | "date" => {
+            Ok(())
+        }
+        "nvarchar" if c.max_length == -1 => refuse(MAX),
+        "nvarchar" if (4001..=8000).contains(&c.max_length) => {
+            refuse("is declared as nvarchar(max) by the bulk load; use at most 2000 characters")
+        }
+        "nvarchar" => Ok(()),
+        "varbinary" if c.max_length == -1 => refuse(MAX),
+        "varbinary" => Ok(()),
+        "time" | "datetimeoffset" if c.scale == 7 => Ok(()),
+        "time" | "datetimeoffset" => {
             refuse("is loaded without its scale by the bulk load; use scale 7 (the default)")
         }
-        "nvarchar" | "nchar" if (4001..=8000).contains(&c.max_length) => refuse(
-            "is declared as nvarchar(max) by the bulk load; use at most 2000 characters or (max)",
+        "datetime2" if (6..=7).contains(&c.scale) => Ok(()),
+        "decimal" | "numeric" if (1..=38).contains(&c.precision) && c.scale <= 37 => Ok(()),
+        _ => refuse(
+            "has no exact mapping from a PostgreSQL type in this route (see the type mapping in \
+             docs/mssql-target.md)",
         ),
-        _ if c.max_length == -1 => refuse(
-            "is a (max) type; the bulk load refuses values over 65,535 bytes, so the schema is \
-             refused before any extraction",
-        ),
-        "text" | "ntext" | "image" | "xml" | "sql_variant" | "geography" | "geometry"
-        | "hierarchyid" => refuse("cannot be bulk loaded"),
-        _ => Ok(()),
     }
 }

@@ -368,6 +368,36 @@ fn bulk_load_limits_are_refused_before_any_io() {
     accepted(col("note", "varbinary", true, 8000));
     refused(col("note", "xml", true, -1));
     refused(col("note", "ntext", true, 16));
+    // Types outside the route's type mapping are refused here already, not at the bulk load.
+    for ty in [
+        "money",
+        "datetime",
+        "smalldatetime",
+        "varchar",
+        "char",
+        "tinyint",
+        "sql_variant",
+    ] {
+        refused(col("note", ty, true, 8));
+    }
+    refused(scaled("datetime2", 3));
+    for ty in [
+        "bit",
+        "smallint",
+        "int",
+        "bigint",
+        "real",
+        "float",
+        "uniqueidentifier",
+        "date",
+    ] {
+        accepted(col("note", ty, true, 8));
+    }
+    accepted(ColumnRow {
+        precision: 38,
+        scale: 10,
+        ..col("note", "numeric", true, 17)
+    });
 
     // Reserved words and irregular names: refused without I/O, and again at freezing.
     for name in ["order", "Key", "USER", "percent", "file"] {
