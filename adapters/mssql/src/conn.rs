@@ -4,10 +4,12 @@
 //! Errors never carry the server's message text (it can quote key values): only the error
 //! class and, for server errors, the SQL Server error number.
 
+use crate::catalog::{StateFact, UniqueIndexColumn};
 use crate::pins::{CatalogRow, SessionIdentity};
+use crate::server::ServerFacts;
 use crate::sql;
 use dpone_engine_xmin::registry::Endpoint;
-use tiberius::{AuthMethod, Client, Config, EncryptionLevel, Row};
+use tiberius::{AuthMethod, Client, ColumnData, Config, EncryptionLevel, Row};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 
@@ -72,6 +74,13 @@ async fn connect_config(config: Config) -> Result<MssqlClient, ConnError> {
     Client::connect(config, tcp.compat_write())
         .await
         .map_err(|e| map_error("connect", e))
+}
+
+/// Sets [`sql::SESSION_OPTIONS`] as a plain batch, so they hold for the whole session (not one
+/// `sp_executesql` scope). The target port does this on every session, after the server's
+/// classification (so a server that rejects an option is still refused by kind first).
+pub async fn set_session_options(client: &mut MssqlClient) -> Result<(), ConnError> {
+    execute(client, "session_options", sql::SESSION_OPTIONS).await
 }
 
 /// Connects to `database` with a registry endpoint's coordinates and credential (SQL Server
@@ -141,6 +150,35 @@ fn int(row: &Row, col: &str, step: &'static str) -> Result<Option<i32>, ConnErro
         .map_err(|_| ConnError::Shape(step))
 }
 
+/// The create token of a typed `datetime2` column ([`crate::pins::create_token`]).
+fn create_token(row: &Row, col: &str, step: &'static str) -> Result<String, ConnError> {
+    let cell = row
+        .cells()
+        .find(|(c, _)| c.name() == col)
+        .map(|(_, d)| d)
+        .ok_or(ConnError::Shape(step))?;
+    match cell {
+        ColumnData::DateTime2(Some(v)) => {
+            crate::pins::create_token(v.date().days(), v.time().increments(), v.time().scale())
+                .ok_or(ConnError::Shape(step))
+        }
+        _ => Err(ConnError::Shape(step)),
+    }
+}
+
+/// What kind of TDS server this session reached ([`crate::server::classify`] decides).
+pub async fn server_facts(client: &mut MssqlClient) -> Result<ServerFacts, ConnError> {
+    const STEP: &str = "server_facts";
+    let r = rows(client, STEP, sql::SERVER_FACTS, &[]).await?;
+    let row = r.first().ok_or(ConnError::Shape(STEP))?;
+    Ok(ServerFacts {
+        babelfish: text(row, "babelfish", STEP)?,
+        version_text: text(row, "version_text", STEP)?,
+        product_version: text(row, "product_version", STEP)?,
+        engine_edition: int(row, "engine_edition", STEP)?,
+    })
+}
+
 /// `HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE')`.
 pub async fn metadata_permission(client: &mut MssqlClient) -> Result<Option<i32>, ConnError> {
     const STEP: &str = "metadata_permission";
@@ -161,7 +199,7 @@ pub async fn catalog_rows(
             Ok(CatalogRow {
                 name: text(row, "name", STEP)?.ok_or(ConnError::Shape(STEP))?,
                 database_id: int(row, "database_id", STEP)?.ok_or(ConnError::Shape(STEP))?,
-                create_token: text(row, "create_token", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                create_token: create_token(row, "create_date", STEP)?,
                 database_guid: text(row, "database_guid", STEP)?,
                 state_desc: text(row, "state_desc", STEP)?.unwrap_or_default(),
                 user_access_desc: text(row, "user_access_desc", STEP)?.unwrap_or_default(),
@@ -185,7 +223,11 @@ pub async fn session_identity(client: &mut MssqlClient) -> Result<SessionIdentit
         instance_name: text(row, "instance_name", STEP)?,
         product_version: req("product_version")?,
         principal_name: req("principal_name")?,
-        principal_sid: req("principal_sid")?,
+        principal_sid: row
+            .try_get::<&[u8], _>("principal_sid")
+            .map_err(|_| ConnError::Shape(STEP))?
+            .map(crate::pins::sid_hex)
+            .ok_or(ConnError::Shape(STEP))?,
     })
 }
 
@@ -219,6 +261,87 @@ fn small(v: Option<i32>, step: &'static str) -> Result<u8, ConnError> {
         .ok_or(ConnError::Shape(step))
 }
 
+/// Key columns of the target's unique indexes and its enabled `INSTEAD OF` trigger count
+/// (`object` as `[schema].[table]`, in the session's database).
+pub async fn target_key_catalog(
+    client: &mut MssqlClient,
+    object: &str,
+) -> Result<(Vec<UniqueIndexColumn>, i32), ConnError> {
+    const STEP: &str = "target_key_catalog";
+    let r = rows(client, STEP, sql::TARGET_UNIQUE_INDEXES, &[&object]).await?;
+    let columns = r
+        .iter()
+        .map(|row| {
+            let flag = |c: &str| -> Result<bool, ConnError> { Ok(int(row, c, STEP)? == Some(1)) };
+            Ok(UniqueIndexColumn {
+                index_id: int(row, "index_id", STEP)?.ok_or(ConnError::Shape(STEP))?,
+                is_primary_key: flag("is_primary_key")?,
+                has_filter: flag("has_filter")?,
+                is_disabled: flag("is_disabled")?,
+                filter: text(row, "filter_definition", STEP)?,
+                column: text(row, "column_name", STEP)?.ok_or(ConnError::Shape(STEP))?,
+            })
+        })
+        .collect::<Result<Vec<_>, ConnError>>()?;
+    let t = rows(client, STEP, sql::TARGET_TRIGGERS, &[&object]).await?;
+    let triggers = t
+        .first()
+        .and_then(|row| int(row, "instead_of_triggers", STEP).ok().flatten())
+        .ok_or(ConnError::Shape(STEP))?;
+    Ok((columns, triggers))
+}
+
+/// The state tables' catalog facts ([`sql::StateNames::catalog_facts`]).
+pub async fn state_catalog_facts(
+    client: &mut MssqlClient,
+    statement: &str,
+) -> Result<Vec<StateFact>, ConnError> {
+    const STEP: &str = "state_catalog_facts";
+    let r = rows(client, STEP, statement, &[]).await?;
+    r.iter()
+        .map(|row| {
+            let req = |c: &str| -> Result<String, ConnError> {
+                text(row, c, STEP)?.ok_or(ConnError::Shape(STEP))
+            };
+            let num = |c: &str| -> Result<i32, ConnError> {
+                int(row, c, STEP)?.ok_or(ConnError::Shape(STEP))
+            };
+            let role = req("role")?;
+            Ok(match req("kind")?.as_str() {
+                "column" => StateFact::Column {
+                    role,
+                    name: req("name")?,
+                    type_name: req("item")?,
+                    max_length: num("n1")?,
+                    nullable: num("n2")? == 1,
+                },
+                "index" => {
+                    let flags = num("n2")?;
+                    StateFact::Index {
+                        role,
+                        column: UniqueIndexColumn {
+                            index_id: req("name")?.parse().map_err(|_| ConnError::Shape(STEP))?,
+                            is_primary_key: flags & 1 != 0,
+                            has_filter: flags & 2 != 0,
+                            is_disabled: flags & 4 != 0,
+                            filter: text(row, "filter", STEP)?,
+                            column: req("item")?,
+                        },
+                    }
+                }
+                "trigger" => StateFact::Trigger {
+                    role,
+                    name: req("name")?,
+                    event: req("item")?,
+                    is_disabled: num("n1")? == 1,
+                    is_instead_of: num("n2")? == 1,
+                },
+                _ => return Err(ConnError::Shape(STEP)),
+            })
+        })
+        .collect()
+}
+
 /// `DB_ID()` and `DB_NAME()` of the session (the staging lease check).
 pub async fn current_database(client: &mut MssqlClient) -> Result<(i32, String), ConnError> {
     const STEP: &str = "current_database";
@@ -244,6 +367,34 @@ pub async fn execute(
         .await
         .map_err(|e| map_error(step, e))?;
     Ok(())
+}
+
+/// Live-test hygiene: drops every scratch database ([`sql::SCRATCH_PREFIX`]) older than
+/// `older_than_minutes`, left behind by a test process that was killed before its guard ran.
+/// Returns the names dropped.
+pub async fn sweep_scratch(
+    client: &mut MssqlClient,
+    older_than_minutes: i32,
+) -> Result<Vec<String>, ConnError> {
+    const STEP: &str = "sweep_scratch";
+    let r = rows(
+        client,
+        STEP,
+        sql::STALE_SCRATCH_DATABASES,
+        &[&older_than_minutes],
+    )
+    .await?;
+    let names: Vec<String> = r
+        .iter()
+        .map(|row| text(row, "name", STEP)?.ok_or(ConnError::Shape(STEP)))
+        .collect::<Result<_, _>>()?;
+    execute(client, "use", "USE master;").await?;
+    for n in &names {
+        if n.starts_with(sql::SCRATCH_PREFIX) {
+            execute(client, STEP, &sql::drop_scratch_database(n)).await?;
+        }
+    }
+    Ok(names)
 }
 
 /// The live-test connection string, or the reason to skip.

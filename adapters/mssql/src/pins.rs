@@ -72,6 +72,54 @@ impl fmt::Display for PinError {
 
 impl std::error::Error for PinError {}
 
+/// Days from 0001-01-01 (the `date`/`datetime2` epoch of TDS) to 1970-01-01.
+const DAYS_0001_TO_1970: i64 = 719_162;
+
+/// Proleptic Gregorian civil date of a day count since 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// The canonical create token of a database: its `create_date` read as a typed `datetime2`
+/// (days since 0001-01-01, time of day in `10^-scale` s increments) formatted as
+/// `YYYY-MM-DDTHH:MM:SS.fffffff` — always 27 characters, the only form the registry accepts,
+/// including for a database created on a whole second (`.0000000`). `None` for a value outside
+/// `datetime2(0..=7)`.
+pub fn create_token(days: u32, increments: u64, scale: u8) -> Option<String> {
+    if scale > 7 {
+        return None;
+    }
+    let ticks = increments.checked_mul(10u64.pow(u32::from(7 - scale)))?;
+    if ticks >= 86_400 * 10_000_000 {
+        return None;
+    }
+    let (y, m, d) = civil_from_days(i64::from(days) - DAYS_0001_TO_1970);
+    if !(1..=9999).contains(&y) {
+        return None;
+    }
+    let secs = ticks / 10_000_000;
+    let frac = ticks % 10_000_000;
+    Some(format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:07}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    ))
+}
+
+/// A SID read as `varbinary`, as `0x` and upper-case hex (compared between sessions only).
+pub fn sid_hex(sid: &[u8]) -> String {
+    format!("0x{}", hex::encode_upper(sid))
+}
+
 fn err(role: Role, reason: &str, message: String) -> PinError {
     PinError {
         code: format!("mssql_transaction.{}_{reason}", role.name()),

@@ -38,9 +38,25 @@ mod tests {
     #[test]
     fn batches_split_on_go() {
         let b = batches(STATE_DDL);
-        assert_eq!(b.len(), 6);
-        assert!(b[5].contains("dpone_commit_receipt_invocation_digest_uq"));
-        assert_eq!(state_ddl_v1().len(), 5);
-        assert_eq!(batches(MIGRATE_V1_TO_V2).len(), 1);
+        assert_eq!(b.len(), 7);
+        assert!(b[6].contains("dpone_commit_receipt_invocation_digest_uq"));
+        assert_eq!(state_ddl_v1().len(), 6);
+        assert_eq!(batches(MIGRATE_V1_TO_V2).len(), 2);
+    }
+
+    /// Both scripts succeed under `sqlcmd`'s default `QUOTED_IDENTIFIER OFF` (and any other
+    /// session defaults): their first batch sets exactly the options filtered indexes need,
+    /// before any object is created or read.
+    #[test]
+    fn scripts_set_their_session_options_first() {
+        for script in [STATE_DDL, MIGRATE_V1_TO_V2] {
+            let b = batches(script);
+            let first: Vec<&str> = b[0]
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--") && !l.trim().is_empty())
+                .collect();
+            assert_eq!(first, [crate::sql::SESSION_OPTIONS]);
+            assert!(script.contains("sqlcmd -I -b"));
+        }
     }
 }

@@ -1,13 +1,12 @@
 //! The run transaction and the staging lease on tiberius sessions.
 //!
 //! [`RunTransaction`] frames one connection as the finalizer needs it (`SET XACT_ABORT ON`,
-//! `SERIALIZABLE`, `BEGIN`, the session table for `M`), takes the transaction-owned application
-//! lock, reads the single detection timestamp, and executes the set-based steps with exact
-//! counts from `OUTPUT`. [`StagingLease`] is the separate session whose current database is the
+//! `SERIALIZABLE`, the session table for `M`), begins the transaction and takes the
+//! transaction-owned application lock after staging, reads the single detection timestamp, and
+//! executes the set-based steps with exact counts from `OUTPUT`. [`StagingLease`] is the separate session whose current database is the
 //! signed staging database; every staging action is checked before and after.
 //!
-//! These are the building blocks of the engine's `TargetSession`; wiring them into
-//! `TargetPort`/`TargetSession` is not done yet (see docs/mssql-target.md).
+//! These are the building blocks of the engine's `TargetSession` ([`crate::target`]).
 
 use crate::conn::{self, ConnError, MssqlClient};
 use crate::pins::{self, DatabaseAuthority, PinError};
@@ -30,6 +29,53 @@ pub fn to_xmin(e: &ConnError) -> XminError {
             XminError::new(ErrorCode::TargetConnect, e.to_string())
         }
         _ => XminError::new(ErrorCode::TargetStatementFailed, e.to_string()),
+    }
+}
+
+/// SQL Server errors that mean a session lost its database: killed (596), the database dropped
+/// (911), set single-user (924), offline (942), inaccessible (945), in transition (952), not
+/// openable for the login (4060), or the server shutting down (6005).
+pub const LEASE_EVICTION_ERRORS: &[u32] = &[596, 911, 924, 942, 945, 952, 4060, 6005];
+
+/// A failure caused by the staged payload itself: a duplicate key (2627 primary key, 2601
+/// unique index) or a null key (515), whichever session reported it.
+pub fn staged_payload_error(e: &ConnError) -> Option<XminError> {
+    match e {
+        ConnError::Server {
+            number: 2627 | 2601,
+            ..
+        } => Some(XminError::new(
+            ErrorCode::SnapshotDuplicateKey,
+            "a key occurs twice in the staged payload",
+        )),
+        ConnError::Server { number: 515, .. } => Some(XminError::new(
+            ErrorCode::SnapshotNullKey,
+            "a key column is null in the staged payload",
+        )),
+        _ => None,
+    }
+}
+
+/// A failure on the staging lease (its checks, its DDL and the bulk load): the payload's own
+/// faults keep their snapshot codes; an evicted or lost session is
+/// `DPONE_XMIN_TARGET_STAGING_AUTHORITY_LOST` (the staging authority is gone, never transferred
+/// to whatever the session reaches next); anything else is a statement failure.
+pub fn lease_error(e: &ConnError) -> XminError {
+    if let Some(x) = staged_payload_error(e) {
+        return x;
+    }
+    match e {
+        ConnError::Io(_) => XminError::new(
+            ErrorCode::TargetStagingAuthorityLost,
+            format!("mssql_transaction.staging_lease_lost: {e} (staging session lost)"),
+        ),
+        ConnError::Server { number, .. } if LEASE_EVICTION_ERRORS.contains(number) => {
+            XminError::new(
+                ErrorCode::TargetStagingAuthorityLost,
+                format!("mssql_transaction.staging_lease_lost: {e} (staging session evicted)"),
+            )
+        }
+        other => to_xmin(other),
     }
 }
 
@@ -62,6 +108,8 @@ pub fn iso_utc(micros: i64) -> String {
 pub struct RunTransaction {
     client: MssqlClient,
     fin: Finalizer,
+    /// `BEGIN TRANSACTION` sent (by [`RunTransaction::lock_target`], after staging).
+    started: bool,
 }
 
 async fn single_i64(
@@ -87,21 +135,41 @@ fn count(v: i64) -> u64 {
 }
 
 impl RunTransaction {
-    /// Frames the session and begins the transaction: each framing statement is a plain batch.
+    /// Frames the session (each framing statement a plain batch). `BEGIN TRANSACTION` waits for
+    /// [`RunTransaction::lock_target`]: staging (on the lease) and its counts come first, so the
+    /// transaction and its application lock span the apply only.
     pub async fn begin(mut client: MssqlClient, fin: Finalizer) -> Result<Self, ConnError> {
         for (step, s) in [
             ("set_xact_abort", sql::SET_XACT_ABORT.to_owned()),
             ("set_serializable", sql::SET_SERIALIZABLE.to_owned()),
             ("missing_table", fin.missing_table_ddl()),
-            ("begin", sql::BEGIN.to_owned()),
         ] {
             conn::execute(&mut client, step, &s).await?;
         }
-        Ok(Self { client, fin })
+        Ok(Self {
+            client,
+            fin,
+            started: false,
+        })
     }
 
-    /// `sp_getapplock` owned by the transaction on the hex target identity.
+    /// Whether `BEGIN TRANSACTION` has been sent.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    async fn start(&mut self) -> Result<(), ConnError> {
+        if !self.started {
+            conn::execute(&mut self.client, "begin", sql::BEGIN).await?;
+            self.started = true;
+        }
+        Ok(())
+    }
+
+    /// Begins the transaction and takes `sp_getapplock`, owned by the transaction, on the hex
+    /// target identity.
     pub async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<(), ConnError> {
+        self.start().await?;
         let resource = format!("dpone.xmin.{}", hex::encode(target_identity));
         let v = single_i64_i32(&mut self.client, "applock", sql::APPLOCK, &[&resource]).await?;
         if v >= 0 {
@@ -171,6 +239,7 @@ impl RunTransaction {
 
     /// Commits once and returns the connection.
     pub async fn commit(mut self) -> Result<MssqlClient, ConnError> {
+        self.start().await?;
         conn::execute(&mut self.client, "commit", sql::COMMIT).await?;
         Ok(self.client)
     }

@@ -137,3 +137,274 @@ pub fn verify_target(f: &Finalizer, rows: &[ColumnRow]) -> Result<(), String> {
         ))
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bulk-load limits of tiberius 0.12.3 (refused before extraction and before any transaction)
+// ---------------------------------------------------------------------------------------------
+
+/// A staged column name the bulk load cannot send: tiberius writes the names of `INSERT BULK`
+/// unquoted, so a reserved word (or a name that is not a regular identifier) breaks it.
+pub const BULK_COLUMN_NAME_UNSUPPORTED: &str = "mssql_transaction.bulk_column_name_unsupported";
+/// A staged column type the bulk load cannot carry faithfully (see [`check_bulk_column`]).
+pub const BULK_COLUMN_TYPE_UNSUPPORTED: &str = "mssql_transaction.bulk_column_type_unsupported";
+
+/// The reserved keywords of Transact-SQL (SQL Server 2016 to 2025), upper case. An
+/// `INSERT BULK` column list with one of them unquoted does not parse. (ODBC's reserved words,
+/// such as `DATE`, `VALUE` or `LEVEL`, are ordinary identifiers in T-SQL and stay allowed.)
+pub const RESERVED_WORDS: &[&str] = &[
+    "ADD",
+    "ALL",
+    "ALTER",
+    "AND",
+    "ANY",
+    "AS",
+    "ASC",
+    "AUTHORIZATION",
+    "BACKUP",
+    "BEGIN",
+    "BETWEEN",
+    "BREAK",
+    "BROWSE",
+    "BULK",
+    "BY",
+    "CASCADE",
+    "CASE",
+    "CHECK",
+    "CHECKPOINT",
+    "CLOSE",
+    "CLUSTERED",
+    "COALESCE",
+    "COLLATE",
+    "COLUMN",
+    "COMMIT",
+    "COMPUTE",
+    "CONSTRAINT",
+    "CONTAINS",
+    "CONTAINSTABLE",
+    "CONTINUE",
+    "CONVERT",
+    "CREATE",
+    "CROSS",
+    "CURRENT",
+    "CURRENT_DATE",
+    "CURRENT_TIME",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_USER",
+    "CURSOR",
+    "DATABASE",
+    "DBCC",
+    "DEALLOCATE",
+    "DECLARE",
+    "DEFAULT",
+    "DELETE",
+    "DENY",
+    "DESC",
+    "DISK",
+    "DISTINCT",
+    "DISTRIBUTED",
+    "DOUBLE",
+    "DROP",
+    "DUMP",
+    "ELSE",
+    "END",
+    "ERRLVL",
+    "ESCAPE",
+    "EXCEPT",
+    "EXEC",
+    "EXECUTE",
+    "EXISTS",
+    "EXIT",
+    "EXTERNAL",
+    "FETCH",
+    "FILE",
+    "FILLFACTOR",
+    "FOR",
+    "FOREIGN",
+    "FREETEXT",
+    "FREETEXTTABLE",
+    "FROM",
+    "FULL",
+    "FUNCTION",
+    "GOTO",
+    "GRANT",
+    "GROUP",
+    "HAVING",
+    "HOLDLOCK",
+    "IDENTITY",
+    "IDENTITY_INSERT",
+    "IDENTITYCOL",
+    "IF",
+    "IN",
+    "INDEX",
+    "INNER",
+    "INSERT",
+    "INTERSECT",
+    "INTO",
+    "IS",
+    "JOIN",
+    "KEY",
+    "KILL",
+    "LEFT",
+    "LIKE",
+    "LINENO",
+    "LOAD",
+    "MERGE",
+    "NATIONAL",
+    "NOCHECK",
+    "NONCLUSTERED",
+    "NOT",
+    "NULL",
+    "NULLIF",
+    "OF",
+    "OFF",
+    "OFFSETS",
+    "ON",
+    "OPEN",
+    "OPENDATASOURCE",
+    "OPENQUERY",
+    "OPENROWSET",
+    "OPENXML",
+    "OPTION",
+    "OR",
+    "ORDER",
+    "OUTER",
+    "OVER",
+    "PERCENT",
+    "PIVOT",
+    "PLAN",
+    "PRECISION",
+    "PRIMARY",
+    "PRINT",
+    "PROC",
+    "PROCEDURE",
+    "PUBLIC",
+    "RAISERROR",
+    "READ",
+    "READTEXT",
+    "RECONFIGURE",
+    "REFERENCES",
+    "REPLICATION",
+    "RESTORE",
+    "RESTRICT",
+    "RETURN",
+    "REVERT",
+    "REVOKE",
+    "RIGHT",
+    "ROLLBACK",
+    "ROWCOUNT",
+    "ROWGUIDCOL",
+    "RULE",
+    "SAVE",
+    "SCHEMA",
+    "SECURITYAUDIT",
+    "SELECT",
+    "SEMANTICKEYPHRASETABLE",
+    "SEMANTICSIMILARITYDETAILSTABLE",
+    "SEMANTICSIMILARITYTABLE",
+    "SESSION_USER",
+    "SET",
+    "SETUSER",
+    "SHUTDOWN",
+    "SOME",
+    "STATISTICS",
+    "SYSTEM_USER",
+    "TABLE",
+    "TABLESAMPLE",
+    "TEXTSIZE",
+    "THEN",
+    "TO",
+    "TOP",
+    "TRAN",
+    "TRANSACTION",
+    "TRIGGER",
+    "TRUNCATE",
+    "TRY_CONVERT",
+    "TSEQUAL",
+    "UNION",
+    "UNIQUE",
+    "UNPIVOT",
+    "UPDATE",
+    "UPDATETEXT",
+    "USE",
+    "USER",
+    "VALUES",
+    "VARYING",
+    "VIEW",
+    "WAITFOR",
+    "WHEN",
+    "WHERE",
+    "WHILE",
+    "WITH",
+    "WRITETEXT",
+];
+
+/// Refuses a staged column name that `INSERT BULK` would not read unquoted: not a regular
+/// identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 128 characters) or a reserved word.
+pub fn check_bulk_column_name(name: &str) -> Result<(), String> {
+    let regular = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !regular {
+        return Err(format!(
+            "{BULK_COLUMN_NAME_UNSUPPORTED}: column {name:?} is not a regular identifier; the \
+             bulk load names staged columns unquoted"
+        ));
+    }
+    if RESERVED_WORDS.contains(&name.to_ascii_uppercase().as_str()) {
+        return Err(format!(
+            "{BULK_COLUMN_NAME_UNSUPPORTED}: column {name:?} is a reserved word; the bulk load \
+             names staged columns unquoted, so rename the column (source and target)"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses, before any extraction, a business column type the bulk load cannot carry
+/// faithfully — only the target types of the route's type mapping are loaded at all (`bit`,
+/// `smallint`, `int`, `bigint`, `real`, `float`, `nvarchar(n)`, `varbinary(n)`,
+/// `uniqueidentifier`, `date`, `time(7)`, `datetime2(6|7)`, `datetimeoffset(7)`,
+/// `decimal`/`numeric(p,s)` with `s <= 37`) — and, among them, the limits of tiberius 0.12.3:
+///
+/// - `time` and `datetimeoffset` other than scale 7: `INSERT BULK` declares them without a
+///   scale (so at scale 7) while the values are encoded at the column's scale;
+/// - `nvarchar` of 2001–4000 characters: declared by byte length, which exceeds 4000, so as
+///   `nvarchar(max)` while the values are sent in the non-PLP form;
+/// - `(max)` types: values over 65,535 bytes are refused by the bulk load, mid-run; the schema
+///   is refused up front instead.
+pub fn check_bulk_column(c: &ColumnRow) -> Result<(), String> {
+    let refuse = |why: &str| {
+        Err(format!(
+            "{BULK_COLUMN_TYPE_UNSUPPORTED}: column {:?} ({}) {why}",
+            c.name,
+            c.type_sql()
+        ))
+    };
+    const MAX: &str = "is a (max) type; the bulk load refuses values over 65,535 bytes, so the \
+                       schema is refused before any extraction";
+    match c.type_name.as_str() {
+        "bit" | "smallint" | "int" | "bigint" | "real" | "float" | "uniqueidentifier" | "date" => {
+            Ok(())
+        }
+        "nvarchar" if c.max_length == -1 => refuse(MAX),
+        "nvarchar" if (4001..=8000).contains(&c.max_length) => {
+            refuse("is declared as nvarchar(max) by the bulk load; use at most 2000 characters")
+        }
+        "nvarchar" => Ok(()),
+        "varbinary" if c.max_length == -1 => refuse(MAX),
+        "varbinary" => Ok(()),
+        "time" | "datetimeoffset" if c.scale == 7 => Ok(()),
+        "time" | "datetimeoffset" => {
+            refuse("is loaded without its scale by the bulk load; use scale 7 (the default)")
+        }
+        "datetime2" if (6..=7).contains(&c.scale) => Ok(()),
+        "decimal" | "numeric" if (1..=38).contains(&c.precision) && c.scale <= 37 => Ok(()),
+        _ => refuse(
+            "has no exact mapping from a PostgreSQL type in this route (see the type mapping in \
+             docs/mssql-target.md)",
+        ),
+    }
+}

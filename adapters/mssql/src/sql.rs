@@ -5,8 +5,10 @@
 //! session settings ([`SET_XACT_ABORT`], [`SET_SERIALIZABLE`]), [`BEGIN`] and
 //! [`Finalizer::missing_table_ddl`] must be sent as plain batches so they outlive the statement. Statements are grouped by boundary:
 //!
-//! - Pin verification ([`METADATA_PERMISSION`], [`CATALOG_ROWS`], [`SESSION_IDENTITY`],
-//!   [`CURRENT_DATABASE`]): read before any source I/O.
+//! - Server and pin verification ([`SERVER_FACTS`], [`METADATA_PERMISSION`], [`CATALOG_ROWS`],
+//!   [`SESSION_IDENTITY`], [`CURRENT_DATABASE`]): read before any source I/O, and again on the
+//!   run connection when the run transaction begins. None of them depends on a `CONVERT`
+//!   style: typed values are formatted in Rust.
 //! - Staging ([`Finalizer::stage_rows_ddl`], [`Finalizer::stage_keys_ddl`]): text keys in
 //!   `Latin1_General_100_BIN2`, clustered on the key.
 //! - The finalizer ([`Finalizer`]): `SET XACT_ABORT ON`, `SERIALIZABLE`, a transaction-owned
@@ -14,8 +16,6 @@
 //!   missing-key action with exact counts from `OUTPUT` (never `MERGE`), parity, checkpoint CAS,
 //!   receipt and authority consumption through three-part state names, one commit.
 //! - Target DDL ([`target_ddl`]): the reserved soft-delete columns of each delete mode.
-
-use std::fmt::Write as _;
 
 /// Bracket-quotes an identifier (`[a]]b]`).
 pub fn ident(s: &str) -> String {
@@ -72,11 +72,22 @@ pub const IS_DELETED_COLUMN: &str = "__dpone__is_deleted";
 pub const METADATA_PERMISSION: &str =
     "SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW ANY DATABASE') AS has_view_any_database;";
 
+/// What kind of TDS server answers ([`crate::server::classify`]): asked first on every session
+/// (before any pin, staging or write). `SERVERPROPERTY` of an unknown name is NULL on SQL
+/// Server; Babelfish answers `1` for `'Babelfish'`.
+pub const SERVER_FACTS: &str = "SELECT CONVERT(nvarchar(128), SERVERPROPERTY('Babelfish')) AS babelfish, \
+CONVERT(nvarchar(4000), @@VERSION) AS version_text, \
+CONVERT(nvarchar(128), SERVERPROPERTY('ProductVersion')) AS product_version, \
+CONVERT(int, SERVERPROPERTY('EngineEdition')) AS engine_edition;";
+
 /// Every database whose name folds to `@P1` (case- and accent-insensitive), so the verifier sees
-/// the exact spelling and any casefold decoy. The create token is `create_date` as `datetime2(7)`
-/// in ISO 8601; the GUID comes from `sys.database_recovery_status`.
+/// the exact spelling and any casefold decoy. `create_date` is returned as a typed
+/// `datetime2(7)` and the create token is formatted from it in Rust
+/// ([`crate::pins::create_token`]): no `CONVERT` style, whose output drops a zero fraction. The
+/// GUID comes from `sys.database_recovery_status` (`uniqueidentifier` to `varchar` takes no
+/// style).
 pub const CATALOG_ROWS: &str = "SELECT d.name AS name, d.database_id AS database_id, \
-CONVERT(varchar(27), CAST(d.create_date AS datetime2(7)), 126) AS create_token, \
+CAST(d.create_date AS datetime2(7)) AS create_date, \
 CONVERT(varchar(36), r.database_guid) AS database_guid, d.state_desc AS state_desc, \
 d.user_access_desc AS user_access_desc, HAS_DBACCESS(d.name) AS has_dbaccess \
 FROM master.sys.databases AS d \
@@ -84,12 +95,13 @@ LEFT JOIN master.sys.database_recovery_status AS r ON r.database_id = d.database
 WHERE d.name COLLATE Latin1_General_100_CI_AI = @P1 COLLATE Latin1_General_100_CI_AI \
 ORDER BY d.database_id;";
 
-/// Topology and effective principal of a session: target and state sessions must agree.
+/// Topology and effective principal of a session: target and state sessions must agree. The
+/// SID is read as `varbinary` and hex-encoded in Rust (no `CONVERT` style).
 pub const SESSION_IDENTITY: &str = "SELECT CONVERT(nvarchar(256), @@SERVERNAME) AS server_name, \
 CONVERT(nvarchar(256), SERVERPROPERTY('MachineName')) AS machine_name, \
 CONVERT(nvarchar(256), SERVERPROPERTY('InstanceName')) AS instance_name, \
 CONVERT(nvarchar(256), SERVERPROPERTY('ProductVersion')) AS product_version, \
-SUSER_SNAME() AS principal_name, CONVERT(varchar(172), SUSER_SID(), 1) AS principal_sid;";
+SUSER_SNAME() AS principal_name, SUSER_SID() AS principal_sid;";
 
 /// The staging lease's own view of its current database (checked before and after each staging
 /// action).
@@ -107,9 +119,55 @@ FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_typ
 LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id \
 WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;";
 
+/// Name prefix of every scratch database the live tests create (here and in the shared suites).
+pub const SCRATCH_PREFIX: &str = "dpone_t_";
+
+/// Scratch databases of earlier live-test processes: names starting with [`SCRATCH_PREFIX`]
+/// (`_` escaped, it is a `LIKE` wildcard) created more than `@P1` minutes ago. Younger ones may
+/// belong to a test running now in another process.
+pub const STALE_SCRATCH_DATABASES: &str = "SELECT name FROM sys.databases \
+WHERE name LIKE N'dpone\\_t\\_%' ESCAPE N'\\' \
+AND create_date < DATEADD(MINUTE, -CONVERT(int, @P1), GETDATE()) ORDER BY name;";
+
+/// Drops one scratch database, disconnecting its sessions first.
+pub fn drop_scratch_database(name: &str) -> String {
+    format!(
+        "IF DB_ID(N'{lit}') IS NOT NULL BEGIN \
+ALTER DATABASE {n} SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE {n}; END;",
+        lit = name.replace('\'', "''"),
+        n = ident(name)
+    )
+}
+
+/// Key columns of the target's unique indexes (`@P1` = `[schema].[table]`, run in the target
+/// database), for [`crate::catalog::verify_target_key`].
+pub const TARGET_UNIQUE_INDEXES: &str = "SELECT i.index_id AS index_id, \
+CONVERT(int, i.is_primary_key) AS is_primary_key, CONVERT(int, i.has_filter) AS has_filter, \
+CONVERT(int, i.is_disabled) AS is_disabled, i.filter_definition AS filter_definition, \
+c.name AS column_name \
+FROM sys.indexes AS i INNER JOIN sys.index_columns AS ic \
+ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal > 0 \
+INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id \
+WHERE i.object_id = OBJECT_ID(@P1) AND i.is_unique = 1 ORDER BY i.index_id, ic.key_ordinal;";
+
+/// Enabled `INSTEAD OF` triggers on the target (`@P1` = `[schema].[table]`).
+pub const TARGET_TRIGGERS: &str = "SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers \
+FROM sys.triggers AS tr WHERE tr.parent_id = OBJECT_ID(@P1) AND tr.is_disabled = 0 \
+AND tr.is_instead_of_trigger = 1;";
+
 // ---------------------------------------------------------------------------------------------
 // Transaction framing
 // ---------------------------------------------------------------------------------------------
+
+/// The session options SQL Server requires for DML on tables with filtered indexes (the state
+/// tables' one-active-owner and committed-once indexes) and for creating them. tiberius logs
+/// in as an ODBC client (which makes the server set them), but the server's `user options` or
+/// a tool's defaults (`sqlcmd` without `-I` has `QUOTED_IDENTIFIER OFF`) must not decide: every
+/// session of the target port sends them once the server is classified, and the provisioning
+/// scripts begin with them.
+pub const SESSION_OPTIONS: &str = "SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; \
+SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; SET QUOTED_IDENTIFIER ON; \
+SET NUMERIC_ROUNDABORT OFF;";
 
 /// Any run-time error aborts the whole transaction.
 pub const SET_XACT_ABORT: &str = "SET XACT_ABORT ON;";
@@ -215,6 +273,46 @@ pub struct BusinessColumn {
     pub name: String,
     /// Type SQL, e.g. `nvarchar(200)`, `decimal(18,2)`.
     pub type_sql: String,
+    /// The target column's collation (text columns), so the staging column has the same one:
+    /// no implicit conversion between code pages and no collation conflict between the two.
+    pub collation: Option<String>,
+}
+
+impl BusinessColumn {
+    /// Type SQL with the column's collation (`nvarchar(200) COLLATE Latin1_General_100_CI_AS`).
+    pub fn type_with_collation(&self) -> String {
+        match &self.collation {
+            Some(c) => format!("{} COLLATE {c}", self.type_sql),
+            None => self.type_sql.clone(),
+        }
+    }
+
+    /// Expressions that compare this column exactly, whatever its collation: text as its bytes
+    /// plus its byte length (so case, accents, width and trailing spaces are changes, and a
+    /// case-insensitive or padded collation cannot call a change "unchanged"); binary with its
+    /// byte length (SQL Server ignores trailing `0x00` when comparing `varbinary`); every other
+    /// type as itself. `NULL` stays `NULL`, so the `EXCEPT` comparison stays null-safe.
+    pub fn exact(&self, alias: &str) -> String {
+        let c = format!("{alias}.{}", ident(&self.name));
+        let ty = self.type_sql.to_ascii_lowercase();
+        let text = ["nvarchar(", "nchar(", "varchar(", "char("]
+            .iter()
+            .any(|p| ty.starts_with(p));
+        let binary = ty.starts_with("varbinary(") || ty.starts_with("binary(");
+        if text {
+            format!("CONVERT(varbinary(8000), {c}), DATALENGTH({c})")
+        } else if binary {
+            format!("{c}, DATALENGTH({c})")
+        } else {
+            c
+        }
+    }
+}
+
+/// A collation name as the catalog spells it (`Latin1_General_100_CI_AS`): only such names are
+/// written into DDL.
+pub fn is_collation_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -236,7 +334,7 @@ pub fn target_ddl(
     cols.extend(
         business
             .iter()
-            .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_sql)),
+            .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_with_collation())),
     );
     match mode {
         DeleteMode::TimestampOnly => {
@@ -340,6 +438,48 @@ impl StateNames {
             .map(|(n, t)| format!("OBJECT_ID(N'{}', N'U') AS {n}", t.sql().replace('\'', "''")))
             .collect();
         format!("SELECT {};", cols.join(", "))
+    }
+
+    /// Columns, unique-index key columns and trigger events of the five state tables, run in
+    /// the state database, for [`crate::catalog::verify_state_catalog`]. Rows:
+    /// `(role, kind, name, item, n1, n2, filter)` with kind `column` (name, type, max_length,
+    /// nullable), `index` (index id, column, key ordinal, flags: 1 primary key, 2 filtered,
+    /// 4 disabled; filter definition) or `trigger` (name, event, disabled, instead of).
+    pub fn catalog_facts(&self) -> String {
+        let objects: Vec<String> = self
+            .named()
+            .iter()
+            .map(|(n, t)| {
+                format!(
+                    "SELECT N'{n}' AS role, OBJECT_ID(N'{}', N'U') AS object_id",
+                    t.sql().replace('\'', "''")
+                )
+            })
+            .collect();
+        format!(
+            "WITH v (role, object_id) AS ({objects}) \
+SELECT v.role AS role, N'column' AS kind, c.name AS name, ty.name AS item, \
+CONVERT(int, c.max_length) AS n1, CONVERT(int, c.is_nullable) AS n2, \
+CONVERT(nvarchar(4000), NULL) AS filter \
+FROM v INNER JOIN sys.columns AS c ON c.object_id = v.object_id \
+INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id \
+UNION ALL \
+SELECT v.role, N'index', CONVERT(nvarchar(128), i.index_id), c.name, \
+CONVERT(int, ic.key_ordinal), \
+CONVERT(int, i.is_primary_key) + 2 * CONVERT(int, i.has_filter) + 4 * CONVERT(int, i.is_disabled), \
+i.filter_definition \
+FROM v INNER JOIN sys.indexes AS i ON i.object_id = v.object_id AND i.is_unique = 1 \
+INNER JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id \
+AND ic.key_ordinal > 0 \
+INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id \
+UNION ALL \
+SELECT v.role, N'trigger', tr.name, te.type_desc, CONVERT(int, tr.is_disabled), \
+CONVERT(int, tr.is_instead_of_trigger), NULL \
+FROM v INNER JOIN sys.triggers AS tr ON tr.parent_id = v.object_id \
+INNER JOIN sys.trigger_events AS te ON te.object_id = tr.object_id \
+ORDER BY 1, 2, 3, 5;",
+            objects = objects.join(" UNION ALL ")
+        )
     }
 
     /// A state row outside the run transaction (`@P1` = state key).
@@ -490,7 +630,7 @@ impl Finalizer {
         cols.extend(
             self.business
                 .iter()
-                .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_sql)),
+                .map(|b| format!("    {} {} NULL", ident(&b.name), b.type_with_collation())),
         );
         cols.push(format!(
             "    PRIMARY KEY CLUSTERED ({})",
@@ -574,15 +714,22 @@ SELECT (SELECT COUNT_BIG(*) FROM {t} AS t WHERE {act}) AS active, \
         )
     }
 
-    /// Rewrites active rows whose business columns changed (null-safe `EXCEPT` comparison);
-    /// `@P1` is the detection timestamp. Identical rows are not touched.
+    /// Rewrites active rows whose business columns changed (null-safe `EXCEPT` comparison of
+    /// [`BusinessColumn::exact`] expressions, independent of the columns' collations); `@P1` is
+    /// the detection timestamp. Identical rows are not touched.
     pub fn update_changed(&self) -> String {
         if self.business.is_empty() {
             // A key-only table has nothing that can change.
             return "SELECT CAST(0 AS bigint) AS affected;".to_owned();
         }
-        let s_cols = key_or_business(&self.business, "s");
-        let t_cols = key_or_business(&self.business, "t");
+        let exact = |alias: &str| {
+            self.business
+                .iter()
+                .map(|b| b.exact(alias))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (s_cols, t_cols) = (exact("s"), exact("t"));
         Self::counted(&format!(
             "UPDATE t SET {set}t.{upd} = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) \
 FROM {t} AS t INNER JOIN {s} AS s ON {join} \
@@ -618,11 +765,23 @@ FROM {t} AS t INNER JOIN {s} AS s ON {join} WHERE NOT ({act});",
         ))
     }
 
-    /// Inserts delta keys absent from the target.
+    /// Inserts delta keys absent from the target, with the deletion marker written as active
+    /// (the plan's insert rule; never left to a column default).
     pub fn insert(&self) -> String {
         let mut cols: Vec<String> = self.keys.iter().map(|k| ident(&k.name)).collect();
         cols.extend(self.business.iter().map(|b| ident(&b.name)));
         let mut vals: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+        match self.mode {
+            DeleteMode::TimestampOnly | DeleteMode::TimestampAndFlag => {
+                cols.push(ident(DELETED_AT_COLUMN));
+                vals.push("NULL".into());
+            }
+            DeleteMode::FlagOnly => {
+                cols.push(ident(IS_DELETED_COLUMN));
+                vals.push("0".into());
+            }
+            DeleteMode::Hard => {}
+        }
         cols.push(ident(UPDATED_AT_COLUMN));
         vals.push("@P1".into());
         Self::counted(&format!(
@@ -803,6 +962,7 @@ recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());",
             ("record_run", self.record_run()),
             ("stage_drop", self.stage_drop()),
             ("state_catalog_check", self.state.catalog_check()),
+            ("state_catalog_facts", self.state.catalog_facts()),
             ("select_state", self.state.select_state()),
             (
                 "select_receipt_by_invocation",
@@ -819,25 +979,18 @@ recorded_at_utc) VALUES (@P1, @P2, @P3, @P4, @P5, @P6, SYSUTCDATETIME());",
     }
 }
 
-fn key_or_business(cols: &[BusinessColumn], alias: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in cols.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        let _ = write!(out, "{alias}.{}", ident(&c.name));
-    }
-    out
-}
-
 /// The fixed statements, named, for snapshot and parse tests.
 pub fn fixed() -> Vec<(&'static str, &'static str)> {
     vec![
+        ("server_facts", SERVER_FACTS),
         ("metadata_permission", METADATA_PERMISSION),
         ("catalog_rows", CATALOG_ROWS),
         ("session_identity", SESSION_IDENTITY),
         ("current_database", CURRENT_DATABASE),
         ("target_columns", TARGET_COLUMNS),
+        ("target_unique_indexes", TARGET_UNIQUE_INDEXES),
+        ("target_triggers", TARGET_TRIGGERS),
+        ("session_options", SESSION_OPTIONS),
         ("set_xact_abort", SET_XACT_ABORT),
         ("set_serializable", SET_SERIALIZABLE),
         ("begin", BEGIN),
@@ -845,6 +998,7 @@ pub fn fixed() -> Vec<(&'static str, &'static str)> {
         ("detection_time", DETECTION_TIME),
         ("commit", COMMIT),
         ("rollback", ROLLBACK),
+        ("stale_scratch_databases", STALE_SCRATCH_DATABASES),
     ]
 }
 

@@ -1256,11 +1256,11 @@ pub fn check_export(
 // Bulk load
 // ---------------------------------------------------------------------------------------------
 
+/// The bulk load runs on the staging lease: a duplicate or null key in the payload keeps its
+/// snapshot code, a lost or evicted session is a staging-authority failure
+/// ([`crate::session::lease_error`]).
 fn statement_failed(step: &'static str, e: tiberius::error::Error) -> XminError {
-    XminError::new(
-        ErrorCode::TargetStatementFailed,
-        conn::map_error(step, e).to_string(),
-    )
+    crate::session::lease_error(&conn::map_error(step, e))
 }
 
 /// Streams the artifact of `payload` into the staging table `table` (bracket-quoted, in the

@@ -4,7 +4,10 @@
 //! pins of target, staging and state against the master catalog (permission first), proves the
 //! target and state sessions share topology and effective principal, freezes the finalizer from
 //! the target's columns and checks the state catalog — all before source I/O. Reads outside the
-//! run (state, receipt probes, authority preview) use a control session.
+//! run (state, receipt probes, authority preview) use a control session. Every session first
+//! proves it reached a supported SQL Server ([`check_server`]; Babelfish and older versions are
+//! refused). `begin` does not depend on preflight: it re-verifies the server, the pins and the
+//! target's columns on the run's own connection, as the PostgreSQL port does.
 //!
 //! [`MssqlSession`] is the [`TargetSession`]: the run connection ([`RunTransaction`]) plus the
 //! staging lease ([`StagingLease`]) on the signed staging database. Staging tables get a fresh
@@ -14,12 +17,17 @@
 //! it but never depends on it surviving a failure, and cleanup drops it after commit or
 //! rollback (best effort; names are unique, so a leftover never collides).
 
+use crate::catalog;
 use crate::conn::{self, ConnError, MssqlClient};
 use crate::pins::{self, CatalogRow, DatabaseAuthorities, PinError, RoleCapture, SessionIdentity};
-use crate::session::{RunTransaction, StagingError, StagingLease, iso_utc, to_xmin};
+use crate::server::{self, ServerClass};
+use crate::session::{
+    RunTransaction, StagingError, StagingLease, iso_utc, lease_error, staged_payload_error, to_xmin,
+};
 use crate::shape::{self, ColumnRow};
 use crate::sql::{
-    BusinessColumn, DeleteMode, Finalizer, KeyColumn, MissingAction, StateNames, ThreePart, ident,
+    BusinessColumn, DELETED_AT_COLUMN, DeleteMode, Finalizer, IS_DELETED_COLUMN, KeyColumn,
+    MissingAction, StateNames, ThreePart, ident, is_collation_name,
 };
 use crate::stage;
 use dpone_engine_xmin::artifact::ArtifactStore;
@@ -33,7 +41,10 @@ use dpone_engine_xmin::ports::{
 use dpone_engine_xmin::registry::{Endpoint, MssqlRole, MssqlRoutePins};
 use dpone_engine_xmin::state::{AuthorityRecord, CommitReceipt, Consumption, SourceState};
 use dpone_engine_xmin::{ErrorCode, Result, Route, XminError};
-use dpone_policy_model::delete_mode::Mode;
+use dpone_policy_model::delete_mode::{
+    ActivePredicate, Classification, ColumnRole, DeletePlan, FlagEffect, KeyState, Mode,
+    ReservedColumn, RowAction, TimestampEffect,
+};
 use dpone_policy_model::guard::{ActiveOwner, Checkpoint, TransferBinding};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,8 +65,10 @@ pub struct MssqlTargetSpec {
     pub keys: Vec<String>,
     /// Business columns, in manifest order.
     pub business: Vec<String>,
-    /// The delete plan's mode.
-    pub mode: Mode,
+    /// The delete-mode plan (mode, reserved columns, active predicate and one rule per key
+    /// state); the finalizer executes it only if it is exactly what the T-SQL does
+    /// ([`check_delete_plan`]).
+    pub plan: DeletePlan,
     /// State schema (in the state database).
     pub state_schema: String,
     /// State table names.
@@ -78,7 +91,7 @@ impl MssqlTargetSpec {
             table: route.manifest.target_table.clone(),
             keys: route.manifest.unique_key.clone(),
             business: route.manifest.business_columns(),
-            mode: route.plan.mode,
+            plan: route.plan.clone(),
             state_schema: route.resolved.state_schema.clone(),
             state: route.manifest.state.clone(),
         })
@@ -103,7 +116,7 @@ impl MssqlTargetSpec {
     /// The delete mode of the target table and the missing-key action, as the delete-mode
     /// plan fixes them (a hard-delete target has no reserved soft-delete columns).
     pub fn delete_shape(&self) -> (DeleteMode, MissingAction) {
-        match self.mode {
+        match self.plan.mode {
             Mode::TimestampOnly => (DeleteMode::TimestampOnly, MissingAction::SoftDelete),
             Mode::TimestampAndFlag => (DeleteMode::TimestampAndFlag, MissingAction::SoftDelete),
             Mode::FlagOnly => (DeleteMode::FlagOnly, MissingAction::SoftDelete),
@@ -111,7 +124,21 @@ impl MssqlTargetSpec {
         }
     }
 
-    /// Freezes the finalizer from the target's captured columns and checks the shape.
+    /// What the route's own coordinates can prove without I/O (`check`, `plan` and every run
+    /// before extraction): the delete-mode plan is exactly what the finalizer executes, and
+    /// every staged column name is one the bulk load can send unquoted.
+    pub fn check_plan(&self) -> Result<()> {
+        check_delete_plan(&self.plan)
+            .map_err(|m| XminError::new(ErrorCode::DeleteModeRejected, m))?;
+        for name in self.keys.iter().chain(&self.business) {
+            shape::check_bulk_column_name(name)
+                .map_err(|m| XminError::new(ErrorCode::TargetColumnTypeUnsupported, m))?;
+        }
+        Ok(())
+    }
+
+    /// Freezes the finalizer from the target's captured columns and checks the shape and the
+    /// bulk-load limits (before any extraction, staging or transaction).
     pub fn finalizer(&self, columns: &[ColumnRow]) -> Result<Finalizer> {
         let invalid = |m: String| {
             XminError::new(
@@ -145,9 +172,19 @@ impl MssqlTargetSpec {
             .business
             .iter()
             .map(|b| {
+                let c = find(b)?;
+                let collation = match &c.collation_name {
+                    Some(name) if !is_collation_name(name) => {
+                        return Err(invalid(format!(
+                            "column {b:?} has a collation name that cannot be written into DDL"
+                        )));
+                    }
+                    other => other.clone(),
+                };
                 Ok(BusinessColumn {
                     name: b.clone(),
-                    type_sql: find(b)?.type_sql(),
+                    type_sql: c.type_sql(),
+                    collation,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -171,13 +208,135 @@ impl MssqlTargetSpec {
             )
         })?;
         shape::verify_target(&fin, columns).map_err(invalid)?;
+        self.check_plan()?;
+        for b in &self.business {
+            shape::check_bulk_column(find(b)?)
+                .map_err(|m| XminError::new(ErrorCode::TargetColumnTypeUnsupported, m))?;
+        }
         Ok(fin)
     }
 }
 
+/// Stable code: the delete-mode plan asks for something the T-SQL finalizer does not do.
+pub const DELETE_PLAN_UNSUPPORTED: &str = "mssql_transaction.delete_plan_unsupported";
+
+/// The plan the T-SQL finalizer executes for a mode: its reserved columns, its active
+/// predicate and, per key state, what its statements do — insert (business columns, the
+/// marker written as active: `__dpone__deleted_at = NULL` or `__dpone__is_deleted = 0`),
+/// update-changed (business columns only), identical rows untouched (exact comparison),
+/// reactivate (business columns, marker active), the missing action (soft: timestamp set to the
+/// detection time or flag set; hard: `DELETE`), already-deleted rows untouched (the first
+/// detection time kept).
+pub fn executed_plan(mode: Mode) -> DeletePlan {
+    use TimestampEffect as T;
+    let reserved = |name: &str, role| ReservedColumn {
+        name: name.into(),
+        role,
+    };
+    let (columns, active_predicate) = match mode {
+        Mode::TimestampOnly => (
+            vec![reserved(DELETED_AT_COLUMN, ColumnRole::DeletedAt)],
+            ActivePredicate::DeletedAtIsNull,
+        ),
+        Mode::TimestampAndFlag => (
+            vec![
+                reserved(DELETED_AT_COLUMN, ColumnRole::DeletedAt),
+                reserved(IS_DELETED_COLUMN, ColumnRole::DeletedFlagComputed),
+            ],
+            ActivePredicate::DeletedAtIsNull,
+        ),
+        Mode::FlagOnly => (
+            vec![reserved(IS_DELETED_COLUMN, ColumnRole::DeletedFlagStored)],
+            ActivePredicate::FlagIsFalse,
+        ),
+        Mode::HardDelete => (Vec::new(), ActivePredicate::EveryRow),
+    };
+    // (timestamp, flag) effects of writing the marker as active / deleted / kept.
+    let (active, deleted, kept) = match mode {
+        Mode::TimestampOnly | Mode::TimestampAndFlag => (
+            (T::Clear, FlagEffect::None),
+            (T::SetDetectionTime, FlagEffect::None),
+            (T::Keep, FlagEffect::None),
+        ),
+        Mode::FlagOnly => (
+            (T::None, FlagEffect::SetFalse),
+            (T::None, FlagEffect::SetTrue),
+            (T::None, FlagEffect::Keep),
+        ),
+        Mode::HardDelete => (
+            (T::None, FlagEffect::None),
+            (T::None, FlagEffect::None),
+            (T::None, FlagEffect::None),
+        ),
+    };
+    let untouched = (T::None, FlagEffect::None);
+    let rule = |state, action, write, (deleted_at, deleted_flag): (T, FlagEffect)| Classification {
+        state,
+        action,
+        write_business_columns: write,
+        deleted_at,
+        deleted_flag,
+    };
+    let missing = if mode == Mode::HardDelete {
+        rule(KeyState::Missing, RowAction::HardDelete, false, untouched)
+    } else {
+        rule(KeyState::Missing, RowAction::SoftDelete, false, deleted)
+    };
+    DeletePlan {
+        mode,
+        columns,
+        active_predicate,
+        rules: vec![
+            rule(KeyState::NewInSource, RowAction::Insert, true, active),
+            rule(KeyState::Changed, RowAction::Update, true, untouched),
+            rule(KeyState::Identical, RowAction::Unchanged, false, untouched),
+            rule(KeyState::Reappeared, RowAction::Reactivate, true, active),
+            missing,
+            rule(KeyState::StillMissing, RowAction::KeepDeleted, false, kept),
+        ],
+    }
+}
+
+/// Refuses a delete-mode plan that is not exactly [`executed_plan`] of its mode: other reserved
+/// columns, another active predicate, or any rule (per key state, exactly one each) that the
+/// finalizer's statements would not carry out as stated. The adapter follows the plan's rules,
+/// not only its mode.
+pub fn check_delete_plan(plan: &DeletePlan) -> std::result::Result<(), String> {
+    let want = executed_plan(plan.mode);
+    let refuse = |what: &str| {
+        Err(format!(
+            "{DELETE_PLAN_UNSUPPORTED}: the delete-mode plan's {what} is not what the SQL Server              finalizer executes for {:?}",
+            plan.mode
+        ))
+    };
+    let mut columns = plan.columns.clone();
+    columns.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut want_columns = want.columns.clone();
+    want_columns.sort_by(|a, b| a.name.cmp(&b.name));
+    if columns != want_columns {
+        return refuse("reserved columns");
+    }
+    if plan.active_predicate != want.active_predicate {
+        return refuse("active predicate");
+    }
+    for w in &want.rules {
+        let mut it = plan.rules.iter().filter(|r| r.state == w.state);
+        match (it.next(), it.next()) {
+            (Some(r), None) if r == w => {}
+            _ => return refuse(&format!("rule for {:?}", w.state)),
+        }
+    }
+    if plan.rules.len() != want.rules.len() {
+        return refuse("rule table");
+    }
+    Ok(())
+}
+
 /// Maps a pin failure to the engine's codes; the adapter's detail code leads the message.
 pub fn pin_error(e: &PinError) -> XminError {
-    let code = if e.code.ends_with("metadata_permission_denied") {
+    let code = if e.code.starts_with("mssql_transaction.server_") {
+        ErrorCode::TargetServerUnsupported
+    } else if e.code.ends_with("metadata_permission_denied") {
         ErrorCode::TargetMetadataPermissionDenied
     } else if e.code.ends_with("topology_mismatch") || e.code.ends_with("principal_mismatch") {
         ErrorCode::TargetTopologyMismatch
@@ -195,27 +354,14 @@ fn staging_error(e: StagingError) -> XminError {
             ErrorCode::TargetStagingAuthorityLost,
             format!("{p} (staging authority lost)"),
         ),
-        StagingError::Conn(c) => staging_conn_error(&c),
+        StagingError::Conn(c) => lease_error(&c),
     }
 }
 
-/// Staging statement failures: a duplicate key (2627/2601) or a null key (515) in the staged
-/// payload has its own code; everything else is a statement failure.
+/// Staging reads on the run connection (the staged counts): the payload's own faults keep
+/// their snapshot codes; everything else is a statement failure.
 fn staging_conn_error(e: &ConnError) -> XminError {
-    match e {
-        ConnError::Server {
-            number: 2627 | 2601,
-            ..
-        } => XminError::new(
-            ErrorCode::SnapshotDuplicateKey,
-            "a key occurs twice in the staged payload",
-        ),
-        ConnError::Server { number: 515, .. } => XminError::new(
-            ErrorCode::SnapshotNullKey,
-            "a key column is null in the staged payload",
-        ),
-        other => to_xmin(other),
-    }
+    staged_payload_error(e).unwrap_or_else(|| to_xmin(e))
 }
 
 fn cx(e: ConnError) -> XminError {
@@ -357,8 +503,6 @@ pub struct MssqlTarget {
     spec: MssqlTargetSpec,
     fin: Option<Finalizer>,
     control: Option<MssqlClient>,
-    /// Topology and principal of the target session, captured at preflight.
-    target_session: Option<SessionIdentity>,
 }
 
 impl MssqlTarget {
@@ -368,7 +512,6 @@ impl MssqlTarget {
             spec,
             fin: None,
             control: None,
-            target_session: None,
         }
     }
 
@@ -377,18 +520,23 @@ impl MssqlTarget {
         Ok(Self::new(MssqlTargetSpec::from_route(route)?))
     }
 
+    /// Every session of the port: connected, the server classified before anything else
+    /// ([`check_server`]), then the session options set ([`crate::sql::SESSION_OPTIONS`]).
     async fn connect(&self, role: MssqlRole) -> Result<MssqlClient> {
         let endpoint = match role {
             MssqlRole::State => &self.spec.pins.state_endpoint,
             MssqlRole::Target | MssqlRole::Staging => &self.spec.endpoint,
         };
-        conn::connect_endpoint(
+        let mut client = conn::connect_endpoint(
             endpoint,
             self.spec.db(role),
             self.spec.pins.trust_server_certificate,
         )
         .await
-        .map_err(|e| XminError::new(ErrorCode::TargetConnect, e.to_string()))
+        .map_err(|e| XminError::new(ErrorCode::TargetConnect, e.to_string()))?;
+        check_server(&mut client).await?;
+        conn::set_session_options(&mut client).await.map_err(cx)?;
+        Ok(client)
     }
 
     async fn control(&mut self) -> Result<&mut MssqlClient> {
@@ -401,11 +549,13 @@ impl MssqlTarget {
     }
 
     /// Verifies the pins of target, staging then state and the shared topology; returns the
-    /// role-aware pin digest and the target session's identity.
+    /// role-aware pin digest and the target session's identity. With `state` absent every pin
+    /// is read on `target` (the run connection, which reaches the state database by three-part
+    /// name, so its view of the state database is the one that matters).
     async fn verify_pins(
         &self,
         target: &mut MssqlClient,
-        state: &mut MssqlClient,
+        mut state: Option<&mut MssqlClient>,
     ) -> Result<(String, SessionIdentity)> {
         let authorities: DatabaseAuthorities = self
             .spec
@@ -415,15 +565,22 @@ impl MssqlTarget {
             .map(|p| (p.name.clone(), p.authority.clone()))
             .collect();
         let target_perms = conn::metadata_permission(target).await.map_err(cx)?;
-        let state_perms = conn::metadata_permission(state).await.map_err(cx)?;
+        let state_perms = match state.as_deref_mut() {
+            Some(s) => conn::metadata_permission(s).await.map_err(cx)?,
+            None => target_perms,
+        };
         let mut captured: Vec<(MssqlRole, Option<i32>, Vec<CatalogRow>)> = Vec::new();
         for pin in &self.spec.pins.pins {
-            let (session, perms) = match pin.role {
-                MssqlRole::State => (&mut *state, state_perms),
-                MssqlRole::Target | MssqlRole::Staging => (&mut *target, target_perms),
+            let perms = match pin.role {
+                MssqlRole::State => state_perms,
+                MssqlRole::Target | MssqlRole::Staging => target_perms,
             };
             // Permission first: without it the catalog rows are not interpretable.
             pins::check_metadata_permission(pin.role, perms).map_err(|e| pin_error(&e))?;
+            let session: &mut MssqlClient = match (pin.role, state.as_deref_mut()) {
+                (MssqlRole::State, Some(s)) => s,
+                _ => &mut *target,
+            };
             let rows = conn::catalog_rows(session, &pin.name).await.map_err(cx)?;
             captured.push((pin.role, perms, rows));
         }
@@ -439,54 +596,26 @@ impl MssqlTarget {
             })
             .collect();
         let target_identity = conn::session_identity(target).await.map_err(cx)?;
-        let state_identity = conn::session_identity(state).await.map_err(cx)?;
+        let state_identity = match state {
+            Some(s) => conn::session_identity(s).await.map_err(cx)?,
+            None => target_identity.clone(),
+        };
         let digest = pins::verify_route(&roles, &target_identity, &state_identity)
             .map_err(|e| pin_error(&e))?;
-        Ok((digest, target_identity))
-    }
-
-    /// Opens the staging lease: a session in the staging database whose catalog row (id, GUID,
-    /// create token, state) matches the pin and which reaches the target's instance as the same
-    /// principal; `StagingLease::open` then checks its own `DB_ID()` and `DB_NAME()`.
-    async fn open_lease(&self) -> Result<StagingLease> {
-        let pin = self.spec.pins.pin(MssqlRole::Staging).clone();
-        let target_session = self.target_session.as_ref().ok_or_else(|| {
-            XminError::new(
-                ErrorCode::TargetTableInvalid,
-                "preflight must run before the staging lease",
-            )
-        })?;
-        let mut client = self.connect(MssqlRole::Staging).await?;
-        let rows = conn::catalog_rows(&mut client, &pin.name)
-            .await
-            .map_err(cx)?;
-        pins::verify_database(MssqlRole::Staging, &pin.name, &pin.authority, &rows)
-            .map_err(|e| pin_error(&e))?;
-        let lease_session = conn::session_identity(&mut client).await.map_err(cx)?;
-        pins::verify_lease_identity(target_session, &lease_session).map_err(|e| pin_error(&e))?;
-        StagingLease::open(client, &pin.name, pin.authority)
-            .await
-            .map_err(staging_error)
-    }
-}
-
-impl TargetPort for MssqlTarget {
-    type Session = MssqlSession;
-
-    async fn preflight(&mut self) -> Result<()> {
-        let mut target = self.connect(MssqlRole::Target).await?;
-        let mut state = self.connect(MssqlRole::State).await?;
-        let (digest, target_session) = self.verify_pins(&mut target, &mut state).await?;
         if digest != self.spec.pins.digest() {
             return Err(XminError::new(
                 ErrorCode::TargetDatabasePinMismatch,
                 "verified pins differ from the route's pins",
             ));
         }
+        Ok((digest, target_identity))
+    }
+
+    /// Reads the target's columns on a session in the target database and freezes the
+    /// finalizer from them (shape checked, bulk-load limits refused).
+    async fn freeze(&self, target: &mut MssqlClient) -> Result<Finalizer> {
         let object = format!("{}.{}", ident(&self.spec.schema), ident(&self.spec.table));
-        let columns = conn::target_columns(&mut target, &object)
-            .await
-            .map_err(cx)?;
+        let columns = conn::target_columns(target, &object).await.map_err(cx)?;
         if columns.is_empty() {
             return Err(XminError::new(
                 ErrorCode::TargetTableInvalid,
@@ -497,6 +626,49 @@ impl TargetPort for MssqlTarget {
             ));
         }
         let fin = self.spec.finalizer(&columns)?;
+        let (indexes, instead_of) = conn::target_key_catalog(target, &object)
+            .await
+            .map_err(cx)?;
+        catalog::verify_target_key(&self.spec.keys, &indexes, instead_of)
+            .map_err(|m| XminError::new(ErrorCode::TargetTableInvalid, m))?;
+        Ok(fin)
+    }
+
+    /// Opens the staging lease: a session in the staging database on a supported server whose
+    /// catalog row (id, GUID, create token, state) matches the pin and which reaches the run
+    /// connection's instance as the same principal; `StagingLease::open` then checks its own
+    /// `DB_ID()` and `DB_NAME()`.
+    async fn open_lease(&self, run_session: &SessionIdentity) -> Result<StagingLease> {
+        let pin = self.spec.pins.pin(MssqlRole::Staging).clone();
+        let mut client = self.connect(MssqlRole::Staging).await?;
+        let rows = conn::catalog_rows(&mut client, &pin.name)
+            .await
+            .map_err(cx)?;
+        pins::verify_database(MssqlRole::Staging, &pin.name, &pin.authority, &rows)
+            .map_err(|e| pin_error(&e))?;
+        let lease_session = conn::session_identity(&mut client).await.map_err(cx)?;
+        pins::verify_lease_identity(run_session, &lease_session).map_err(|e| pin_error(&e))?;
+        StagingLease::open(client, &pin.name, pin.authority)
+            .await
+            .map_err(staging_error)
+    }
+}
+
+/// Refuses a server that is not a supported SQL Server ([`server::classify`]); asked first on
+/// every session, before any pin, staging or write.
+pub async fn check_server(client: &mut MssqlClient) -> Result<ServerClass> {
+    let facts = conn::server_facts(client).await.map_err(cx)?;
+    server::classify(&facts).map_err(|e| pin_error(&e))
+}
+
+impl TargetPort for MssqlTarget {
+    type Session = MssqlSession;
+
+    async fn preflight(&mut self) -> Result<()> {
+        let mut target = self.connect(MssqlRole::Target).await?;
+        let mut state = self.connect(MssqlRole::State).await?;
+        self.verify_pins(&mut target, Some(&mut state)).await?;
+        let fin = self.freeze(&mut target).await?;
         let rows = query_rows(&mut state, "state catalog", &fin.state.catalog_check(), &[])
             .await
             .map_err(cx)?;
@@ -509,9 +681,14 @@ impl TargetPort for MssqlTarget {
                 ));
             }
         }
+        // Beyond existence: the reviewed columns, unique indexes and immutability triggers.
+        let facts = conn::state_catalog_facts(&mut state, &fin.state.catalog_facts())
+            .await
+            .map_err(cx)?;
+        catalog::verify_state_catalog(&facts)
+            .map_err(|m| XminError::new(ErrorCode::StateCatalogInvalid, m))?;
         self.fin = Some(fin);
         self.control = Some(target);
-        self.target_session = Some(target_session);
         Ok(())
     }
 
@@ -574,14 +751,22 @@ impl TargetPort for MssqlTarget {
     }
 
     async fn begin(&mut self) -> Result<MssqlSession> {
-        let fin = self.fin.clone().ok_or_else(|| {
-            XminError::new(
+        // Everything the transaction depends on is re-verified on the run's own connection, so
+        // `begin` needs no preflight and a redirected endpoint cannot swap a database between
+        // the two.
+        let mut client = self.connect(MssqlRole::Target).await?;
+        let (_, run_session) = self.verify_pins(&mut client, None).await?;
+        let fin = self.freeze(&mut client).await?;
+        if self.fin.as_ref().is_some_and(|f| *f != fin) {
+            return Err(XminError::new(
                 ErrorCode::TargetTableInvalid,
-                "preflight must run before the run transaction",
-            )
-        })?;
-        let lease = self.open_lease().await?;
-        let client = self.connect(MssqlRole::Target).await?;
+                format!(
+                    "{}: the target's columns changed since preflight",
+                    shape::TARGET_TABLE_INVALID
+                ),
+            ));
+        }
+        let lease = self.open_lease(&run_session).await?;
         let tx = RunTransaction::begin(client, fin).await.map_err(cx)?;
         Ok(MssqlSession {
             tx,
@@ -617,6 +802,9 @@ pub struct MssqlSession {
 }
 
 impl MssqlSession {
+    /// Staging comes before the run transaction and its lock ([`TargetSession::stages_before_lock`]).
+    pub const STAGES_BEFORE_LOCK: bool = true;
+
     async fn lease_action(&mut self, step: &'static str, statement: &str) -> Result<()> {
         self.lease
             .execute(step, statement)
@@ -639,6 +827,13 @@ impl MssqlSession {
 }
 
 impl TargetSession for MssqlSession {
+    /// Staging runs on the lease (its own session, committed outside the run transaction) and
+    /// `BEGIN TRANSACTION` waits for `lock_target`: the transaction and its application lock
+    /// span the apply only.
+    fn stages_before_lock(&self) -> bool {
+        MssqlSession::STAGES_BEFORE_LOCK
+    }
+
     async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<()> {
         self.tx.lock_target(target_identity).await.map_err(cx)
     }

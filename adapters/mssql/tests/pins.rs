@@ -403,3 +403,88 @@ fn route_verifies_in_order_and_digest_is_role_aware() {
         "mssql_transaction.staging_database_not_online"
     );
 }
+
+/// Days from 0001-01-01 to a civil date (the `datetime2` wire form of a date), for the tests.
+fn days_since_0001(y: i64, m: i64, d: i64) -> u32 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    u32::try_from(era * 146_097 + doe - 719_468 + 719_162).unwrap()
+}
+
+#[test]
+fn create_token_is_always_the_27_character_canonical_form() {
+    use dpone_adapter_mssql::pins::create_token;
+    let day = days_since_0001(2026, 8, 16);
+    let at = |h: u64, m: u64, s: u64| (h * 3600 + m * 60 + s) * 10_000_000;
+    // A database created on a whole second (style 126 would drop the fraction: 19 characters).
+    let whole = create_token(day, at(9, 14, 22), 7).unwrap();
+    assert_eq!(whole, "2026-08-16T09:14:22.0000000");
+    // `datetime` .123 as datetime2(7).
+    assert_eq!(
+        create_token(day, at(9, 14, 22) + 1_233_333, 7).unwrap(),
+        "2026-08-16T09:14:22.1233333"
+    );
+    // Another scale is normalised to seven digits.
+    assert_eq!(
+        create_token(day, (at(9, 14, 22) / 10_000) + 123, 3).unwrap(),
+        "2026-08-16T09:14:22.1230000"
+    );
+    assert_eq!(
+        create_token(days_since_0001(2000, 2, 29), 0, 7).unwrap(),
+        "2000-02-29T00:00:00.0000000"
+    );
+    assert_eq!(
+        create_token(0, 0, 7).unwrap(),
+        "0001-01-01T00:00:00.0000000"
+    );
+    assert_eq!(
+        create_token(days_since_0001(9999, 12, 31), at(23, 59, 59) + 9_999_999, 7).unwrap(),
+        "9999-12-31T23:59:59.9999999"
+    );
+    // Out of range: a time of day past midnight, a scale above 7, a date past 9999.
+    assert_eq!(create_token(day, at(24, 0, 0), 7), None);
+    assert_eq!(create_token(day, 0, 8), None);
+    assert_eq!(create_token(days_since_0001(9999, 12, 31) + 1, 0, 7), None);
+    // Every token the adapter produces is one the registry accepts as a pin, and a pin written
+    // from it verifies: the whole-second database is pinnable.
+    let registry = format!(
+        "version: 1\nenvironment: test\nconnections:\n  t:\n    kind: mssql_target\n    endpoint: {{host: h, port: 1433, database: D, user: u}}\n    password_env: P\n    database_authorities:\n      D: {{database_id: 5, create_token: '{whole}', database_guid: '01234567-89ab-cdef-0123-456789abcdef'}}\n"
+    );
+    dpone_engine_xmin::registry::Registry::from_yaml(&registry).expect("registry accepts it");
+    let pin = DatabaseAuthority {
+        database_id: 5,
+        create_token: whole.clone(),
+        database_guid: "01234567-89ab-cdef-0123-456789abcdef".into(),
+    };
+    verify_database(Role::Target, "D", &pin, &[row("D", &pin)]).unwrap();
+}
+
+#[test]
+fn sid_is_hex_encoded_without_a_convert_style() {
+    use dpone_adapter_mssql::pins::sid_hex;
+    assert_eq!(sid_hex(&[0x01, 0x05, 0xab]), "0x0105AB");
+    assert_eq!(sid_hex(&[]), "0x");
+}
+
+#[test]
+fn pin_statements_depend_on_no_convert_style() {
+    // Styles are where SQL Server versions and TDS look-alikes differ (126 drops a zero
+    // fraction); the pin and identity statements return typed values formatted in Rust.
+    use dpone_adapter_mssql::sql;
+    for (name, s) in [
+        ("catalog_rows", sql::CATALOG_ROWS),
+        ("session_identity", sql::SESSION_IDENTITY),
+        ("server_facts", sql::SERVER_FACTS),
+    ] {
+        let upper = s.to_ascii_uppercase();
+        for style in [", 126)", ", 127)", ", 1)", ", 2)", ", 121)", ", 120)"] {
+            assert!(!upper.contains(style), "{name} uses CONVERT style {style}");
+        }
+        assert!(!upper.contains("FORMAT("), "{name} uses FORMAT");
+    }
+    assert!(sql::CATALOG_ROWS.contains("CAST(d.create_date AS datetime2(7)) AS create_date"));
+}

@@ -154,3 +154,69 @@ fn finalizer_validation() {
         Err("mssql_transaction.target_duplicate_column")
     );
 }
+
+#[test]
+fn scratch_sweep_only_touches_the_test_prefix() {
+    // `_` is a LIKE wildcard: the prefix is matched literally, and only old databases are swept,
+    // so a test running now in another process keeps its databases.
+    assert_eq!(sql::SCRATCH_PREFIX, "dpone_t_");
+    assert!(sql::STALE_SCRATCH_DATABASES.contains(r"LIKE N'dpone\_t\_%' ESCAPE N'\'"));
+    assert!(
+        sql::STALE_SCRATCH_DATABASES
+            .contains("create_date < DATEADD(MINUTE, -CONVERT(int, @P1), GETDATE())")
+    );
+    assert_eq!(
+        sql::drop_scratch_database("dpone_t_a]b'c"),
+        "IF DB_ID(N'dpone_t_a]b''c') IS NOT NULL BEGIN ALTER DATABASE [dpone_t_a]]b'c] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE [dpone_t_a]]b'c]; END;"
+    );
+}
+
+/// Change detection does not depend on the columns' collations: under a case-insensitive or
+/// trailing-space-padded collation a change of case or trailing spaces is still a change, and
+/// a varbinary change in trailing zero bytes too. Text compares as bytes plus byte length,
+/// binary with its byte length; the staging column has the target column's collation.
+#[test]
+fn change_detection_is_collation_independent() {
+    use dpone_adapter_mssql::sql::BusinessColumn;
+    let mut f = common::finalizer(
+        sql::DeleteMode::TimestampOnly,
+        sql::MissingAction::SoftDelete,
+    );
+    let col = |name: &str, ty: &str, collation: Option<&str>| BusinessColumn {
+        name: name.into(),
+        type_sql: ty.into(),
+        collation: collation.map(Into::into),
+    };
+    f.business = vec![
+        col("n", "nvarchar(40)", Some("Latin1_General_CI_AS")),
+        col("v", "varchar(10)", Some("SQL_Latin1_General_CP1_CI_AS")),
+        col("c", "nchar(3)", Some("Latin1_General_100_CI_AI")),
+        col("b", "varbinary(16)", None),
+        col("d", "decimal(18,2)", None),
+    ];
+    let u = f.update_changed();
+    let exists = &u[u.find("EXISTS (").unwrap()..];
+    assert!(
+        exists.starts_with(
+            "EXISTS (SELECT CONVERT(varbinary(8000), s.[n]), DATALENGTH(s.[n]), \
+CONVERT(varbinary(8000), s.[v]), DATALENGTH(s.[v]), CONVERT(varbinary(8000), s.[c]), \
+DATALENGTH(s.[c]), s.[b], DATALENGTH(s.[b]), s.[d] EXCEPT SELECT CONVERT(varbinary(8000), t.[n])"
+        ),
+        "{exists}"
+    );
+    // No comparison of a text column in its own collation is left.
+    assert!(!exists.contains("s.[n] EXCEPT") && !exists.contains(", s.[n],"));
+    let ddl = f.stage_rows_ddl();
+    assert!(
+        ddl.contains("[n] nvarchar(40) COLLATE Latin1_General_CI_AS NULL"),
+        "{ddl}"
+    );
+    assert!(
+        ddl.contains("[v] varchar(10) COLLATE SQL_Latin1_General_CP1_CI_AS NULL"),
+        "{ddl}"
+    );
+    assert!(ddl.contains("[b] varbinary(16) NULL"), "{ddl}");
+    assert!(sql::is_collation_name("Latin1_General_100_CI_AS_SC_UTF8"));
+    assert!(!sql::is_collation_name("x; DROP TABLE t"));
+    assert!(!sql::is_collation_name(""));
+}

@@ -2,8 +2,10 @@
 //! rows, the delete shape of each plan mode, the mapping of pin failures to engine codes, and
 //! the invocation digest of contract v2.
 //!
-//! Tier: unit (no server). The port's I/O is exercised by `tests/engine_suites.rs` when
-//! `DPONE_TEST_MSSQL_URL` is set.
+//! Tier: unit (no server). The port's I/O is exercised, when `DPONE_TEST_MSSQL_URL` is set, by
+//! the `::sql_server` variants of the engine's shared suites in `adapters/postgres/tests/`
+//! (`lifecycle.rs`, `faults.rs`, `guards.rs`, `transfer.rs`) and by this crate's
+//! `tests/live.rs`.
 
 use dpone_adapter_mssql::pins::PinError;
 use dpone_adapter_mssql::shape::ColumnRow;
@@ -57,7 +59,7 @@ fn spec(mode: Mode) -> MssqlTargetSpec {
         table: "orders".into(),
         keys: vec!["tenant".into(), "id".into()],
         business: vec!["amount".into(), "note".into(), "payload".into()],
-        mode,
+        plan: dpone_policy_delete_mode::plan_for(mode),
         state_schema: "dpone".into(),
         state: StateTables {
             connection_ref: "mssql_state".into(),
@@ -98,7 +100,7 @@ fn columns() -> Vec<ColumnRow> {
             ..col("amount", "decimal", true, 9)
         },
         col("note", "nvarchar", true, 400),
-        col("payload", "varbinary", true, -1),
+        col("payload", "varbinary", true, 8000),
         ColumnRow {
             scale: 7,
             ..col("__dpone__deleted_at", "datetime2", true, 8)
@@ -125,7 +127,7 @@ fn finalizer_is_frozen_from_the_target_columns() {
     assert_eq!(f.keys[0].ty, KeyType::Text { max_chars: 64 });
     assert_eq!(f.keys[1].ty, KeyType::BigInt);
     let types: Vec<&str> = f.business.iter().map(|b| b.type_sql.as_str()).collect();
-    assert_eq!(types, ["decimal(18,2)", "nvarchar(200)", "varbinary(max)"]);
+    assert_eq!(types, ["decimal(18,2)", "nvarchar(200)", "varbinary(8000)"]);
     assert_eq!(f.mode, DeleteMode::TimestampOnly);
     assert_eq!(f.missing, MissingAction::SoftDelete);
 }
@@ -261,4 +263,356 @@ fn hard_delete_target_has_no_reserved_soft_delete_columns() {
         .finalizer(&columns())
         .expect_err("reserved column on a hard-delete target");
     assert_eq!(e.code(), ErrorCode::TargetTableInvalid);
+}
+
+/// `begin` does not depend on `preflight` (the `TargetPort` contract, as on PostgreSQL): it
+/// connects and re-verifies everything on the run's own connection. Without a server that is a
+/// connection failure, never "preflight must run before the run transaction".
+#[tokio::test]
+async fn begin_does_not_require_preflight() {
+    use dpone_adapter_mssql::target::MssqlTarget;
+    use dpone_engine_xmin::ports::TargetPort;
+    let mut s = spec(Mode::TimestampOnly);
+    // A closed local port: the connection is refused at once.
+    s.endpoint.spec.host = "127.0.0.1".into();
+    s.endpoint.spec.port = 1;
+    let mut target = MssqlTarget::new(s);
+    let e = match target.begin().await {
+        Ok(_) => panic!("no server listens on port 1"),
+        Err(e) => e,
+    };
+    assert_eq!(e.code(), ErrorCode::TargetConnect, "{e}");
+    assert!(!e.message().contains("preflight"), "{e}");
+}
+
+/// Every test file named in the crate's docs and test headers exists (the tier map must not
+/// drift from the tree).
+#[test]
+fn named_test_files_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = root.join("../..");
+    let mut texts = vec![(
+        "docs/mssql-target.md".to_owned(),
+        std::fs::read_to_string(repo.join("docs/mssql-target.md")).expect("docs"),
+    )];
+    for entry in std::fs::read_dir(root.join("tests")).expect("tests dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("test file");
+            texts.push((path.display().to_string(), text));
+        }
+    }
+    for (file, text) in texts {
+        for (i, _) in text.match_indices("tests/") {
+            let rest = &text[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '.')))
+                .unwrap_or(rest.len());
+            let name = rest[..end].trim_end_matches('.');
+            if !name.ends_with(".rs") {
+                continue;
+            }
+            let candidates = [root.join(name), repo.join("adapters/postgres").join(name)];
+            assert!(
+                candidates.iter().any(|p| p.exists()),
+                "{file} names {name}, which does not exist"
+            );
+        }
+    }
+}
+
+/// The bulk load of tiberius 0.12.3 names staged columns unquoted, declares `time` and
+/// `datetimeoffset` without their scale, declares `nvarchar(2001..4000)` as `nvarchar(max)` and
+/// refuses `(max)` values over 65,535 bytes: such schemas are refused when the finalizer is
+/// frozen (preflight and `begin`, before extraction and before any transaction), and the
+/// column names already at `check`/`plan` (`check_plan`, no I/O).
+#[test]
+fn bulk_load_limits_are_refused_before_any_io() {
+    use dpone_adapter_mssql::shape::{BULK_COLUMN_NAME_UNSUPPORTED, BULK_COLUMN_TYPE_UNSUPPORTED};
+    let with_note = |row: ColumnRow| {
+        let mut cols = columns();
+        let i = cols.iter().position(|c| c.name == "note").unwrap();
+        cols[i] = ColumnRow {
+            name: "note".into(),
+            ..row
+        };
+        spec(Mode::TimestampOnly).finalizer(&cols)
+    };
+    let refused = |row: ColumnRow| {
+        let e = with_note(row).expect_err("refused");
+        assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported, "{e}");
+        assert!(e.message().starts_with(BULK_COLUMN_TYPE_UNSUPPORTED), "{e}");
+    };
+    let accepted = |row: ColumnRow| {
+        with_note(row).expect("accepted");
+    };
+    let scaled = |ty: &str, scale: u8| ColumnRow {
+        scale,
+        ..col("note", ty, true, 8)
+    };
+    refused(scaled("time", 6));
+    refused(scaled("time", 0));
+    refused(scaled("datetimeoffset", 6));
+    accepted(scaled("time", 7));
+    accepted(scaled("datetimeoffset", 7));
+    accepted(scaled("datetime2", 6));
+    // nvarchar(2001) .. nvarchar(4000) (max_length in bytes), and nchar alike.
+    refused(col("note", "nvarchar", true, 4002));
+    refused(col("note", "nvarchar", true, 8000));
+    refused(col("note", "nchar", true, 6000));
+    accepted(col("note", "nvarchar", true, 4000));
+    // (max) types.
+    refused(col("note", "nvarchar", true, -1));
+    refused(col("note", "varbinary", true, -1));
+    refused(col("note", "varchar", true, -1));
+    accepted(col("note", "varbinary", true, 8000));
+    refused(col("note", "xml", true, -1));
+    refused(col("note", "ntext", true, 16));
+    // Types outside the route's type mapping are refused here already, not at the bulk load.
+    for ty in [
+        "money",
+        "datetime",
+        "smalldatetime",
+        "varchar",
+        "char",
+        "tinyint",
+        "sql_variant",
+    ] {
+        refused(col("note", ty, true, 8));
+    }
+    refused(scaled("datetime2", 3));
+    for ty in [
+        "bit",
+        "smallint",
+        "int",
+        "bigint",
+        "real",
+        "float",
+        "uniqueidentifier",
+        "date",
+    ] {
+        accepted(col("note", ty, true, 8));
+    }
+    accepted(ColumnRow {
+        precision: 38,
+        scale: 10,
+        ..col("note", "numeric", true, 17)
+    });
+
+    // Reserved words and irregular names: refused without I/O, and again at freezing.
+    for name in ["order", "Key", "USER", "percent", "file"] {
+        let mut s = spec(Mode::TimestampOnly);
+        s.business[1] = name.into();
+        let e = s.check_plan().expect_err("reserved word");
+        assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported, "{name}");
+        assert!(e.message().starts_with(BULK_COLUMN_NAME_UNSUPPORTED), "{e}");
+        let mut cols = columns();
+        cols[3].name = name.into();
+        assert_eq!(
+            s.finalizer(&cols).expect_err("reserved").code(),
+            ErrorCode::TargetColumnTypeUnsupported
+        );
+    }
+    let mut s = spec(Mode::TimestampOnly);
+    s.keys[0] = "1tenant".into();
+    assert!(s.check_plan().is_err());
+    // ODBC's reserved words are ordinary identifiers in T-SQL: common column names pass.
+    for name in [
+        "date", "value", "level", "name", "status", "year", "time", "count",
+    ] {
+        let mut s = spec(Mode::TimestampOnly);
+        s.business[1] = name.into();
+        s.check_plan().expect(name);
+    }
+    spec(Mode::TimestampOnly).check_plan().expect("plain names");
+}
+
+/// Error codes as documented: a duplicate key in the bulk load is the snapshot's duplicate
+/// key, a null key the snapshot's null key, an evicted or lost staging session a lost staging
+/// authority — whether the lease check, the staging DDL or the bulk load saw it.
+#[test]
+fn staging_failures_keep_their_documented_codes() {
+    use dpone_adapter_mssql::conn::ConnError;
+    use dpone_adapter_mssql::session::{LEASE_EVICTION_ERRORS, lease_error};
+    let server = |number| ConnError::Server {
+        step: "bulk_load",
+        number,
+    };
+    assert_eq!(
+        lease_error(&server(2627)).code(),
+        ErrorCode::SnapshotDuplicateKey
+    );
+    assert_eq!(
+        lease_error(&server(2601)).code(),
+        ErrorCode::SnapshotDuplicateKey
+    );
+    assert_eq!(lease_error(&server(515)).code(), ErrorCode::SnapshotNullKey);
+    for n in LEASE_EVICTION_ERRORS {
+        let e = lease_error(&server(*n));
+        assert_eq!(e.code(), ErrorCode::TargetStagingAuthorityLost, "{n}");
+        assert!(
+            e.message()
+                .starts_with("mssql_transaction.staging_lease_lost")
+        );
+    }
+    assert_eq!(
+        lease_error(&ConnError::Io(std::io::ErrorKind::ConnectionReset)).code(),
+        ErrorCode::TargetStagingAuthorityLost
+    );
+    assert_eq!(
+        lease_error(&server(1205)).code(),
+        ErrorCode::TargetSerializationConflict
+    );
+    assert_eq!(
+        lease_error(&server(8152)).code(),
+        ErrorCode::TargetStatementFailed
+    );
+    // No server text (which can quote key values) reaches the message.
+    assert_eq!(
+        lease_error(&server(2627)).message(),
+        "a key occurs twice in the staged payload"
+    );
+}
+
+/// The staging columns take the target columns' collations, read from the catalog; a
+/// collation name that could not be written into DDL is refused.
+#[test]
+fn staging_columns_take_the_target_collation() {
+    let mut cols = columns();
+    cols[3].collation_name = Some("SQL_Latin1_General_CP1_CI_AS".into());
+    let f = spec(Mode::TimestampOnly).finalizer(&cols).expect("valid");
+    assert_eq!(
+        f.business[1].collation.as_deref(),
+        Some("SQL_Latin1_General_CP1_CI_AS")
+    );
+    assert!(
+        f.stage_rows_ddl()
+            .contains("[note] nvarchar(200) COLLATE SQL_Latin1_General_CP1_CI_AS NULL")
+    );
+    cols[3].collation_name = Some("bad name]".into());
+    assert_eq!(
+        spec(Mode::TimestampOnly)
+            .finalizer(&cols)
+            .expect_err("refused")
+            .code(),
+        ErrorCode::TargetTableInvalid
+    );
+}
+
+/// The adapter follows the delete-mode plan's rules, not only its mode: the shipped policy's
+/// plan of every mode is exactly what the finalizer executes, and a plan that asks for anything
+/// else is refused at `check`/`plan` (no I/O) with the delete-mode code.
+#[test]
+fn the_delete_plan_rules_are_followed_or_refused() {
+    use dpone_adapter_mssql::target::{DELETE_PLAN_UNSUPPORTED, check_delete_plan, executed_plan};
+    use dpone_policy_model::delete_mode::{
+        ActivePredicate, ColumnRole, FlagEffect, KeyState, RowAction, TimestampEffect,
+    };
+    for mode in [
+        Mode::TimestampOnly,
+        Mode::TimestampAndFlag,
+        Mode::FlagOnly,
+        Mode::HardDelete,
+    ] {
+        let shipped = dpone_policy_delete_mode::plan_for(mode);
+        assert_eq!(shipped, executed_plan(mode), "{mode:?}");
+        check_delete_plan(&shipped).unwrap();
+        spec(mode).check_plan().unwrap();
+    }
+    let refused = |plan: dpone_policy_model::delete_mode::DeletePlan, what: &str| {
+        let e = check_delete_plan(&plan).unwrap_err();
+        assert!(e.starts_with(DELETE_PLAN_UNSUPPORTED), "{e}");
+        assert!(e.contains(what), "{e}");
+        let mut s = spec(plan.mode);
+        s.plan = plan;
+        assert_eq!(
+            s.check_plan().unwrap_err().code(),
+            ErrorCode::DeleteModeRejected
+        );
+    };
+    let base = || dpone_policy_delete_mode::plan_for(Mode::TimestampOnly);
+    let with_rule =
+        |state: KeyState, f: &dyn Fn(&mut dpone_policy_model::delete_mode::Classification)| {
+            let mut p = base();
+            for r in &mut p.rules {
+                if r.state == state {
+                    f(r);
+                }
+            }
+            p
+        };
+    // A soft delete that would not keep the first detection time of already-deleted rows.
+    refused(
+        with_rule(KeyState::StillMissing, &|r| {
+            r.deleted_at = TimestampEffect::SetDetectionTime;
+        }),
+        "StillMissing",
+    );
+    // Identical rows rewritten (no strict no-op), changed rows reactivated, missing rows
+    // hard-deleted under a soft mode.
+    refused(
+        with_rule(KeyState::Identical, &|r| r.write_business_columns = true),
+        "Identical",
+    );
+    refused(
+        with_rule(KeyState::Changed, &|r| {
+            r.deleted_at = TimestampEffect::Clear
+        }),
+        "Changed",
+    );
+    refused(
+        with_rule(KeyState::Missing, &|r| r.action = RowAction::HardDelete),
+        "Missing",
+    );
+    refused(
+        with_rule(KeyState::Reappeared, &|r| {
+            r.deleted_flag = FlagEffect::SetFalse
+        }),
+        "Reappeared",
+    );
+    // A rule missing or duplicated.
+    let mut p = base();
+    p.rules.retain(|r| r.state != KeyState::NewInSource);
+    refused(p, "NewInSource");
+    let mut p = base();
+    let dup = p.rules[0].clone();
+    p.rules.push(dup);
+    refused(p, "NewInSource");
+    // Other reserved columns or another active predicate.
+    let mut p = base();
+    p.columns[0].role = ColumnRole::DeletedFlagStored;
+    refused(p, "reserved columns");
+    let mut p = base();
+    p.active_predicate = ActivePredicate::EveryRow;
+    refused(p, "active predicate");
+}
+
+/// The insert writes the deletion marker as active, as the plan's insert rule says, instead of
+/// leaving it to a column default.
+#[test]
+fn insert_writes_the_marker_as_active() {
+    let mut cols = columns();
+    let f = spec(Mode::TimestampOnly).finalizer(&cols).unwrap();
+    assert!(
+        f.insert()
+            .contains("[__dpone__deleted_at], [__dpone__updated_at]) ")
+    );
+    assert!(f.insert().contains("s.[payload], NULL, @P1 FROM"));
+    cols.retain(|c| c.name != "__dpone__deleted_at");
+    cols.push(col("__dpone__is_deleted", "bit", false, 1));
+    let f = spec(Mode::FlagOnly).finalizer(&cols).unwrap();
+    assert!(
+        f.insert()
+            .contains("[__dpone__is_deleted], [__dpone__updated_at]) ")
+    );
+    assert!(f.insert().contains("s.[payload], 0, @P1 FROM"));
+}
+
+/// Staging (on the lease, committed outside the run transaction) comes before the run
+/// transaction and its application lock, so the lock is held for the apply only; the engine
+/// orders `stage` before `lock_target` for this port.
+#[test]
+fn staging_precedes_the_run_transaction_and_its_lock() {
+    use dpone_adapter_mssql::target::MssqlSession;
+    const { assert!(MssqlSession::STAGES_BEFORE_LOCK) };
 }

@@ -38,6 +38,19 @@ async fn fault_matrix_every_boundary(on: Dialect) {
     let names = probe.log();
     assert_eq!(names.last(), Some(&"commit"));
     assert!(boundaries >= 14, "{names:?}");
+    // A target that stages outside its run transaction (SQL Server) is staged before the
+    // target lock, so the lock spans the apply only; one that stages inside its serializable
+    // snapshot (PostgreSQL) after it, as the snapshot must start after the lock.
+    let stages_first = {
+        use dpone_engine_xmin::ports::{TargetPort, TargetSession};
+        let mut t = f.target();
+        let s = t.begin().await.expect("begin");
+        let first = s.stages_before_lock();
+        s.rollback().await.expect("rollback");
+        first
+    };
+    let at = |n: &str| names.iter().position(|x| *x == n).expect(n);
+    assert_eq!(at("stage") < at("lock_target"), stages_first, "{names:?}");
 
     let mut covered = 0u32;
     let mut divergent = 0;

@@ -16,6 +16,7 @@ use crate::route::{CheckArgs, MANIFEST_REQUIRED};
 use crate::shipped;
 use dpone_adapter_mssql::conn::{self as mssql, ConnError};
 use dpone_adapter_mssql::pins::{self, CatalogRow, PinError, Role};
+use dpone_adapter_mssql::server::{self as mssql_server, ServerFacts};
 use dpone_adapter_postgres::discover::{discover_database_pin, discover_source_authority};
 use dpone_engine_xmin::registry::{
     AuthorityProfile, Connection, ConnectionKind, Endpoint, Environment, MssqlDatabaseAuthority,
@@ -595,7 +596,18 @@ fn observe_catalog(
     obs.insert(db_field(name, "verifier"), Ok(verdict));
 }
 
-/// Observes a SQL Server connection: `VIEW ANY DATABASE` first, then the catalog rows of every
+/// The whole connection is refused (`DPONE_XMIN_TARGET_SERVER_UNSUPPORTED`, the adapter's
+/// detail code first) when the server is not a supported SQL Server.
+fn server_refusal(facts: &ServerFacts) -> Result<(), Unobserved> {
+    mssql_server::classify(facts)
+        .map(drop)
+        .map_err(|e| Unobserved {
+            code: ErrorCode::TargetServerUnsupported.as_str().to_owned(),
+            detail: e.to_string(),
+        })
+}
+
+/// Observes a SQL Server connection: the server's kind, then `VIEW ANY DATABASE`, then the catalog rows of every
 /// pinned database, each checked by the pure verifier.
 async fn observe_mssql(
     ep: &Endpoint,
@@ -611,6 +623,10 @@ async fn observe_mssql(
         .await
         .map_err(|e| Unobserved::mssql(ErrorCode::TargetConnect, &e))?;
     let statement = |e: ConnError| Unobserved::mssql(ErrorCode::TargetStatementFailed, &e);
+    // The server first: a TDS server that is not a supported SQL Server (Babelfish, an older
+    // version) is refused before its catalog is read.
+    let facts = mssql::server_facts(&mut client).await.map_err(statement)?;
+    server_refusal(&facts)?;
     let has_perms = mssql::metadata_permission(&mut client)
         .await
         .map_err(statement)?;
@@ -1046,6 +1062,55 @@ connections:
             Some("mssql_transaction.database_casefold_decoy")
         );
         assert_eq!(status_of(&fields, ".create_token").status, Status::Match);
+    }
+
+    #[test]
+    fn a_tds_server_that_is_not_sql_server_makes_every_pin_unreachable_with_the_refusal() {
+        let babelfish = ServerFacts {
+            babelfish: Some("1".to_owned()),
+            version_text: Some(
+                "Babelfish for PostgreSQL with SQL Server Compatibility - 12.0.2000.8".to_owned(),
+            ),
+            product_version: Some("12.0.2000.8".to_owned()),
+            engine_edition: Some(3),
+        };
+        let refused = server_refusal(&babelfish).expect_err("Babelfish is refused");
+        assert_eq!(refused.code, "DPONE_XMIN_TARGET_SERVER_UNSUPPORTED");
+        assert!(
+            refused
+                .detail
+                .starts_with("mssql_transaction.server_not_sql_server")
+        );
+        assert!(
+            refused.detail.contains("PostgreSQL target"),
+            "{}",
+            refused.detail
+        );
+        let reg = registry();
+        let map = reg.connections["sql"]
+            .database_authorities
+            .clone()
+            .expect("map");
+        let fields = diff(mssql_pins(&map), &Err(refused));
+        assert!(fields.iter().all(|f| f.status == Status::Unreachable
+            && f.code.as_deref() == Some("DPONE_XMIN_TARGET_SERVER_UNSUPPORTED")));
+        let old = ServerFacts {
+            version_text: Some("Microsoft SQL Server 2014 (SP3) - 12.0.6024.0".to_owned()),
+            babelfish: None,
+            ..babelfish
+        };
+        let refused = server_refusal(&old).expect_err("2014 is refused");
+        assert!(
+            refused
+                .detail
+                .starts_with("mssql_transaction.server_version_unsupported")
+        );
+        let current = ServerFacts {
+            version_text: Some("Microsoft SQL Server 2022 (RTM-CU14) - 16.0.4135.4".to_owned()),
+            product_version: Some("16.0.4135.4".to_owned()),
+            ..old
+        };
+        assert!(server_refusal(&current).is_ok());
     }
 
     #[test]

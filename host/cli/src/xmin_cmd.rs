@@ -8,7 +8,7 @@ use crate::exit::{Failure, print_json};
 use crate::route::RouteArgs;
 use crate::shipped::{self, Policy, PolicySource};
 use clap::Subcommand;
-use dpone_adapter_mssql::target::MssqlTarget;
+use dpone_adapter_mssql::target::{MssqlTarget, MssqlTargetSpec};
 use dpone_adapter_postgres::artifacts::DirArtifactStore;
 use dpone_adapter_postgres::source::PgSource;
 use dpone_adapter_postgres::target::PgTarget;
@@ -81,12 +81,13 @@ fn prepare(args: &RouteArgs, policies: &ComponentPolicies<'_>) -> Result<Route, 
         )
     })?;
     let registry = Registry::from_yaml(&read_text(registry_path, "connection registry")?)?;
-    Ok(Route::prepare(
-        manifest,
-        &registry,
-        &ProcessEnvironment,
-        policies,
-    )?)
+    let route = Route::prepare(manifest, &registry, &ProcessEnvironment, policies)?;
+    if route.manifest.target_kind == TargetKind::Mssql {
+        // The bulk-load limits the coordinates alone reveal (staged column names), refused at
+        // check and plan, before any I/O.
+        MssqlTargetSpec::from_route(&route)?.check_plan()?;
+    }
+    Ok(route)
 }
 
 /// Loads the policies and runs `f` with the prepared route.

@@ -112,6 +112,7 @@ impl RunFailure {
             ErrorCode::ParityDrift
                 | ErrorCode::SourceFreezeUncertain
                 | ErrorCode::SourceXidEpochChanged
+                | ErrorCode::SourceCheckpointRegression
         );
         Self {
             error,
@@ -381,6 +382,22 @@ async fn transaction_body<X: TargetSession>(
     (tx, r)
 }
 
+/// Stages the payloads and checks the staged counts against the envelope.
+async fn stage_checked<X: TargetSession>(
+    tx: &mut X,
+    env: &SnapshotEnvelope,
+    store: &dyn ArtifactStore,
+) -> Result<Staged> {
+    let staged = tx.stage(env, store).await?;
+    if staged.rows != env.rows.rows || staged.keys != env.key_count {
+        return Err(XminError::new(
+            ErrorCode::SnapshotCountMismatch,
+            "staged counts differ from the envelope",
+        ));
+    }
+    Ok(staged)
+}
+
 fn stale(m: &str) -> XminError {
     XminError::new(ErrorCode::StateCheckpointStale, m.to_owned())
 }
@@ -393,6 +410,13 @@ async fn body<X: TargetSession>(
 ) -> Result<CommitReceipt> {
     let id = &ctx.route.identity;
     let env = ctx.envelope;
+    // Staged before the target lock where the target allows it (SQL Server: staging is on its
+    // own session), so the lock is held for the apply only, never for the bulk load.
+    let stage_first = tx.stages_before_lock();
+    let mut staged: Option<Staged> = None;
+    if stage_first {
+        staged = Some(stage_checked(tx, env, store).await?);
+    }
     tx.lock_target(&id.target_identity).await?;
     let at = tx.detection_time().await?;
 
@@ -423,13 +447,10 @@ async fn body<X: TargetSession>(
         }
     };
 
-    let staged: Staged = tx.stage(env, store).await?;
-    if staged.rows != env.rows.rows || staged.keys != env.key_count {
-        return Err(XminError::new(
-            ErrorCode::SnapshotCountMismatch,
-            "staged counts differ from the envelope",
-        ));
-    }
+    let staged: Staged = match staged {
+        Some(s) => s,
+        None => stage_checked(tx, env, store).await?,
+    };
     let pops = tx.populations().await?;
 
     let facts = GuardFacts {
@@ -622,4 +643,33 @@ fn cleanup_artifacts(env: &SnapshotEnvelope, store: &dyn ArtifactStore) -> Resul
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runbook's `full_repair_required` codes (docs/xmin-reconciliation.md): parity drift,
+    /// freeze uncertainty, an XID epoch change and a checkpoint regression (restore or
+    /// failover), in whatever phase they are found; nothing else.
+    #[test]
+    fn full_repair_is_flagged_for_exactly_the_documented_codes() {
+        for code in ErrorCode::ALL {
+            let want = matches!(
+                code,
+                ErrorCode::ParityDrift
+                    | ErrorCode::SourceFreezeUncertain
+                    | ErrorCode::SourceXidEpochChanged
+                    | ErrorCode::SourceCheckpointRegression
+            );
+            for phase in [
+                Phase::Extraction,
+                Phase::Validation,
+                Phase::TargetTransaction,
+            ] {
+                let f = RunFailure::at(phase, XminError::new(*code, "m"));
+                assert_eq!(f.full_repair_required, want, "{code} in {phase:?}");
+            }
+        }
+    }
 }

@@ -107,6 +107,11 @@ codes! {
     TargetMetadataPermissionDenied = "DPONE_XMIN_TARGET_METADATA_PERMISSION_DENIED",
     /// Target and state sessions differ in server topology or effective principal.
     TargetTopologyMismatch = "DPONE_XMIN_TARGET_TOPOLOGY_MISMATCH",
+    /// The target server is not one the adapter supports: a TDS server that is not SQL Server
+    /// (Babelfish), a SQL Server older than the documented minimum, or an edition without
+    /// cross-database transactions; refused before any staging or write, the adapter's detail
+    /// code leads the message.
+    TargetServerUnsupported = "DPONE_XMIN_TARGET_SERVER_UNSUPPORTED",
     /// The staging session lost its signed staging database (eviction or substitution): a
     /// staging-authority failure, never authority for another database.
     TargetStagingAuthorityLost = "DPONE_XMIN_TARGET_STAGING_AUTHORITY_LOST",
@@ -255,6 +260,18 @@ mod tests {
         for code in ErrorCode::ALL {
             assert!(code.as_str().starts_with("DPONE_XMIN_"), "{code}");
             assert!(seen.insert(code.as_str()), "duplicate {code}");
+        }
+    }
+
+    /// Every stable code is listed in the error table of the route's documentation.
+    #[test]
+    fn every_code_is_documented() {
+        let docs = include_str!("../../../docs/xmin-reconciliation.md");
+        for code in ErrorCode::ALL {
+            assert!(
+                docs.contains(&format!("`{}`", code.as_str())),
+                "{code} is not listed in docs/xmin-reconciliation.md"
+            );
         }
     }
 }

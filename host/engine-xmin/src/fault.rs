@@ -149,6 +149,9 @@ impl<T: TargetPort> TargetPort for FaultyTarget<T> {
 }
 
 impl<S: TargetSession> TargetSession for FaultySession<S> {
+    fn stages_before_lock(&self) -> bool {
+        self.inner.stages_before_lock()
+    }
     async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<()> {
         boundary!(self, "lock_target", self.inner.lock_target(target_identity))
     }

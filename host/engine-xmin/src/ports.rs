@@ -158,6 +158,18 @@ pub struct RunRecord {
 }
 
 /// The target and state database, outside the run transaction.
+///
+/// The contract is the same on every target:
+///
+/// - [`TargetPort::preflight`] proves everything that can be proved before source I/O; the
+///   engine calls it first so a misconfigured route fails before extraction.
+/// - [`TargetPort::begin`] does not depend on `preflight` having run (nor on its session): it
+///   re-verifies the pins on the run's own connection before the transaction starts (and
+///   whatever else the transaction depends on: on SQL Server also the server class and the
+///   target's columns, from which it freezes the finalizer), so a pooled or redirected endpoint
+///   cannot swap the database between preflight and the transaction, and a harness may call
+///   `begin` directly.
+/// - The read methods open their own session when none is open.
 pub trait TargetPort: Send {
     /// The transaction type.
     type Session: TargetSession;
@@ -194,12 +206,23 @@ pub trait TargetPort: Send {
     ) -> impl Future<Output = Result<Option<AuthorityRecord>>> + Send;
     /// Records a run that did not commit (best effort, own transaction).
     fn record_failed_run(&mut self, run: &RunRecord) -> impl Future<Output = Result<()>> + Send;
-    /// Opens a connection and begins the SERIALIZABLE run transaction.
+    /// Opens a connection, re-verifies the pins on it, and begins the
+    /// SERIALIZABLE run transaction. Never requires a prior [`TargetPort::preflight`].
     fn begin(&mut self) -> impl Future<Output = Result<Self::Session>> + Send;
 }
 
 /// The run transaction on one connection. Every method is one boundary.
 pub trait TargetSession: Send {
+    /// Whether the engine calls [`TargetSession::stage`] before [`TargetSession::lock_target`]
+    /// (spec 003: stage, then the serializable transaction with the application lock, so the
+    /// lock is held for the apply only). SQL Server stages on a separate session and begins
+    /// its lock-based transaction at `lock_target`: `true`. PostgreSQL stages into
+    /// transaction-local tables, and its serializable snapshot is taken by the first statement,
+    /// which must come after the lock: `false` (the default).
+    fn stages_before_lock(&self) -> bool {
+        false
+    }
+
     /// A transaction-owned exclusive lock on the 32-byte target identity (PostgreSQL: an
     /// advisory lock keyed by its first 8 bytes; SQL Server: `sp_getapplock` on its hex).
     fn lock_target(
@@ -219,8 +242,10 @@ pub trait TargetSession: Send {
         &mut self,
         authority_id: &str,
     ) -> impl Future<Output = Result<Option<AuthorityRecord>>> + Send;
-    /// Streams the payloads into transaction-local staging, verifying their digests, then
-    /// checks staged keys for nulls and duplicates.
+    /// Streams the payloads into staging (PostgreSQL: transaction-local tables; SQL Server: the
+    /// staging lease's per-run tables), verifying their digests, then checks staged keys for
+    /// nulls and duplicates. Called before or after [`TargetSession::lock_target`] as
+    /// [`TargetSession::stages_before_lock`] says.
     fn stage(
         &mut self,
         envelope: &SnapshotEnvelope,

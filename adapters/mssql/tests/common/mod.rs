@@ -26,10 +26,12 @@ pub fn finalizer(mode: DeleteMode, missing: MissingAction) -> Finalizer {
             BusinessColumn {
                 name: "amount".into(),
                 type_sql: "decimal(18,2)".into(),
+                collation: None,
             },
             BusinessColumn {
                 name: "note".into(),
                 type_sql: "nvarchar(200)".into(),
+                collation: Some("SQL_Latin1_General_CP1_CI_AS".into()),
             },
         ],
         mode,
@@ -80,9 +82,11 @@ pub fn all_statements() -> Vec<(String, String)> {
     {
         out.push((format!("state_ddl/batch{i}"), b));
     }
-    out.push((
-        "migrate_v1_to_v2".to_owned(),
-        provision::MIGRATE_V1_TO_V2.to_owned(),
-    ));
+    for (i, b) in provision::batches(provision::MIGRATE_V1_TO_V2)
+        .into_iter()
+        .enumerate()
+    {
+        out.push((format!("migrate_v1_to_v2/batch{i}"), b));
+    }
     out
 }

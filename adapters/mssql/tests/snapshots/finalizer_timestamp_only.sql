@@ -3,7 +3,7 @@ CREATE TABLE [DWH].[dbo].[orders] (
     [tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL,
     [id] bigint NOT NULL,
     [amount] decimal(18,2) NULL,
-    [note] nvarchar(200) NULL,
+    [note] nvarchar(200) COLLATE SQL_Latin1_General_CP1_CI_AS NULL,
     [__dpone__deleted_at] datetime2(7) NULL,
     [__dpone__updated_at] datetime2(7) NOT NULL,
     CONSTRAINT [PK_orders] PRIMARY KEY CLUSTERED ([tenant], [id])
@@ -14,7 +14,7 @@ CREATE TABLE [DWH_Stage].[dpone].[rows_0123456789abcdef] (
     [tenant] nvarchar(64) COLLATE Latin1_General_100_BIN2 NOT NULL,
     [id] bigint NOT NULL,
     [amount] decimal(18,2) NULL,
-    [note] nvarchar(200) NULL,
+    [note] nvarchar(200) COLLATE SQL_Latin1_General_CP1_CI_AS NULL,
     PRIMARY KEY CLUSTERED ([tenant], [id])
 );
 
@@ -47,13 +47,13 @@ DELETE FROM #dpone_missing; INSERT INTO #dpone_missing ([tenant], [id]) SELECT t
 DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE s SET s.superseded_at_utc = @P5, s.superseded_by = @P4 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH_State].[dpone].[dpone_source_state] AS s WHERE s.state_key = @P1 AND s.safe_xmin = @P2 AND s.revision = @P3 AND s.superseded_at_utc IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- update_changed
-DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE t.[__dpone__deleted_at] IS NULL AND EXISTS (SELECT s.[amount], s.[note] EXCEPT SELECT t.[amount], t.[note]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE t.[__dpone__deleted_at] IS NULL AND EXISTS (SELECT s.[amount], CONVERT(varbinary(8000), s.[note]), DATALENGTH(s.[note]) EXCEPT SELECT t.[amount], CONVERT(varbinary(8000), t.[note]), DATALENGTH(t.[note])); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- reactivate
 DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[amount] = s.[amount], t.[note] = s.[note], t.[__dpone__deleted_at] = NULL, t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s ON s.[tenant] = t.[tenant] AND s.[id] = t.[id] WHERE NOT (t.[__dpone__deleted_at] IS NULL); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- insert
-DECLARE @dpone_out TABLE (n bit NOT NULL); INSERT INTO [DWH].[dbo].[orders] ([tenant], [id], [amount], [note], [__dpone__updated_at]) OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) SELECT s.[tenant], s.[id], s.[amount], s.[note], @P1 FROM [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s WHERE NOT EXISTS (SELECT 1 FROM [DWH].[dbo].[orders] AS t WHERE t.[tenant] = s.[tenant] AND t.[id] = s.[id]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
+DECLARE @dpone_out TABLE (n bit NOT NULL); INSERT INTO [DWH].[dbo].[orders] ([tenant], [id], [amount], [note], [__dpone__deleted_at], [__dpone__updated_at]) OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) SELECT s.[tenant], s.[id], s.[amount], s.[note], NULL, @P1 FROM [DWH_Stage].[dpone].[rows_0123456789abcdef] AS s WHERE NOT EXISTS (SELECT 1 FROM [DWH].[dbo].[orders] AS t WHERE t.[tenant] = s.[tenant] AND t.[id] = s.[id]); SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
 
 -- missing_action
 DECLARE @dpone_out TABLE (n bit NOT NULL); UPDATE t SET t.[__dpone__deleted_at] = @P1, t.[__dpone__updated_at] = @P1 OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) FROM [DWH].[dbo].[orders] AS t INNER JOIN #dpone_missing AS m ON m.[tenant] = t.[tenant] AND m.[id] = t.[id] WHERE t.[__dpone__deleted_at] IS NULL; SELECT COUNT_BIG(*) AS affected FROM @dpone_out;
@@ -81,6 +81,9 @@ DROP TABLE IF EXISTS [DWH_Stage].[dpone].[rows_0123456789abcdef]; DROP TABLE IF 
 
 -- state_catalog_check
 SELECT OBJECT_ID(N'[DWH_State].[dpone].[dpone_source_state]', N'U') AS source_state, OBJECT_ID(N'[DWH_State].[dpone].[dpone_run_state]', N'U') AS run, OBJECT_ID(N'[DWH_State].[dpone].[dpone_commit_receipt]', N'U') AS receipt, OBJECT_ID(N'[DWH_State].[dpone].[dpone_repair_authority]', N'U') AS repair_authority, OBJECT_ID(N'[DWH_State].[dpone].[dpone_repair_authority_consumption]', N'U') AS repair_consumption;
+
+-- state_catalog_facts
+WITH v (role, object_id) AS (SELECT N'source_state' AS role, OBJECT_ID(N'[DWH_State].[dpone].[dpone_source_state]', N'U') AS object_id UNION ALL SELECT N'run' AS role, OBJECT_ID(N'[DWH_State].[dpone].[dpone_run_state]', N'U') AS object_id UNION ALL SELECT N'receipt' AS role, OBJECT_ID(N'[DWH_State].[dpone].[dpone_commit_receipt]', N'U') AS object_id UNION ALL SELECT N'repair_authority' AS role, OBJECT_ID(N'[DWH_State].[dpone].[dpone_repair_authority]', N'U') AS object_id UNION ALL SELECT N'repair_consumption' AS role, OBJECT_ID(N'[DWH_State].[dpone].[dpone_repair_authority_consumption]', N'U') AS object_id) SELECT v.role AS role, N'column' AS kind, c.name AS name, ty.name AS item, CONVERT(int, c.max_length) AS n1, CONVERT(int, c.is_nullable) AS n2, CONVERT(nvarchar(4000), NULL) AS filter FROM v INNER JOIN sys.columns AS c ON c.object_id = v.object_id INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id UNION ALL SELECT v.role, N'index', CONVERT(nvarchar(128), i.index_id), c.name, CONVERT(int, ic.key_ordinal), CONVERT(int, i.is_primary_key) + 2 * CONVERT(int, i.has_filter) + 4 * CONVERT(int, i.is_disabled), i.filter_definition FROM v INNER JOIN sys.indexes AS i ON i.object_id = v.object_id AND i.is_unique = 1 INNER JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal > 0 INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id UNION ALL SELECT v.role, N'trigger', tr.name, te.type_desc, CONVERT(int, tr.is_disabled), CONVERT(int, tr.is_instead_of_trigger), NULL FROM v INNER JOIN sys.triggers AS tr ON tr.parent_id = v.object_id INNER JOIN sys.trigger_events AS te ON te.object_id = tr.object_id ORDER BY 1, 2, 3, 5;
 
 -- select_state
 SELECT state_key, target_identity, scope_hash, safe_xmin, revision, visible_horizon, last_receipt_id, CONVERT(int, CASE WHEN superseded_at_utc IS NULL THEN 0 ELSE 1 END) AS superseded FROM [DWH_State].[dpone].[dpone_source_state] WHERE state_key = @P1;

@@ -86,6 +86,9 @@ impl TargetPort for AnyTarget {
 }
 
 impl TargetSession for AnySession {
+    fn stages_before_lock(&self) -> bool {
+        each_session!(self, t => t.stages_before_lock())
+    }
     async fn lock_target(&mut self, target_identity: &[u8; 32]) -> Result<()> {
         each_session!(self, s => s.lock_target(target_identity).await)
     }

@@ -3,8 +3,14 @@
 //! create and drop databases), provisioned with the reviewed scripts, their pins discovered
 //! from the catalog, and the target-side reads the suites compare with the source.
 //!
-//! Without `DPONE_TEST_MSSQL_URL` every SQL Server variant prints `SKIP: <reason>` and returns
-//! (with `DPONE_TEST_MSSQL_REQUIRED=1` it fails instead): a skipped variant is never a pass.
+//! Without `DPONE_TEST_MSSQL_URL` at build time every SQL Server variant is reported `ignored`
+//! with its SKIP reason (`cfg(dpone_live_mssql)`); when the variant runs, a missing, malformed
+//! or unreachable server fails it, so a variant that did not run is never a pass.
+//!
+//! Hygiene: [`MssqlDb`] drops its three databases when it goes out of scope (panics included),
+//! and the first fixture of a process sweeps scratch databases (`dpone_t_*`) older than an
+//! hour, left by a killed process. Names are unique per process and call, so the variants run
+//! in parallel safely.
 
 use dpone_adapter_mssql::conn::{self, MssqlClient};
 use dpone_adapter_mssql::provision;
@@ -23,15 +29,15 @@ pub const TARGET_SCHEMA: &str = "dwh";
 /// Schema of the state tables (the reviewed script's).
 pub const STATE_SCHEMA: &str = "dpone";
 
-/// Prints the skip line; panics instead when `DPONE_TEST_MSSQL_REQUIRED=1`.
-#[allow(clippy::print_stdout)]
-pub fn skip(reason: &str) {
-    if std::env::var("DPONE_TEST_MSSQL_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!("SQL Server required (DPONE_TEST_MSSQL_REQUIRED=1) but: {reason}");
-    }
-    println!("SKIP: {reason}");
-    eprintln!("SKIP: {reason}");
+/// A SQL Server variant runs only when `DPONE_TEST_MSSQL_URL` was set at build time, so a
+/// server it cannot use is a failure, never a skip counted as a pass.
+pub fn skip(reason: &str) -> ! {
+    panic!("SQL Server variant cannot run: {reason}");
 }
+
+/// Minutes after which a scratch database is taken to be left behind by a dead process.
+const SWEEP_AFTER_MINUTES: i32 = 60;
+static SWEPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Coordinates parsed from the ADO.NET string (for the registry the route reads).
 #[derive(Clone, Debug)]
@@ -45,14 +51,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Reads `DPONE_TEST_MSSQL_URL`, or prints SKIP and returns `None`.
+    /// Reads `DPONE_TEST_MSSQL_URL`; fails the variant when it is unset or malformed (the
+    /// `Option` keeps the fixture's `?` chain).
     pub fn from_env() -> Option<Self> {
         let ado = match conn::test_url() {
             Ok(u) => u,
-            Err(reason) => {
-                skip(&reason);
-                return None;
-            }
+            Err(reason) => skip(&reason),
         };
         let mut s = Self {
             ado: ado.clone(),
@@ -82,7 +86,6 @@ impl Server {
         }
         if s.host.is_empty() || s.user.is_empty() {
             skip("DPONE_TEST_MSSQL_URL needs server=, user= and password= (SQL authentication)");
-            return None;
         }
         Some(s)
     }
@@ -137,6 +140,11 @@ impl MssqlDb {
             server,
         };
         let mut admin = db.server.admin().await;
+        if !SWEPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            conn::sweep_scratch(&mut admin, SWEEP_AFTER_MINUTES)
+                .await
+                .expect("sweep stale scratch databases");
+        }
         for name in [&db.target, &db.staging, &db.state] {
             conn::execute(
                 &mut admin,
@@ -213,6 +221,7 @@ impl MssqlDb {
         .map(|(n, t)| BusinessColumn {
             name: n.into(),
             type_sql: t.into(),
+            collation: None,
         });
         let mut t = self.server.client(&self.target).await;
         conn::execute(
@@ -493,10 +502,7 @@ impl Drop for MssqlDb {
                             let _ = conn::execute(
                                 &mut c,
                                 "drop database",
-                                &format!(
-                                    "ALTER DATABASE {n} SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE {n};",
-                                    n = sql::ident(&n)
-                                ),
+                                &sql::drop_scratch_database(&n),
                             )
                             .await;
                         }
