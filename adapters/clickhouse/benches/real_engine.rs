@@ -136,11 +136,14 @@ fn main() {
     );
 
     // Baseline: the same artifact bytes loaded into one member by hand.
+    let started = Instant::now();
     let identity = source.seal(&schema(), 4 << 30).expect("seal");
+    let seal = started.elapsed().as_secs_f64();
     let hand_table = format!("bench_hand_{tag}");
     let member1 = member_id(1, 1);
-    let uuid = dpone_engine_clickhouse::contracts::Uuid::parse("5e1ec7ed-0000-4000-8000-000000000001")
-        .expect("uuid");
+    let uuid =
+        dpone_engine_clickhouse::contracts::Uuid::parse("5e1ec7ed-0000-4000-8000-000000000001")
+            .expect("uuid");
     let spec = dpone_engine_clickhouse::ports::CandidateSpec {
         database: &database,
         name: &hand_table,
@@ -231,7 +234,7 @@ fn main() {
     println!(
         "{{\"bench\":\"clickhouse_real_engine\",\"rows\":{rows},\"columns\":8,\"artifact_bytes\":{},\
 \"members\":2,\"end_to_end_s\":{e2e:.3},\"hand_load_one_member_s\":{hand:.3},\
-\"ratio_end_to_end_over_hand\":{:.2},\"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0}}}",
+\"ratio_end_to_end_over_hand\":{:.2},\"seal_s\":{seal:.3},\"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0}}}",
         identity.byte_size,
         e2e / hand,
         read_bytes as f64 / read / 1e6,

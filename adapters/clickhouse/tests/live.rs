@@ -14,40 +14,18 @@ mod support;
 use dpone_adapter_clickhouse::{ClickHouseCluster, Extract, StoreArtifactSource, class};
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
-use dpone_engine_clickhouse::contracts::{self, Digest, Schema, member_id};
+use dpone_engine_clickhouse::contracts::{self, Schema, member_id};
 use dpone_engine_clickhouse::ports::{
-    ClusterDdl, InventoryPort, MEMBER_IDENTITY_UNPROVEN, MemberCatalog, NoProgress, PortError,
-    QueueHostStatus, SystemEnvironment,
+    ClusterDdl, InventoryPort, MEMBER_IDENTITY_UNPROVEN, MemberCatalog, PortError, QueueHostStatus,
+    SystemEnvironment,
 };
-use dpone_engine_clickhouse::synthetic::FnGate;
-use dpone_engine_clickhouse::{
-    Coordinator, CoordinatorConfig, OperationRequest, Ports, RunOutcome,
+use dpone_engine_clickhouse::{OperationRequest, RunOutcome};
+use support::{
+    Rows, Tier, coordinator, expected_fingerprint, gate, request, schema, table_facts, tables_like,
+    unique,
 };
-use dpone_policy_model::admission::StaticFacts;
-use support::{Rows, Tier, expected_fingerprint, schema, table_facts, tables_like, unique};
 
-fn request(tier: &Tier, target: &str, invocation: &str, schema: Schema) -> OperationRequest {
-    OperationRequest {
-        static_facts: StaticFacts {
-            cluster_name: tier.cluster.clone(),
-            ddl_scope: Some("cluster".into()),
-            replication_mode: Some("external".into()),
-            engine: "MergeTree".into(),
-            max_source_bytes: Some(1 << 30),
-            target_database: tier.database.clone(),
-            staging_database: tier.database.clone(),
-            access_table_engine: None,
-        },
-        target_table: target.into(),
-        scheduler_invocation: invocation.into(),
-        plan_digest: Digest::of(b"live plan"),
-        order_by: vec![schema.columns[0].name.clone()],
-        schema,
-    }
-}
-
-/// One `run` of the engine with the shipped admission rules (native core), the real adapter
-/// and a fresh artifact store.
+/// One `run` with a fresh artifact store.
 fn run(
     cluster: &ClickHouseCluster,
     source: &dyn Extract,
@@ -56,26 +34,8 @@ fn run(
     let dir = tempfile::tempdir().expect("tempdir");
     let store = ArtifactStore::open_path(dir.path(), 1 << 30).expect("store");
     let artifacts = StoreArtifactSource::new(&store, source);
-    let gate = FnGate::new(
-        "native-policy-core",
-        dpone_policy_admission::admit_static,
-        dpone_policy_admission::admit_runtime,
-    );
-    let env = SystemEnvironment;
-    Coordinator::new(
-        Ports {
-            authority: cluster,
-            inventory: cluster,
-            catalog: cluster,
-            ddl: cluster,
-            artifacts: &artifacts,
-            admission: &gate,
-            env: &env,
-            progress: &NoProgress,
-        },
-        CoordinatorConfig::default(),
-    )
-    .run(req)
+    let gate = gate();
+    coordinator(cluster, &artifacts, &gate, &SystemEnvironment).run(req)
 }
 
 fn completed(outcome: RunOutcome) -> Box<dpone_engine_clickhouse::contracts::ExternalReceipt> {

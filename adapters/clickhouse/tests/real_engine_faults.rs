@@ -18,17 +18,15 @@ use std::time::{Duration, Instant};
 
 use dpone_adapter_clickhouse::{ClickHouseCluster, StoreArtifactSource};
 use dpone_artifact_store::ArtifactStore;
-use dpone_engine_clickhouse::contracts::{self, Digest};
-use dpone_engine_clickhouse::ports::{NoProgress, SystemEnvironment};
+use dpone_engine_clickhouse::contracts;
+use dpone_engine_clickhouse::ports::SystemEnvironment;
 use dpone_engine_clickhouse::resolve::{ResolveOptions, ResolveOutcome};
-use dpone_engine_clickhouse::synthetic::FnGate;
-use dpone_engine_clickhouse::{
-    Coordinator, CoordinatorConfig, EngineError, OperationRequest, Ports, RecoveryAction,
-    RunOutcome,
-};
-use dpone_policy_model::admission::StaticFacts;
+use dpone_engine_clickhouse::{EngineError, OperationRequest, RecoveryAction, RunOutcome};
 use serde_json::json;
-use support::{Rows, Tier, expected_fingerprint, schema, table_facts, tables_like, unique};
+use support::{
+    Rows, Tier, coordinator, expected_fingerprint, gate, request, schema, table_facts, tables_like,
+    unique,
+};
 
 /// Client-side request timeout of the matrix's adapter; `delay_before` faults exceed it.
 const REQUEST_TIMEOUT_SECS: u64 = 2;
@@ -146,66 +144,23 @@ fn matrix() -> Vec<Scenario> {
     out
 }
 
-fn request(tier: &Tier, target: &str, invocation: &str) -> OperationRequest {
-    OperationRequest {
-        static_facts: StaticFacts {
-            cluster_name: tier.cluster.clone(),
-            ddl_scope: Some("cluster".into()),
-            replication_mode: Some("external".into()),
-            engine: "MergeTree".into(),
-            max_source_bytes: Some(1 << 30),
-            target_database: tier.database.clone(),
-            staging_database: tier.database.clone(),
-            access_table_engine: None,
-        },
-        target_table: target.into(),
-        scheduler_invocation: invocation.into(),
-        plan_digest: Digest::of(b"fault matrix plan"),
-        schema: schema(),
-        order_by: vec!["id".into()],
-    }
-}
-
 struct Harness<'a> {
     cluster: &'a ClickHouseCluster,
     store: ArtifactStore,
 }
 
 impl Harness<'_> {
-    fn coordinator<'s>(
-        &'s self,
-        artifacts: &'s StoreArtifactSource<'s, Rows>,
-        gate: &'s FnGate,
-        env: &'s SystemEnvironment,
-    ) -> Coordinator<'s> {
-        Coordinator::new(
-            Ports {
-                authority: self.cluster,
-                inventory: self.cluster,
-                catalog: self.cluster,
-                ddl: self.cluster,
-                artifacts,
-                admission: gate,
-                env,
-                progress: &NoProgress,
-            },
-            CoordinatorConfig::default(),
-        )
-    }
-
     fn run(&self, source: Rows, req: &OperationRequest) -> Result<RunOutcome, EngineError> {
         let artifacts = StoreArtifactSource::new(&self.store, source);
         let gate = gate();
-        let env = SystemEnvironment;
-        self.coordinator(&artifacts, &gate, &env).run(req)
+        coordinator(self.cluster, &artifacts, &gate, &SystemEnvironment).run(req)
     }
 
     /// The operator path (`dpone-host resolve --apply`): records a proven outcome, if any.
     fn resolve(&self, req: &OperationRequest) -> Option<ResolveOutcome> {
         let artifacts = StoreArtifactSource::new(&self.store, Rows { rows: 0, salt: 0 });
         let gate = gate();
-        let env = SystemEnvironment;
-        self.coordinator(&artifacts, &gate, &env)
+        coordinator(self.cluster, &artifacts, &gate, &SystemEnvironment)
             .resolve(
                 req,
                 ResolveOptions {
@@ -220,20 +175,11 @@ impl Harness<'_> {
     fn recovery(&self, req: &OperationRequest) -> Option<RecoveryAction> {
         let artifacts = StoreArtifactSource::new(&self.store, Rows { rows: 0, salt: 0 });
         let gate = gate();
-        let env = SystemEnvironment;
-        self.coordinator(&artifacts, &gate, &env)
+        coordinator(self.cluster, &artifacts, &gate, &SystemEnvironment)
             .status(req)
             .ok()
             .map(|r| r.recovery)
     }
-}
-
-fn gate() -> FnGate {
-    FnGate::new(
-        "native-policy-core",
-        dpone_policy_admission::admit_static,
-        dpone_policy_admission::admit_runtime,
-    )
 }
 
 fn rule(tier: &Tier, s: &Scenario, target: &str, key: &str) -> (u32, serde_json::Value) {
@@ -359,7 +305,7 @@ fn real_engine_fault_matrix_has_no_duplicate_and_no_false_success() {
         let allowed: Vec<(u64, &str)> = match s.path {
             Path::Rename => vec![(u64::MAX, ""), (ROWS_NEW, new_fp.as_str())],
             Path::Exchange => {
-                let first = request(&tier, &target, &unique("inv"));
+                let first = request(&tier, &target, &unique("inv"), schema());
                 let done = h.run(
                     Rows {
                         rows: ROWS_OLD,
@@ -374,7 +320,7 @@ fn real_engine_fault_matrix_has_no_duplicate_and_no_false_success() {
                 vec![(ROWS_OLD, old_fp.as_str()), (ROWS_NEW, new_fp.as_str())]
             }
         };
-        let req = request(&tier, &target, &unique("inv"));
+        let req = request(&tier, &target, &unique("inv"), schema());
         let (member, r) = rule(&tier, s, &target, &key);
         let before = tier.fired(member).len();
         tier.arm(member, &r);

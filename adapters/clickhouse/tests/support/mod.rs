@@ -15,8 +15,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dpone_adapter_clickhouse::{ClickHouseCluster, ClickHouseConfig, Credential, Extract};
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
-use dpone_engine_clickhouse::contracts::Schema;
-use dpone_engine_clickhouse::ports::PortError;
+use dpone_engine_clickhouse::contracts::{Digest, Schema};
+use dpone_engine_clickhouse::ports::{ArtifactSource, NoProgress, PortError, SystemEnvironment};
+use dpone_engine_clickhouse::synthetic::FnGate;
+use dpone_engine_clickhouse::{Coordinator, CoordinatorConfig, OperationRequest, Ports};
+use dpone_policy_model::admission::StaticFacts;
 
 /// The running tier, from the environment `.ci/start-clickhouse` prints.
 pub struct Tier {
@@ -285,4 +288,56 @@ pub fn tables_like(tier: &Tier, replica: u32, prefix: &str) -> Vec<String> {
     .lines()
     .map(str::to_owned)
     .collect()
+}
+
+/// The shipped admission rules (their native core).
+pub fn gate() -> FnGate {
+    FnGate::new(
+        "native-policy-core",
+        dpone_policy_admission::admit_static,
+        dpone_policy_admission::admit_runtime,
+    )
+}
+
+/// An external full refresh of `target` on the tier, ordered by the first column.
+pub fn request(tier: &Tier, target: &str, invocation: &str, schema: Schema) -> OperationRequest {
+    OperationRequest {
+        static_facts: StaticFacts {
+            cluster_name: tier.cluster.clone(),
+            ddl_scope: Some("cluster".into()),
+            replication_mode: Some("external".into()),
+            engine: "MergeTree".into(),
+            max_source_bytes: Some(1 << 30),
+            target_database: tier.database.clone(),
+            staging_database: tier.database.clone(),
+            access_table_engine: None,
+        },
+        target_table: target.into(),
+        scheduler_invocation: invocation.into(),
+        plan_digest: Digest::of(b"real-engine plan"),
+        order_by: vec![schema.columns[0].name.clone()],
+        schema,
+    }
+}
+
+/// The engine over the real adapter: `cluster` serves authority, inventory, catalog and DDL.
+pub fn coordinator<'a>(
+    cluster: &'a ClickHouseCluster,
+    artifacts: &'a dyn ArtifactSource,
+    gate: &'a FnGate,
+    env: &'a SystemEnvironment,
+) -> Coordinator<'a> {
+    Coordinator::new(
+        Ports {
+            authority: cluster,
+            inventory: cluster,
+            catalog: cluster,
+            ddl: cluster,
+            artifacts,
+            admission: gate,
+            env,
+            progress: &NoProgress,
+        },
+        CoordinatorConfig::default(),
+    )
 }

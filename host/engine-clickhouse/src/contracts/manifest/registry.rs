@@ -345,28 +345,8 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
     let authority_database = identifier(DOC, &a.path("database"), a.required("database")?)?;
     let authority_table = identifier(DOC, &a.path("table"), a.required("table")?)?;
     a.finish()?;
-    let ddl_task_timeout_secs = match f.optional("ddl_task_timeout_secs") {
-        None => DEFAULT_DDL_TASK_TIMEOUT_SECS,
-        Some(v) => {
-            let p = f.path("ddl_task_timeout_secs");
-            let n = integer(DOC, &p, v)?;
-            u64::try_from(n)
-                .ok()
-                .filter(|n| (1..=86_400).contains(n))
-                .ok_or_else(|| invalid(DOC, format!("{p} must be 1 to 86400 seconds")))?
-        }
-    };
-    let request_timeout_secs = match f.optional("request_timeout_secs") {
-        None => DEFAULT_REQUEST_TIMEOUT_SECS,
-        Some(v) => {
-            let p = f.path("request_timeout_secs");
-            let n = integer(DOC, &p, v)?;
-            u64::try_from(n)
-                .ok()
-                .filter(|n| (1..=86_400).contains(n))
-                .ok_or_else(|| invalid(DOC, format!("{p} must be 1 to 86400 seconds")))?
-        }
-    };
+    let ddl_task_timeout_secs = seconds(f, "ddl_task_timeout_secs", DEFAULT_DDL_TASK_TIMEOUT_SECS)?;
+    let request_timeout_secs = seconds(f, "request_timeout_secs", DEFAULT_REQUEST_TIMEOUT_SECS)?;
     Ok(ClickHouseConnection {
         coordinator_url,
         member_urls,
@@ -377,6 +357,19 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
         ddl_task_timeout_secs,
         request_timeout_secs,
     })
+}
+
+/// An optional duration field: 1 to 86400 seconds, `default` when absent.
+fn seconds(f: &mut Fields<'_>, name: &'static str, default: u64) -> Result<u64> {
+    let Some(v) = f.optional(name) else {
+        return Ok(default);
+    };
+    let p = f.path(name);
+    let n = integer(DOC, &p, v)?;
+    u64::try_from(n)
+        .ok()
+        .filter(|n| (1..=86_400).contains(n))
+        .ok_or_else(|| invalid(DOC, format!("{p} must be 1 to 86400 seconds")))
 }
 
 fn parse_postgres(f: &mut Fields<'_>) -> Result<PostgresConnection> {
