@@ -6,8 +6,9 @@
 //! Without a ClickHouse server the route is exercised up to the adapter's connection failure.
 //! The full path runs only when `DPONE_TEST_CLICKHOUSE_URL` and
 //! `DPONE_TEST_CLICKHOUSE_MEMBER_URLS` (`shard:replica=url,…`) are set and a PostgreSQL server
-//! is available (`DPONE_TEST_PG_URL` or `.ci/start-postgres`); it prints `SKIP: <reason>`
-//! otherwise.
+//! is available (`DPONE_TEST_PG_URL` or `.ci/start-postgres`); otherwise it is ignored with its
+//! SKIP reason. The PostgreSQL-backed tests are ignored without a configured PostgreSQL server
+//! (`cfg(dpone_live_pg)`) and fail when a configured one cannot be used.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -551,8 +552,7 @@ struct PgDb {
 impl PgDb {
     fn create(tag: &str, setup: &str) -> Option<Self> {
         let Some(url) = pg_url() else {
-            skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
-            return None;
+            pg_unusable("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
         };
         let name = format!("dpone_t_ch{tag}_{}", std::process::id());
         if !psql(
@@ -561,8 +561,7 @@ impl PgDb {
             &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
         ) || !psql(&url, "postgres", &format!("CREATE DATABASE \"{name}\""))
         {
-            skip("the PostgreSQL server is not usable through psql");
-            return None;
+            pg_unusable("the PostgreSQL server is not usable through psql");
         }
         let db = Self { url, name };
         assert!(psql(&db.url, &db.name, setup), "set-up SQL");
@@ -624,6 +623,10 @@ fn request(m: &Manifest, invocation: &str) -> OperationRequest {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn a_real_postgres_relation_publishes_through_the_component_on_a_synthetic_cluster() {
     let Some(db) = PgDb::create("pub", SOURCE_SQL) else {
         return;
@@ -693,6 +696,10 @@ fn a_real_postgres_relation_publishes_through_the_component_on_a_synthetic_clust
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn a_source_type_mismatch_stops_before_any_member_is_touched() {
     let Some(db) = PgDb::create("mis", SOURCE_SQL) else {
         return;
@@ -753,6 +760,12 @@ fn skip(reason: &str) {
     eprintln!("SKIP: {reason}");
 }
 
+/// PostgreSQL-backed tests run only when a server is configured (`cfg(dpone_live_pg)`): one that
+/// cannot be used fails them, never skips them.
+fn pg_unusable(reason: &str) -> ! {
+    panic!("PostgreSQL test server configured but not usable: {reason}");
+}
+
 fn pg_url() -> Option<String> {
     if let Ok(u) = std::env::var("DPONE_TEST_PG_URL")
         && !u.is_empty()
@@ -797,8 +810,8 @@ fn psql(url: &str, db: &str, sql: &str) -> bool {
 
 #[test]
 #[cfg_attr(
-    not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; no ClickHouse cluster to test against"
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (a ClickHouse cluster) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
 )]
 fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let Ok(ch_url) = std::env::var("DPONE_TEST_CLICKHOUSE_URL") else {
@@ -812,12 +825,10 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
         return;
     };
     let Some(pg) = pg_url() else {
-        skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
-        return;
+        pg_unusable("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
     };
     let Some((host, port, user, password)) = split_pg_url(&pg) else {
-        skip("DPONE_TEST_PG_URL is not a postgres://user:password@host:port/db URL");
-        return;
+        pg_unusable("DPONE_TEST_PG_URL is not a postgres://user:password@host:port/db URL");
     };
     let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
     let cluster = var("DPONE_TEST_CLICKHOUSE_CLUSTER", "analytics_cluster");
@@ -833,8 +844,7 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
 
     let db = format!("dpone_t_chcli_{}", std::process::id());
     if !psql(&pg, "postgres", &format!("CREATE DATABASE \"{db}\"")) {
-        skip("the PostgreSQL server refused CREATE DATABASE (is psql installed?)");
-        return;
+        pg_unusable("the PostgreSQL server refused CREATE DATABASE (is psql installed?)");
     }
     let ok = psql(
         &pg,
