@@ -354,7 +354,8 @@ pub struct SourceAuthority {
     /// Version 1 only: `pg_control_system().system_identifier`, as decimal text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_identifier: Option<String>,
-    /// Version 1 only: the current timeline.
+    /// Version 1: the current timeline (required). Version 2: optional, primary only, read from
+    /// the current WAL file name; a promotion (new timeline) then fails closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<u32>,
 }
@@ -823,10 +824,22 @@ fn check_authority(name: &str, a: &SourceAuthority) -> Result<()> {
             }
         }
         (2, AuthorityProfile::CatalogIdentity) => {
-            if a.system_identifier.is_some() || a.timeline.is_some() {
+            if a.system_identifier.is_some() {
                 return Err(bad(
-                    "version 2 (catalog_identity) must not carry system_identifier or timeline",
+                    "version 2 (catalog_identity) must not carry system_identifier",
                 ));
+            }
+            // Optional: the timeline of a primary, read from the current WAL file name (no
+            // control function), so a promotion fails closed.
+            if let Some(t) = a.timeline {
+                if t == 0 {
+                    return Err(bad("timeline must be non-zero"));
+                }
+                if a.recovery_role != RecoveryRole::Primary {
+                    return Err(bad(
+                        "version 2 can pin the timeline of a primary only (recovery_role: primary)",
+                    ));
+                }
             }
         }
         (1 | 2, _) => {
