@@ -533,3 +533,124 @@ fn an_unreachable_server_is_unavailable_not_rejected() {
         "{text}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The snapshot is complete or refused: row-level security, inheritance, partitioned parents,
+// privileges.
+// ---------------------------------------------------------------------------------------------
+
+const SAFETY_SQL: &str = "CREATE TABLE public.src (id bigint NOT NULL, label text NOT NULL); \
+    INSERT INTO public.src SELECT i, 'row-' || i FROM generate_series(1, 4) AS i;";
+
+fn id_schema() -> Schema {
+    Schema::of(&[("id", "Int64")])
+}
+
+/// Rows read from `table` (as `config`'s principal), or the failure's code.
+fn read_ids(config: PgConfig, table: &str) -> Result<u64, &'static str> {
+    let source = PgRowBinarySource::new(config, "public", table);
+    let mut sink = Vec::new();
+    source
+        .extract_to(&id_schema(), &mut sink)
+        .map_err(|e| e.code())
+}
+
+/// A login role (the URL's password, no superuser, no BYPASSRLS) with `grants`; returns its
+/// config and name.
+fn reader(db: &TestDb, tag: &str, grants: &str) -> (PgConfig, String) {
+    let password =
+        String::from_utf8_lossy(db.admin.get_password().expect("password URL")).into_owned();
+    let role = format!("{}_{tag}", db.name);
+    let sql = format!(
+        "CREATE ROLE \"{role}\" LOGIN PASSWORD '{pw}' NOSUPERUSER NOINHERIT NOBYPASSRLS; \
+         GRANT CONNECT ON DATABASE \"{db}\" TO \"{role}\"; GRANT USAGE ON SCHEMA public TO \"{role}\"; {g}",
+        pw = password.replace('\'', "''"),
+        db = db.name,
+        g = grants.replace("{role}", &format!("\"{role}\"")),
+    );
+    rt().block_on(exec(&db.config(), &sql))
+        .expect("create reader");
+    let mut c = db.config();
+    c.user(&role);
+    (c, role)
+}
+
+fn drop_reader(db: &TestDb, role: &str) {
+    let _ = rt().block_on(exec(
+        &db.config(),
+        &format!("DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\""),
+    ));
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn row_level_security_refuses_instead_of_filtering() {
+    let db = TestDb::create(SAFETY_SQL).expect("database");
+    let (cfg, role) = reader(&db, "rls", "GRANT SELECT ON public.src TO {role};");
+    assert_eq!(read_ids(cfg.clone(), "src"), Ok(4));
+    rt().block_on(exec(
+        &db.config(),
+        &format!(
+            "ALTER TABLE public.src ENABLE ROW LEVEL SECURITY; \
+             CREATE POLICY hide ON public.src FOR SELECT TO \"{role}\" USING (id <> 2);"
+        ),
+    ))
+    .expect("policy");
+    assert_eq!(
+        read_ids(cfg, "src"),
+        Err("DPONE_PG_ROWBINARY_ROW_SECURITY_ACTIVE")
+    );
+    drop_reader(&db, &role);
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn inheritance_children_are_never_read() {
+    let db = TestDb::create(&format!(
+        "{SAFETY_SQL} CREATE TABLE public.src_child () INHERITS (public.src); \
+         INSERT INTO public.src_child VALUES (100, 'child');"
+    ))
+    .expect("database");
+    assert_eq!(read_ids(db.config(), "src"), Ok(4));
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn a_partitioned_parent_is_refused_and_a_partition_is_read() {
+    let db = TestDb::create(
+        "CREATE TABLE public.parted (id bigint NOT NULL) PARTITION BY RANGE (id); \
+         CREATE TABLE public.parted_0 PARTITION OF public.parted FOR VALUES FROM (0) TO (100); \
+         INSERT INTO public.parted SELECT generate_series(1, 5);",
+    )
+    .expect("database");
+    assert_eq!(
+        read_ids(db.config(), "parted"),
+        Err("DPONE_PG_ROWBINARY_RELATION_PARTITIONED")
+    );
+    assert_eq!(read_ids(db.config(), "parted_0"), Ok(5));
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn a_missing_privilege_is_permission_denied() {
+    let db = TestDb::create(SAFETY_SQL).expect("database");
+    // Column-level SELECT does not allow LOCK … IN ACCESS SHARE MODE.
+    let (cfg, role) = reader(&db, "perm", "GRANT SELECT (id) ON public.src TO {role};");
+    assert_eq!(
+        read_ids(cfg, "src"),
+        Err("DPONE_PG_ROWBINARY_PERMISSION_DENIED")
+    );
+    drop_reader(&db, &role);
+}
