@@ -26,9 +26,10 @@
 //!    `[previous, H)` (or all rows for a baseline) and, for an incremental run, of the complete
 //!    key set — streamed to artifacts, never held whole. `ONLY`: rows of inheritance children
 //!    are never read;
-//! 7. the names are resolved again in the current catalog: a schema renamed (or another
-//!    relation put in its place) since step 3 fails the read (the artifacts are removed), so a
-//!    COPY can never have read a relation other than the pinned one by name;
+//! 7. after each COPY the names are resolved again in the current catalog: a schema renamed
+//!    (or another relation put in its place) since step 3 fails the read (the artifacts are
+//!    removed), so a COPY that read a relation other than the pinned one is caught unless the
+//!    rename was reversed before the next check (which needs the schemas' owner);
 //! 8. `ROLLBACK` (the relation lock is held until both artifacts are complete).
 //!
 //! The delta filter compares the row's 32-bit `xmin` with the window `[previous, H)` modulo
@@ -229,6 +230,11 @@ async fn extract_on(
     let keys = match previous {
         None => None,
         Some(_) => {
+            // Each COPY resolves the names: re-verify after each one.
+            if let Err(e) = verify_names_current(c, a).await {
+                let _ = store.remove(&rows.artifact.sha256);
+                return Err(e);
+            }
             let sql = format!(
                 "COPY (SELECT {} FROM ONLY {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
                 key_list.join(", ")
