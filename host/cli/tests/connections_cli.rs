@@ -9,7 +9,7 @@
 
 use dpone_adapter_postgres::discover::{discover_database_pin, discover_source_authority};
 use dpone_engine_xmin::registry::{
-    AuthorityProfile, DatabasePin, Endpoint, EndpointSpec, Secret, SourceAuthority,
+    AuthorityProfile, DatabasePin, Endpoint, EndpointSpec, Secret, SourceAuthority, SslMode,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -130,6 +130,8 @@ impl TestDb {
                 port: self.port(),
                 database: self.name.clone(),
                 user: self.user(),
+                sslmode: Some(SslMode::Disable),
+                sslrootcert: None,
             },
             password: Some(Secret::new(self.password())),
         }
@@ -138,7 +140,7 @@ impl TestDb {
     /// The YAML endpoint line of this database.
     fn endpoint_yaml(&self) -> String {
         format!(
-            "{{host: '{}', port: {}, database: '{}', user: '{}'}}",
+            "{{host: '{}', port: {}, database: '{}', user: '{}', sslmode: disable}}",
             self.host(),
             self.port(),
             self.name,

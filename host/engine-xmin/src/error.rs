@@ -121,6 +121,9 @@ codes! {
     // Source boundary.
     /// Connecting to the source failed.
     SourceConnect = "DPONE_XMIN_SOURCE_CONNECT",
+    /// The `sslrootcert` CA bundle of a PostgreSQL connection cannot be read or holds no
+    /// usable certificate (or the system roots cannot be loaded).
+    TlsRootCertInvalid = "DPONE_XMIN_TLS_ROOT_CERT_INVALID",
     /// The source session settings are unsafe (e.g. `standard_conforming_strings` off).
     SourceSettingsUnsafe = "DPONE_XMIN_SOURCE_SETTINGS_UNSAFE",
     /// The source's recovery role differs from the pinned topology role.

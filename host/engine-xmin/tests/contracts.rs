@@ -566,3 +566,56 @@ fn sql_server_registry_and_manifest_refusals() {
         ErrorCode::RegistryInvalid
     );
 }
+
+#[test]
+fn postgres_tls_options_are_checked_without_io() {
+    use dpone_engine_xmin::registry::SslMode;
+    let src =
+        "endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: dpone_reader}";
+    let with = |endpoint: &str| REGISTRY.replace(src, endpoint);
+    // Defaults: a unix socket has no TLS; a host name is verify-full.
+    let r = Registry::from_yaml(REGISTRY).expect("sample");
+    assert_eq!(
+        r.connections["pg_source"].endpoint.effective_sslmode(),
+        SslMode::Disable
+    );
+    let tcp =
+        with("endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader}");
+    let r = Registry::from_yaml(&tcp).expect("tcp");
+    assert_eq!(
+        r.connections["pg_source"].endpoint.effective_sslmode(),
+        SslMode::VerifyFull
+    );
+    for ok in [
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: verify-full, sslrootcert: /etc/dpone/ca.pem}",
+        "endpoint: {host: '10.0.0.5', port: 5432, database: shop, user: dpone_reader, sslmode: verify-ca, sslrootcert: /etc/dpone/ca.pem}",
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: require}",
+        "endpoint: {host: '127.0.0.1', port: 5432, database: shop, user: dpone_reader, sslmode: disable}",
+        "endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: dpone_reader, sslmode: disable}",
+    ] {
+        Registry::from_yaml(&with(ok)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    for bad in [
+        // TLS over a unix socket.
+        "endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: dpone_reader, sslmode: require}",
+        // A CA bundle that would be ignored.
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: require, sslrootcert: /etc/dpone/ca.pem}",
+        // A relative CA path.
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: verify-full, sslrootcert: ca.pem}",
+    ] {
+        assert_eq!(
+            registry_code(&with(bad)),
+            ErrorCode::RegistryInvalid,
+            "{bad}"
+        );
+    }
+    // Unknown modes are refused by the schema.
+    assert_ne!(
+        Registry::from_yaml(&with(
+            "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: prefer}"
+        ))
+        .map(|_| ())
+        .map_err(|e| e.code()),
+        Ok(())
+    );
+}

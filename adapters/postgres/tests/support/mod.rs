@@ -65,7 +65,7 @@ use dpone_adapter_postgres::source::PgSource;
 use dpone_adapter_postgres::target::PgTarget;
 use dpone_engine_xmin::engine::{RunFailure, RunOutcome, RunRequest};
 use dpone_engine_xmin::ports::{Judged, PolicyPort, TargetPort};
-use dpone_engine_xmin::registry::{AuthorityProfile, Endpoint, EndpointSpec, Secret};
+use dpone_engine_xmin::registry::{AuthorityProfile, Endpoint, EndpointSpec, Secret, SslMode};
 use dpone_engine_xmin::state::{AUTHORITY_SCHEMA, AuthorityDocument};
 use dpone_engine_xmin::{Manifest, Registry, Route};
 use dpone_policy_model::delete_mode::{DeleteModeFacts, PlanDecision};
@@ -79,6 +79,22 @@ use tokio_postgres::{Client, Config, NoTls};
 
 /// Environment variable holding the test password in the map environment.
 pub const PASSWORD_VAR: &str = "DPONE_TEST_PG_PASSWORD";
+
+/// A value `.ci/start-postgres` writes to its env file (`export NAME=value`), or the variable
+/// itself when set.
+pub fn env_file_value(name: &str) -> Option<String> {
+    if let Ok(v) = std::env::var(name)
+        && !v.is_empty()
+    {
+        return Some(v);
+    }
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
+    let text = std::fs::read_to_string(file).ok()?;
+    let prefix = format!("export {name}=");
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
+}
 
 /// The server URL, if configured.
 pub fn server_url() -> Option<String> {
@@ -184,6 +200,9 @@ impl TestDb {
             port: self.cfg.get_ports().first().copied().unwrap_or(5432),
             database: self.name.clone(),
             user: self.cfg.get_user().unwrap_or("postgres").to_owned(),
+            // The suites run without TLS (the TLS tests set their own modes).
+            sslmode: Some(SslMode::Disable),
+            sslrootcert: None,
         }
     }
 
@@ -856,7 +875,7 @@ fn endpoint_yaml(db: &TestDb) -> String {
         String::new()
     };
     format!(
-        "    endpoint: {{host: '{}', port: {}, database: '{}', user: '{}'}}\n{pw}",
+        "    endpoint: {{host: '{}', port: {}, database: '{}', user: '{}', sslmode: disable}}\n{pw}",
         e.host, e.port, e.database, e.user
     )
 }
