@@ -261,11 +261,7 @@ async fn version_2_runs_with_least_privilege_principal() {
     // The source connection logs in as the reader; its principals are pinned to the reader.
     let reg = f
         .registry_yaml
-        .replacen(
-            &format!("user: '{admin}'}}"),
-            &format!("user: '{role}'}}"),
-            1,
-        )
+        .replacen(&format!("user: '{admin}',"), &format!("user: '{role}',"), 1)
         .replace(
             &format!("principal: {{name: '{admin}', oid: {admin_oid}}}"),
             &format!("principal: {{name: '{role}', oid: {oid}}}"),

@@ -93,11 +93,7 @@ async fn reader_route(f: &Fixture, tag: &str, grants: &str) -> (Route, String) {
             .get(0);
     let reg = f
         .registry_yaml
-        .replacen(
-            &format!("user: '{admin}'}}"),
-            &format!("user: '{role}'}}"),
-            1,
-        )
+        .replacen(&format!("user: '{admin}',"), &format!("user: '{role}',"), 1)
         .replace(
             &format!("principal: {{name: '{admin}', oid: {admin_oid}}}"),
             &format!("principal: {{name: '{role}', oid: {oid}}}"),
