@@ -11,6 +11,10 @@ pub mod codes {
     pub const CONNECT: &str = "DPONE_PG_ROWBINARY_CONNECT";
     /// A snapshot statement failed (BEGIN, LOCK, catalog read, COPY, ROLLBACK).
     pub const QUERY: &str = "DPONE_PG_ROWBINARY_QUERY";
+    /// The TLS session failed (untrusted or misnamed certificate, handshake, no TLS).
+    pub const TLS: &str = "DPONE_PG_ROWBINARY_TLS";
+    /// The `sslrootcert` CA bundle cannot be read or holds no usable certificate.
+    pub const TLS_ROOT_CERT_INVALID: &str = "DPONE_PG_ROWBINARY_TLS_ROOT_CERT_INVALID";
     /// The relation or its schema does not exist.
     pub const RELATION_UNAVAILABLE: &str = "DPONE_PG_ROWBINARY_RELATION_UNAVAILABLE";
     /// The principal lacks a privilege the read needs (SQLSTATE 42501): `CONNECT`, schema
@@ -54,6 +58,17 @@ pub enum SourceError {
         /// SQLSTATE, or `none` for a transport failure.
         sqlstate: String,
     },
+    /// The TLS session failed.
+    #[error("the PostgreSQL source TLS session failed: {reason}")]
+    Tls {
+        /// Classified reason (no endpoint, no path).
+        reason: &'static str,
+    },
+    /// The CA bundle cannot be used.
+    #[error(
+        "the PostgreSQL source CA bundle (sslrootcert) cannot be read or holds no usable certificate"
+    )]
+    TlsRootCert,
     /// A statement failed.
     #[error("the source {step} failed (SQLSTATE {sqlstate})")]
     Query {
@@ -144,6 +159,8 @@ impl SourceError {
         match self {
             Self::Connect { .. } => codes::CONNECT,
             Self::Query { .. } => codes::QUERY,
+            Self::Tls { .. } => codes::TLS,
+            Self::TlsRootCert => codes::TLS_ROOT_CERT_INVALID,
             Self::RelationUnavailable { .. } => codes::RELATION_UNAVAILABLE,
             Self::PermissionDenied => codes::PERMISSION_DENIED,
             Self::RowSecurityActive => codes::ROW_SECURITY_ACTIVE,

@@ -26,8 +26,9 @@
 //! 6. `ROLLBACK`.
 //!
 //! The source owns a single-threaded Tokio runtime and blocks on it, like the ClickHouse
-//! adapter: call it outside any other Tokio runtime. TLS is not negotiated: use a unix socket,
-//! loopback, or a TLS-terminating proxy owned by the environment.
+//! adapter: call it outside any other Tokio runtime. TLS follows [`PgRowBinarySource::with_tls`]
+//! (the registry's `sslmode` and `sslrootcert`, see `dpone-pg-tls`); without it the session is
+//! plain.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -37,6 +38,7 @@ use dpone_adapter_clickhouse::Extract;
 use dpone_engine_clickhouse::canonical::{ColumnType, RowBinaryWriter, Value, column_types};
 use dpone_engine_clickhouse::contracts::Schema;
 use dpone_engine_clickhouse::ports::PortError;
+use dpone_pg_tls::Mode as TlsMode;
 use futures_util::StreamExt;
 use tokio_postgres::{Client, Config, NoTls};
 
@@ -99,6 +101,7 @@ pub fn check_declared(schema: &Schema) -> Result<(), SourceError> {
 /// The PostgreSQL source of the ClickHouse artifact.
 pub struct PgRowBinarySource {
     config: Config,
+    tls: (TlsMode, Option<String>),
     schema_name: String,
     table: String,
     last_error: Mutex<Option<SourceError>>,
@@ -127,10 +130,19 @@ impl PgRowBinarySource {
     pub fn new(config: Config, schema_name: &str, table: &str) -> Self {
         Self {
             config,
+            tls: (TlsMode::Disable, None),
             schema_name: schema_name.to_owned(),
             table: table.to_owned(),
             last_error: Mutex::new(None),
         }
+    }
+
+    /// Connects with TLS `mode`, trusting the CA bundle at `root_cert` (else the system's
+    /// roots) for `verify-ca` / `verify-full`.
+    pub fn with_tls(mut self, mode: TlsMode, root_cert: Option<&str>) -> Self {
+        self.config.ssl_mode(mode.driver());
+        self.tls = (mode, root_cert.map(str::to_owned));
+        self
     }
 
     /// The detailed error of the last failed extraction (the engine sees only its code).
@@ -159,14 +171,30 @@ impl PgRowBinarySource {
                 sqlstate: "none".into(),
             })?;
         rt.block_on(async {
-            let (client, connection) = self
-                .config
-                .connect(NoTls)
-                .await
-                .map_err(|e| SourceError::from_pg("connect", &e))?;
-            let driver = tokio::spawn(async move {
-                let _ = connection.await;
-            });
+            let tls = dpone_pg_tls::connector(self.tls.0, self.tls.1.as_deref())
+                .map_err(|_| SourceError::TlsRootCert)?;
+            let connect_error = |e: tokio_postgres::Error| match dpone_pg_tls::failure(&e) {
+                Some(reason) => SourceError::Tls { reason },
+                None => SourceError::from_pg("connect", &e),
+            };
+            let (client, driver) = match tls {
+                None => {
+                    let (client, connection) =
+                        self.config.connect(NoTls).await.map_err(connect_error)?;
+                    let driver = tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                    (client, driver)
+                }
+                Some(tls) => {
+                    let (client, connection) =
+                        self.config.connect(tls).await.map_err(connect_error)?;
+                    let driver = tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                    (client, driver)
+                }
+            };
             let result = self.snapshot(&client, schema, types, out).await;
             if result.is_err() {
                 // Best effort: the server also rolls back when the session ends.

@@ -654,3 +654,69 @@ fn a_missing_privilege_is_permission_denied() {
     );
     drop_reader(&db, &role);
 }
+
+/// A value of `.ci/start-postgres`'s env file (or the variable itself).
+fn env_value(name: &str) -> String {
+    if let Ok(v) = std::env::var(name)
+        && !v.is_empty()
+    {
+        return v;
+    }
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
+    let prefix = format!("export {name}=");
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
+        })
+        .unwrap_or_else(|| skip(&format!("{name} is not set: rerun .ci/start-postgres")))
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn tls_modes_against_the_test_ca() {
+    use dpone_adapter_postgres_rowbinary::TlsMode;
+    let db = TestDb::create(SAFETY_SQL).expect("database");
+    let ca = env_value("DPONE_TEST_PG_CA");
+    let other = env_value("DPONE_TEST_PG_OTHER_CA");
+    let admin = db.config();
+    let password = admin
+        .get_password()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    let read = |host: &str, mode: TlsMode, root: Option<&str>| {
+        let c = pg_config(
+            host,
+            admin.get_ports().first().copied().unwrap_or(5432),
+            &db.name,
+            admin.get_user().unwrap_or("postgres"),
+            password.as_deref(),
+        );
+        let source = PgRowBinarySource::new(c, "public", "src").with_tls(mode, root);
+        let mut sink = Vec::new();
+        source
+            .extract_to(&id_schema(), &mut sink)
+            .map_err(|e| (e.code(), e.to_string()))
+    };
+    assert_eq!(read("127.0.0.1", TlsMode::Require, None), Ok(4));
+    assert_eq!(read("127.0.0.1", TlsMode::VerifyCa, Some(&ca)), Ok(4));
+    assert_eq!(read("localhost", TlsMode::VerifyFull, Some(&ca)), Ok(4));
+    let (code, message) = read("127.0.0.1", TlsMode::VerifyFull, Some(&ca)).expect_err("name");
+    assert_eq!(code, "DPONE_PG_ROWBINARY_TLS");
+    assert!(message.contains("does not name the host"), "{message}");
+    let (code, message) = read("localhost", TlsMode::VerifyFull, Some(&other)).expect_err("ca");
+    assert_eq!(code, "DPONE_PG_ROWBINARY_TLS");
+    assert!(message.contains("not signed by a trusted CA"), "{message}");
+    assert!(!message.contains(&other) && !message.contains("localhost"));
+    let (code, _) = read(
+        "localhost",
+        TlsMode::VerifyFull,
+        Some("/nonexistent/ca.pem"),
+    )
+    .expect_err("bundle");
+    assert_eq!(code, "DPONE_PG_ROWBINARY_TLS_ROOT_CERT_INVALID");
+}
