@@ -46,6 +46,8 @@ fn normal_dependencies() -> BTreeMap<String, Vec<String>> {
 
 const DRIVERS: &[&str] = &[
     "tokio-postgres",
+    "tokio-postgres-rustls",
+    "rustls",
     "postgres",
     "tiberius",
     "clickhouse",

@@ -103,7 +103,7 @@ fn main() -> Result<()> {
 
 /// Starts (or finds) the local PostgreSQL server the database tests use, through
 /// `.ci/start-postgres`, unless `DPONE_TEST_PG_URL` is already set. Returns its URL. When the
-/// server cannot be had, the database tests report SKIP with the reason.
+/// server cannot be had, the database tests are reported ignored with their SKIP reason.
 fn local_postgres(root: &Path) -> Option<String> {
     if let Ok(url) = std::env::var("DPONE_TEST_PG_URL") {
         return Some(url);
@@ -115,7 +115,7 @@ fn local_postgres(root: &Path) -> Option<String> {
     let output = Command::new("bash").arg(&script).output().ok()?;
     if !output.status.success() {
         eprintln!(
-            "test: no local PostgreSQL ({}); database tests will SKIP",
+            "test: no local PostgreSQL ({}); database tests will be ignored (SKIP)",
             String::from_utf8_lossy(&output.stderr).trim()
         );
         return None;

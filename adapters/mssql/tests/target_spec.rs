@@ -25,6 +25,8 @@ fn endpoint(db: &str) -> Endpoint {
             port: 1433,
             database: db.into(),
             user: "loader".into(),
+            sslmode: None,
+            sslrootcert: None,
         },
         password: None,
     }

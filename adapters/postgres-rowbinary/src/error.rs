@@ -11,8 +11,24 @@ pub mod codes {
     pub const CONNECT: &str = "DPONE_PG_ROWBINARY_CONNECT";
     /// A snapshot statement failed (BEGIN, LOCK, catalog read, COPY, ROLLBACK).
     pub const QUERY: &str = "DPONE_PG_ROWBINARY_QUERY";
-    /// The relation does not exist or may not be read.
+    /// The TLS session failed (untrusted or misnamed certificate, handshake, no TLS).
+    pub const TLS: &str = "DPONE_PG_ROWBINARY_TLS";
+    /// The `sslrootcert` CA bundle cannot be read or holds no usable certificate.
+    pub const TLS_ROOT_CERT_INVALID: &str = "DPONE_PG_ROWBINARY_TLS_ROOT_CERT_INVALID";
+    /// The relation or its schema does not exist.
     pub const RELATION_UNAVAILABLE: &str = "DPONE_PG_ROWBINARY_RELATION_UNAVAILABLE";
+    /// The principal lacks a privilege the read needs (SQLSTATE 42501): `CONNECT`, schema
+    /// `USAGE`, table-level `SELECT` (which `LOCK … IN ACCESS SHARE MODE` needs).
+    pub const PERMISSION_DENIED: &str = "DPONE_PG_ROWBINARY_PERMISSION_DENIED";
+    /// Row-level security applies to the principal on the relation: the snapshot could be
+    /// filtered, so the read is refused (it runs with `row_security = off`).
+    pub const ROW_SECURITY_ACTIVE: &str = "DPONE_PG_ROWBINARY_ROW_SECURITY_ACTIVE";
+    /// The relation is a partitioned table (read with `ONLY` it would be empty): declare a
+    /// partition or a plain table.
+    pub const RELATION_PARTITIONED: &str = "DPONE_PG_ROWBINARY_RELATION_PARTITIONED";
+    /// The name resolved to another relation during the read (a schema or relation renamed,
+    /// or the lock taken on another relation): nothing is sealed.
+    pub const RELATION_CHANGED: &str = "DPONE_PG_ROWBINARY_RELATION_CHANGED";
     /// A declared column does not exist in the relation.
     pub const COLUMN_MISSING: &str = "DPONE_PG_ROWBINARY_COLUMN_MISSING";
     /// A declared ClickHouse type is outside the canonical profile or no PostgreSQL type maps to it.
@@ -42,6 +58,17 @@ pub enum SourceError {
         /// SQLSTATE, or `none` for a transport failure.
         sqlstate: String,
     },
+    /// The TLS session failed.
+    #[error("the PostgreSQL source TLS session failed: {reason}")]
+    Tls {
+        /// Classified reason (no endpoint, no path).
+        reason: &'static str,
+    },
+    /// The CA bundle cannot be used.
+    #[error(
+        "the PostgreSQL source CA bundle (sslrootcert) cannot be read or holds no usable certificate"
+    )]
+    TlsRootCert,
     /// A statement failed.
     #[error("the source {step} failed (SQLSTATE {sqlstate})")]
     Query {
@@ -56,6 +83,18 @@ pub enum SourceError {
         /// SQLSTATE.
         sqlstate: String,
     },
+    /// A privilege is missing.
+    #[error("the source principal lacks a privilege the read needs (SQLSTATE 42501)")]
+    PermissionDenied,
+    /// Row-level security applies.
+    #[error("row-level security applies to the source principal on the relation")]
+    RowSecurityActive,
+    /// A partitioned parent.
+    #[error("the source relation is a partitioned table")]
+    RelationPartitioned,
+    /// The name no longer resolves to the relation read.
+    #[error("the source relation's name resolved to another relation during the read")]
+    RelationChanged,
     /// A declared column is absent.
     #[error("declared column {column} does not exist in the source relation")]
     ColumnMissing {
@@ -120,7 +159,13 @@ impl SourceError {
         match self {
             Self::Connect { .. } => codes::CONNECT,
             Self::Query { .. } => codes::QUERY,
+            Self::Tls { .. } => codes::TLS,
+            Self::TlsRootCert => codes::TLS_ROOT_CERT_INVALID,
             Self::RelationUnavailable { .. } => codes::RELATION_UNAVAILABLE,
+            Self::PermissionDenied => codes::PERMISSION_DENIED,
+            Self::RowSecurityActive => codes::ROW_SECURITY_ACTIVE,
+            Self::RelationPartitioned => codes::RELATION_PARTITIONED,
+            Self::RelationChanged => codes::RELATION_CHANGED,
             Self::ColumnMissing { .. } => codes::COLUMN_MISSING,
             Self::DeclaredTypeUnsupported { .. } => codes::DECLARED_TYPE_UNSUPPORTED,
             Self::TypeUnsupported { .. } => codes::TYPE_UNSUPPORTED,
@@ -146,10 +191,12 @@ impl SourceError {
         let sqlstate = sqlstate(e);
         match (step, e.code()) {
             ("connect", _) => Self::Connect { sqlstate },
-            // undefined_table, invalid_schema_name, insufficient_privilege
-            (_, Some(c)) if matches!(c.code(), "42P01" | "3F000" | "42501") => {
+            // undefined_table, invalid_schema_name
+            (_, Some(c)) if matches!(c.code(), "42P01" | "3F000") => {
                 Self::RelationUnavailable { sqlstate }
             }
+            // insufficient_privilege (also raised by row-level security under row_security = off)
+            (_, Some(c)) if c.code() == "42501" => Self::PermissionDenied,
             _ => Self::Query { step, sqlstate },
         }
     }

@@ -16,6 +16,8 @@ mod error;
 mod source;
 pub mod types;
 
+/// The TLS modes of [`PgRowBinarySource::with_tls`].
+pub use dpone_pg_tls::Mode as TlsMode;
 pub use error::{SourceError, codes};
 pub use source::{PgRowBinarySource, check_declared, pg_config};
 /// The driver's connection configuration, re-exported so callers need no direct dependency.

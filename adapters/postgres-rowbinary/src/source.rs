@@ -3,20 +3,32 @@
 //!
 //! Order on one connection:
 //!
-//! 1. `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`;
-//! 2. `LOCK TABLE "schema"."table" IN ACCESS SHARE MODE`, before the snapshot exists (a `LOCK`
-//!    takes no snapshot), so no `ALTER`, `DROP` or `TRUNCATE` can commit until extraction ends;
-//! 3. the catalog query (which fixes the snapshot) reads each declared column's type; every
-//!    column must exist and its type must encode as the declared ClickHouse type (see
-//!    [`crate::types`]). Nothing is written to the sink before this check passes;
-//! 4. one binary `COPY (SELECT "c1", … FROM "schema"."table") TO STDOUT`, decoded tuple by
-//!    tuple, converted exactly (no rounding, no truncation) and written in blocks of about
-//!    1 MiB; a write the sink refuses (the artifact store's byte bound) stops at once;
-//! 5. `ROLLBACK`.
+//! 1. `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY` with the pinned settings
+//!    ([`SESSION_SETTINGS`]): `row_security = off` (a policy raises instead of filtering rows),
+//!    fixed `DateStyle`, `IntervalStyle`, `TimeZone`, `extra_float_digits`, `bytea_output` and
+//!    `search_path = pg_catalog`;
+//! 2. `LOCK TABLE ONLY "schema"."table" IN ACCESS SHARE MODE`, before the snapshot exists (a
+//!    `LOCK` takes no snapshot), so no `ALTER`, `DROP` or `TRUNCATE` can commit until extraction
+//!    ends;
+//! 3. the catalog query (which fixes the snapshot) binds the name to one relation OID (the same
+//!    in the snapshot and in the current catalog, and locked by this session), refuses a
+//!    partitioned table and a relation row-level security applies to, and reads each declared
+//!    column's type by that OID; every column must exist and its type must encode as the
+//!    declared ClickHouse type (see [`crate::types`]). Nothing is written to the sink before
+//!    these checks pass;
+//! 4. one binary `COPY (SELECT "c1", … FROM ONLY "schema"."table") TO STDOUT` (never rows of
+//!    inheritance children), decoded tuple by tuple, converted exactly (no rounding, no
+//!    truncation) and written in blocks of about 1 MiB; a write the sink refuses (the artifact
+//!    store's byte bound) stops at once;
+//! 5. the name is resolved again: if it no longer names the OID read, the extraction fails
+//!    (a rename during the read could have made COPY read another relation) and nothing is
+//!    sealed;
+//! 6. `ROLLBACK`.
 //!
 //! The source owns a single-threaded Tokio runtime and blocks on it, like the ClickHouse
-//! adapter: call it outside any other Tokio runtime. TLS is not negotiated: use a unix socket,
-//! loopback, or a TLS-terminating proxy owned by the environment.
+//! adapter: call it outside any other Tokio runtime. TLS follows [`PgRowBinarySource::with_tls`]
+//! (the registry's `sslmode` and `sslrootcert`, see `dpone-pg-tls`); without it the session is
+//! plain.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -26,6 +38,7 @@ use dpone_adapter_clickhouse::Extract;
 use dpone_engine_clickhouse::canonical::{ColumnType, RowBinaryWriter, Value, column_types};
 use dpone_engine_clickhouse::contracts::Schema;
 use dpone_engine_clickhouse::ports::PortError;
+use dpone_pg_tls::Mode as TlsMode;
 use futures_util::StreamExt;
 use tokio_postgres::{Client, Config, NoTls};
 
@@ -35,6 +48,16 @@ use crate::types::{FieldError, PgType, convert, decimal_precision, producible};
 
 /// Bytes of `RowBinary` gathered before one write to the sink.
 const BLOCK: usize = 1 << 20;
+
+/// Settings pinned for the snapshot transaction (`SET LOCAL`, sent with `BEGIN`).
+/// `row_security = off` makes a row-level security policy raise instead of filtering.
+pub const SESSION_SETTINGS: &str = "SET LOCAL row_security = off; \
+     SET LOCAL \"DateStyle\" = 'ISO, MDY'; \
+     SET LOCAL \"IntervalStyle\" = 'postgres'; \
+     SET LOCAL \"TimeZone\" = 'UTC'; \
+     SET LOCAL extra_float_digits = 3; \
+     SET LOCAL bytea_output = 'hex'; \
+     SET LOCAL search_path = pg_catalog";
 
 /// A connection configuration built from registry fields (the composition root passes the
 /// password it resolved from the environment).
@@ -78,6 +101,7 @@ pub fn check_declared(schema: &Schema) -> Result<(), SourceError> {
 /// The PostgreSQL source of the ClickHouse artifact.
 pub struct PgRowBinarySource {
     config: Config,
+    tls: (TlsMode, Option<String>),
     schema_name: String,
     table: String,
     last_error: Mutex<Option<SourceError>>,
@@ -106,10 +130,19 @@ impl PgRowBinarySource {
     pub fn new(config: Config, schema_name: &str, table: &str) -> Self {
         Self {
             config,
+            tls: (TlsMode::Disable, None),
             schema_name: schema_name.to_owned(),
             table: table.to_owned(),
             last_error: Mutex::new(None),
         }
+    }
+
+    /// Connects with TLS `mode`, trusting the CA bundle at `root_cert` (else the system's
+    /// roots) for `verify-ca` / `verify-full`.
+    pub fn with_tls(mut self, mode: TlsMode, root_cert: Option<&str>) -> Self {
+        self.config.ssl_mode(mode.driver());
+        self.tls = (mode, root_cert.map(str::to_owned));
+        self
     }
 
     /// The detailed error of the last failed extraction (the engine sees only its code).
@@ -138,14 +171,30 @@ impl PgRowBinarySource {
                 sqlstate: "none".into(),
             })?;
         rt.block_on(async {
-            let (client, connection) = self
-                .config
-                .connect(NoTls)
-                .await
-                .map_err(|e| SourceError::from_pg("connect", &e))?;
-            let driver = tokio::spawn(async move {
-                let _ = connection.await;
-            });
+            let tls = dpone_pg_tls::connector(self.tls.0, self.tls.1.as_deref())
+                .map_err(|_| SourceError::TlsRootCert)?;
+            let connect_error = |e: tokio_postgres::Error| match dpone_pg_tls::failure(&e) {
+                Some(reason) => SourceError::Tls { reason },
+                None => SourceError::from_pg("connect", &e),
+            };
+            let (client, driver) = match tls {
+                None => {
+                    let (client, connection) =
+                        self.config.connect(NoTls).await.map_err(connect_error)?;
+                    let driver = tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                    (client, driver)
+                }
+                Some(tls) => {
+                    let (client, connection) =
+                        self.config.connect(tls).await.map_err(connect_error)?;
+                    let driver = tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                    (client, driver)
+                }
+            };
             let result = self.snapshot(&client, schema, types, out).await;
             if result.is_err() {
                 // Best effort: the server also rolls back when the session ends.
@@ -166,24 +215,80 @@ impl PgRowBinarySource {
     ) -> Result<u64, SourceError> {
         let relation = format!("{}.{}", ident(&self.schema_name), ident(&self.table));
         client
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .batch_execute(&format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; {SESSION_SETTINGS}"
+            ))
             .await
             .map_err(|e| SourceError::from_pg("begin", &e))?;
         client
-            .batch_execute(&format!("LOCK TABLE {relation} IN ACCESS SHARE MODE"))
+            .batch_execute(&format!("LOCK TABLE ONLY {relation} IN ACCESS SHARE MODE"))
             .await
             .map_err(|e| SourceError::from_pg("lock", &e))?;
+        // Fixes the snapshot: one OID for the name, in the snapshot and in the current catalog
+        // (which LOCK and COPY resolve against), locked by this session.
+        let bind = client
+            .query_one(
+                "SELECT (SELECT c.oid FROM pg_catalog.pg_class c \
+                           JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                          WHERE n.nspname = $1 AND c.relname = $2), \
+                        pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))::oid",
+                &[&self.schema_name, &self.table],
+            )
+            .await
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let snapshot_oid: Option<u32> = bind
+            .try_get(0)
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let current_oid: Option<u32> = bind
+            .try_get(1)
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let oid = match (snapshot_oid, current_oid) {
+            (Some(a), Some(b)) if a == b => a,
+            (None, None) => {
+                return Err(SourceError::RelationUnavailable {
+                    sqlstate: "42P01".into(),
+                });
+            }
+            _ => return Err(SourceError::RelationChanged),
+        };
+        let facts = client
+            .query_one(
+                "SELECT c.relkind::text, pg_catalog.row_security_active(c.oid), \
+                        EXISTS (SELECT 1 FROM pg_catalog.pg_locks l \
+                                 WHERE l.locktype = 'relation' AND l.relation = c.oid \
+                                   AND l.pid = pg_catalog.pg_backend_pid() \
+                                   AND l.mode = 'AccessShareLock' AND l.granted) \
+                   FROM pg_catalog.pg_class c WHERE c.oid = $1",
+                &[&oid],
+            )
+            .await
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let relkind: String = facts
+            .try_get(0)
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let row_security: bool = facts
+            .try_get(1)
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let locked: bool = facts
+            .try_get(2)
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        if !locked {
+            return Err(SourceError::RelationChanged);
+        }
+        if relkind == "p" {
+            return Err(SourceError::RelationPartitioned);
+        }
+        if row_security {
+            return Err(SourceError::RowSecurityActive);
+        }
         let rows = client
             .query(
                 "SELECT a.attname::text AS name, \
                         CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END AS typid \
                    FROM pg_catalog.pg_attribute a \
-                   JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
-                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
                    JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
-                  WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 \
-                    AND NOT a.attisdropped",
-                &[&self.schema_name, &self.table],
+                  WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped",
+                &[&oid],
             )
             .await
             .map_err(|e| SourceError::from_pg("catalog", &e))?;
@@ -211,7 +316,7 @@ impl PgRowBinarySource {
 
         let columns: Vec<String> = schema.columns.iter().map(|c| ident(&c.name)).collect();
         let copy = format!(
-            "COPY (SELECT {} FROM {relation}) TO STDOUT (FORMAT binary)",
+            "COPY (SELECT {} FROM ONLY {relation}) TO STDOUT (FORMAT binary)",
             columns.join(", ")
         );
         let stream = client
@@ -251,6 +356,20 @@ impl PgRowBinarySource {
             })?;
         }
         reader.finish()?;
+        // COPY resolved the name again: it must still name the relation bound above.
+        let again = client
+            .query_one(
+                "SELECT pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))::oid",
+                &[&self.schema_name, &self.table],
+            )
+            .await
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        let again: Option<u32> = again
+            .try_get(0)
+            .map_err(|e| SourceError::from_pg("catalog", &e))?;
+        if again != Some(oid) {
+            return Err(SourceError::RelationChanged);
+        }
         out.write_all(&writer.finish())
             .and_then(|()| out.flush())
             .map_err(|_| SourceError::ArtifactWrite)?;

@@ -3,8 +3,9 @@
 //! same rows, encoded independently here; plus every refusal with its stable code.
 //!
 //! The server URL comes from `DPONE_TEST_PG_URL`, or from the env file `.ci/start-postgres`
-//! writes (`target/dpone-test-pg.env`). Each test creates and drops its own database. Without a
-//! reachable server a test prints `SKIP: <reason>` and returns.
+//! writes (`target/dpone-test-pg.env`). Each test creates and drops its own database. Without
+//! either, the server tests are ignored with their SKIP reason (`cfg(dpone_live_pg)`, set by
+//! `build.rs`); with either, a server that cannot be used fails them.
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,10 +36,9 @@ fn server_url() -> Option<String> {
     })
 }
 
-#[allow(clippy::print_stdout)]
-fn skip(reason: &str) {
-    println!("SKIP: {reason}");
-    eprintln!("SKIP: {reason}");
+/// Server tests run only when a server is configured: one that cannot be used fails them.
+fn skip(reason: &str) -> ! {
+    panic!("PostgreSQL test server configured but not usable: {reason}");
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -71,11 +71,9 @@ impl TestDb {
     fn create(setup: &str) -> Option<Self> {
         let Some(url) = server_url() else {
             skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
-            return None;
         };
         let Ok(mut admin) = PgConfig::from_str(&url) else {
             skip("DPONE_TEST_PG_URL is not a valid connection URL");
-            return None;
         };
         admin.dbname("postgres");
         let name = format!(
@@ -88,7 +86,6 @@ impl TestDb {
                 "PostgreSQL server in DPONE_TEST_PG_URL is not usable (SQLSTATE {:?})",
                 e.code().map(|c| c.code().to_owned())
             ));
-            return None;
         }
         let db = Self { admin, name };
         rt().block_on(exec(&db.config(), setup))
@@ -256,6 +253,10 @@ fn expected_types_rows() -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn every_supported_type_round_trips_to_the_engines_canonical_digest() {
     let Some(db) = TestDb::create(TYPES_SQL) else {
         return;
@@ -288,6 +289,10 @@ fn every_supported_type_round_trips_to_the_engines_canonical_digest() {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn a_large_relation_streams_in_blocks_and_a_fresh_store_reopens_it() {
     const N: i64 = 60_000;
     let setup = format!(
@@ -342,6 +347,10 @@ fn a_large_relation_streams_in_blocks_and_a_fresh_store_reopens_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn an_empty_relation_is_a_valid_artifact() {
     let Some(db) = TestDb::create("CREATE TABLE public.empty (id integer NOT NULL);") else {
         return;
@@ -364,6 +373,10 @@ fn objects(dir: &std::path::Path) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn the_byte_bound_stops_the_extraction_and_seals_nothing() {
     let Some(db) = TestDb::create(
         "CREATE TABLE public.big AS SELECT i::bigint AS id FROM generate_series(1, 100000) AS i;",
@@ -392,6 +405,10 @@ fn refused(db: &TestDb, table: &str, schema: &Schema) -> (&'static str, usize) {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn unmappable_columns_are_refused_before_any_byte_is_written() {
     let Some(db) = TestDb::create(TYPES_SQL) else {
         return;
@@ -427,6 +444,10 @@ fn unmappable_columns_are_refused_before_any_byte_is_written() {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn values_that_do_not_fit_stop_the_extraction_and_seal_nothing() {
     let Some(db) = TestDb::create(TYPES_SQL) else {
         return;
@@ -511,4 +532,191 @@ fn an_unreachable_server_is_unavailable_not_rejected() {
         !text.contains("hunter2") && !text.contains("127.0.0.1"),
         "{text}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The snapshot is complete or refused: row-level security, inheritance, partitioned parents,
+// privileges.
+// ---------------------------------------------------------------------------------------------
+
+const SAFETY_SQL: &str = "CREATE TABLE public.src (id bigint NOT NULL, label text NOT NULL); \
+    INSERT INTO public.src SELECT i, 'row-' || i FROM generate_series(1, 4) AS i;";
+
+fn id_schema() -> Schema {
+    Schema::of(&[("id", "Int64")])
+}
+
+/// Rows read from `table` (as `config`'s principal), or the failure's code.
+fn read_ids(config: PgConfig, table: &str) -> Result<u64, &'static str> {
+    let source = PgRowBinarySource::new(config, "public", table);
+    let mut sink = Vec::new();
+    source
+        .extract_to(&id_schema(), &mut sink)
+        .map_err(|e| e.code())
+}
+
+/// A login role (the URL's password, no superuser, no BYPASSRLS) with `grants`; returns its
+/// config and name.
+fn reader(db: &TestDb, tag: &str, grants: &str) -> (PgConfig, String) {
+    let password =
+        String::from_utf8_lossy(db.admin.get_password().expect("password URL")).into_owned();
+    let role = format!("{}_{tag}", db.name);
+    let sql = format!(
+        "CREATE ROLE \"{role}\" LOGIN PASSWORD '{pw}' NOSUPERUSER NOINHERIT NOBYPASSRLS; \
+         GRANT CONNECT ON DATABASE \"{db}\" TO \"{role}\"; GRANT USAGE ON SCHEMA public TO \"{role}\"; {g}",
+        pw = password.replace('\'', "''"),
+        db = db.name,
+        g = grants.replace("{role}", &format!("\"{role}\"")),
+    );
+    rt().block_on(exec(&db.config(), &sql))
+        .expect("create reader");
+    let mut c = db.config();
+    c.user(&role);
+    (c, role)
+}
+
+fn drop_reader(db: &TestDb, role: &str) {
+    let _ = rt().block_on(exec(
+        &db.config(),
+        &format!("DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\""),
+    ));
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn row_level_security_refuses_instead_of_filtering() {
+    let db = TestDb::create(SAFETY_SQL).expect("database");
+    let (cfg, role) = reader(&db, "rls", "GRANT SELECT ON public.src TO {role};");
+    assert_eq!(read_ids(cfg.clone(), "src"), Ok(4));
+    rt().block_on(exec(
+        &db.config(),
+        &format!(
+            "ALTER TABLE public.src ENABLE ROW LEVEL SECURITY; \
+             CREATE POLICY hide ON public.src FOR SELECT TO \"{role}\" USING (id <> 2);"
+        ),
+    ))
+    .expect("policy");
+    assert_eq!(
+        read_ids(cfg, "src"),
+        Err("DPONE_PG_ROWBINARY_ROW_SECURITY_ACTIVE")
+    );
+    drop_reader(&db, &role);
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn inheritance_children_are_never_read() {
+    let db = TestDb::create(&format!(
+        "{SAFETY_SQL} CREATE TABLE public.src_child () INHERITS (public.src); \
+         INSERT INTO public.src_child VALUES (100, 'child');"
+    ))
+    .expect("database");
+    assert_eq!(read_ids(db.config(), "src"), Ok(4));
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn a_partitioned_parent_is_refused_and_a_partition_is_read() {
+    let db = TestDb::create(
+        "CREATE TABLE public.parted (id bigint NOT NULL) PARTITION BY RANGE (id); \
+         CREATE TABLE public.parted_0 PARTITION OF public.parted FOR VALUES FROM (0) TO (100); \
+         INSERT INTO public.parted SELECT generate_series(1, 5);",
+    )
+    .expect("database");
+    assert_eq!(
+        read_ids(db.config(), "parted"),
+        Err("DPONE_PG_ROWBINARY_RELATION_PARTITIONED")
+    );
+    assert_eq!(read_ids(db.config(), "parted_0"), Ok(5));
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn a_missing_privilege_is_permission_denied() {
+    let db = TestDb::create(SAFETY_SQL).expect("database");
+    // Column-level SELECT does not allow LOCK … IN ACCESS SHARE MODE.
+    let (cfg, role) = reader(&db, "perm", "GRANT SELECT (id) ON public.src TO {role};");
+    assert_eq!(
+        read_ids(cfg, "src"),
+        Err("DPONE_PG_ROWBINARY_PERMISSION_DENIED")
+    );
+    drop_reader(&db, &role);
+}
+
+/// A value of `.ci/start-postgres`'s env file (or the variable itself).
+fn env_value(name: &str) -> String {
+    if let Ok(v) = std::env::var(name)
+        && !v.is_empty()
+    {
+        return v;
+    }
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
+    let prefix = format!("export {name}=");
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
+        })
+        .unwrap_or_else(|| skip(&format!("{name} is not set: rerun .ci/start-postgres")))
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn tls_modes_against_the_test_ca() {
+    use dpone_adapter_postgres_rowbinary::TlsMode;
+    let db = TestDb::create(SAFETY_SQL).expect("database");
+    let ca = env_value("DPONE_TEST_PG_CA");
+    let other = env_value("DPONE_TEST_PG_OTHER_CA");
+    let admin = db.config();
+    let password = admin
+        .get_password()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    let read = |host: &str, mode: TlsMode, root: Option<&str>| {
+        let c = pg_config(
+            host,
+            admin.get_ports().first().copied().unwrap_or(5432),
+            &db.name,
+            admin.get_user().unwrap_or("postgres"),
+            password.as_deref(),
+        );
+        let source = PgRowBinarySource::new(c, "public", "src").with_tls(mode, root);
+        let mut sink = Vec::new();
+        source
+            .extract_to(&id_schema(), &mut sink)
+            .map_err(|e| (e.code(), e.to_string()))
+    };
+    assert_eq!(read("127.0.0.1", TlsMode::Require, None), Ok(4));
+    assert_eq!(read("127.0.0.1", TlsMode::VerifyCa, Some(&ca)), Ok(4));
+    assert_eq!(read("localhost", TlsMode::VerifyFull, Some(&ca)), Ok(4));
+    let (code, message) = read("127.0.0.1", TlsMode::VerifyFull, Some(&ca)).expect_err("name");
+    assert_eq!(code, "DPONE_PG_ROWBINARY_TLS");
+    assert!(message.contains("does not name the host"), "{message}");
+    let (code, message) = read("localhost", TlsMode::VerifyFull, Some(&other)).expect_err("ca");
+    assert_eq!(code, "DPONE_PG_ROWBINARY_TLS");
+    assert!(message.contains("not signed by a trusted CA"), "{message}");
+    assert!(!message.contains(&other) && !message.contains("localhost"));
+    let (code, _) = read(
+        "localhost",
+        TlsMode::VerifyFull,
+        Some("/nonexistent/ca.pem"),
+    )
+    .expect_err("bundle");
+    assert_eq!(code, "DPONE_PG_ROWBINARY_TLS_ROOT_CERT_INVALID");
 }

@@ -2,20 +2,35 @@
 //!
 //! Order on one connection:
 //!
-//! 1. `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`;
-//! 2. `LOCK TABLE "schema"."relation" IN ACCESS SHARE MODE` *before* the snapshot exists (a
-//!    `LOCK` statement takes no snapshot), so no DROP, TRUNCATE or rewrite can commit between
+//! 1. `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY` and, for this transaction, the pinned
+//!    session settings ([`SESSION_SETTINGS`]): `row_security = off` (a row-level security policy
+//!    then raises instead of silently filtering keys), and fixed `DateStyle`, `IntervalStyle`,
+//!    `TimeZone`, `extra_float_digits`, `bytea_output` and `search_path`, so no text form the
+//!    read depends on (the `column_values` scope, the xmin window) varies with role or
+//!    database defaults;
+//! 2. `LOCK TABLE ONLY "schema"."relation" IN ACCESS SHARE MODE` *before* the snapshot exists
+//!    (a `LOCK` statement takes no snapshot), so no DROP, TRUNCATE or rewrite can commit between
 //!    the snapshot and the end of extraction;
 //! 3. the first query fixes the snapshot and reads, under the lock: recovery role, database
 //!    name/OID, effective and session principal names/OIDs, schema and relation OIDs (exact
-//!    names), `standard_conforming_strings`, and `pg_current_snapshot()` with its xmin `U` and
-//!    xmax `H` as 64-bit `xid8`. Version-2 (`catalog_identity`) never calls a control or
-//!    statistics function; version 1 additionally reads `pg_control_system()` and the timeline;
+//!    names, both in the snapshot and in the current catalog), that this session holds the lock
+//!    on the *pinned* OID, the relation kind (a partitioned table is refused), whether row-level
+//!    security applies to the principal (refused), `standard_conforming_strings`, and
+//!    `pg_current_snapshot()` with its xmin `U` and xmax `H` as 64-bit `xid8`. Version-2
+//!    (`catalog_identity`) never calls a control or statistics function (with a `timeline` pin
+//!    it reads the timeline from the current WAL file name); version 1 additionally reads
+//!    `pg_control_system()` and the timeline;
 //! 4. the column projection (built-in types only, so binary COPY round-trips losslessly);
 //! 5. epoch and freeze checks against the previous checkpoint (fail closed);
-//! 6. binary `COPY ... TO STDOUT` of the delta `[previous, H)` (or all rows for a baseline) and,
-//!    for an incremental run, of the complete key set — streamed to artifacts, never held whole;
-//! 7. `ROLLBACK` (the relation lock is held until both artifacts are complete).
+//! 6. binary `COPY (SELECT … FROM ONLY "schema"."relation" …) TO STDOUT` of the delta
+//!    `[previous, H)` (or all rows for a baseline) and, for an incremental run, of the complete
+//!    key set — streamed to artifacts, never held whole. `ONLY`: rows of inheritance children
+//!    are never read;
+//! 7. after each COPY the names are resolved again in the current catalog: a schema renamed
+//!    (or another relation put in its place) since step 3 fails the read (the artifacts are
+//!    removed), so a COPY that read a relation other than the pinned one is caught unless the
+//!    rename was reversed before the next check (which needs the schemas' owner);
+//! 8. `ROLLBACK` (the relation lock is held until both artifacts are complete).
 //!
 //! The delta filter compares the row's 32-bit `xmin` with the window `[previous, H)` modulo
 //! 2^32. This is exact because `H - previous < 2^31` is enforced (otherwise the run fails with
@@ -46,6 +61,16 @@ const BLOCK: usize = 1 << 20;
 /// XIDs below this are special (invalid, bootstrap, frozen).
 const FIRST_NORMAL_XID: u64 = 3;
 
+/// Settings pinned for the snapshot transaction (`SET LOCAL`, sent with `BEGIN` in one round
+/// trip). `row_security = off` makes a row-level security policy raise instead of filtering.
+pub const SESSION_SETTINGS: &str = "SET LOCAL row_security = off; \
+     SET LOCAL \"DateStyle\" = 'ISO, MDY'; \
+     SET LOCAL \"IntervalStyle\" = 'postgres'; \
+     SET LOCAL \"TimeZone\" = 'UTC'; \
+     SET LOCAL extra_float_digits = 3; \
+     SET LOCAL bytea_output = 'hex'; \
+     SET LOCAL search_path = pg_catalog";
+
 /// The PostgreSQL source port.
 #[derive(Clone, Debug, Default)]
 pub struct PgSource {
@@ -68,6 +93,51 @@ impl PgSource {
 
 fn src_err(code: ErrorCode, step: &str, e: &tokio_postgres::Error) -> XminError {
     db_error(code, step, e)
+}
+
+/// Maps an error of a statement reading the relation: missing objects and missing privileges
+/// get their own codes; everything else is an extraction failure (SQLSTATE only).
+fn read_error(step: &str, e: &tokio_postgres::Error) -> XminError {
+    match e.code().map(|s| s.code()) {
+        Some("42P01") | Some("3F000") => XminError::new(
+            ErrorCode::SourceRelationMissing,
+            format!("{step}: source relation or schema does not exist"),
+        ),
+        Some("42501") => XminError::new(
+            ErrorCode::SourcePermissionDenied,
+            format!(
+                "{step}: the source principal lacks a privilege (SQLSTATE 42501); see the \
+                 documented grants"
+            ),
+        ),
+        _ => src_err(ErrorCode::SourceExtractionFailed, step, e),
+    }
+}
+
+/// After COPY: the schema and relation names still resolve, in the current catalog, to the
+/// pinned OIDs (a rename during the read would have made COPY read another relation).
+async fn verify_names_current(
+    c: &tokio_postgres::Client,
+    a: &SelectedSourceAuthority,
+) -> Result<()> {
+    let row = c
+        .query_one(
+            "SELECT pg_catalog.to_regnamespace(pg_catalog.quote_ident($1::text))::oid, \
+                    pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))::oid",
+            &[&a.schema, &a.relation],
+        )
+        .await
+        .map_err(|e| read_error("re-verify names", &e))?;
+    let schema_oid: Option<u32> = row.get(0);
+    let rel_oid: Option<u32> = row.get(1);
+    if schema_oid != Some(a.relation_pin.schema_oid) || rel_oid != Some(a.relation_pin.relation_oid)
+    {
+        return Err(XminError::new(
+            ErrorCode::SourceRelationPinMismatch,
+            "schema or relation name no longer resolves to its signed pin after the read",
+        ));
+    }
+    Ok(())
 }
 
 fn mismatch(code: ErrorCode, what: &str) -> XminError {
@@ -108,19 +178,15 @@ async fn extract_on(
 ) -> Result<SnapshotEnvelope> {
     let c = &conn.client;
     let a = req.authority;
-    c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .await
-        .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "begin", &e))?;
+    c.batch_execute(&format!(
+        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; {SESSION_SETTINGS}"
+    ))
+    .await
+    .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "begin", &e))?;
     let relation = qualified(&a.schema, &a.relation);
-    c.batch_execute(&format!("LOCK TABLE {relation} IN ACCESS SHARE MODE"))
+    c.batch_execute(&format!("LOCK TABLE ONLY {relation} IN ACCESS SHARE MODE"))
         .await
-        .map_err(|e| match e.code().map(|s| s.code()) {
-            Some("42P01") | Some("3F000") | Some("42501") => XminError::new(
-                ErrorCode::SourceRelationMissing,
-                "source relation does not exist or cannot be locked",
-            ),
-            _ => src_err(ErrorCode::SourceExtractionFailed, "lock relation", &e),
-        })?;
+        .map_err(|e| read_error("lock relation", &e))?;
     let observed = verify_authority(c, a).await?;
     let columns = project_columns(c, a, req.unique_key, req.business_columns).await?;
 
@@ -151,11 +217,11 @@ async fn extract_on(
 
     let rows_sql = match previous {
         None => format!(
-            "COPY (SELECT {} FROM {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
+            "COPY (SELECT {} FROM ONLY {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
             all_list.join(", ")
         ),
         Some(p) => format!(
-            "COPY (SELECT {} FROM {relation} WHERE {scope} AND {}) TO STDOUT (FORMAT binary)",
+            "COPY (SELECT {} FROM ONLY {relation} WHERE {scope} AND {}) TO STDOUT (FORMAT binary)",
             all_list.join(", "),
             xmin_window(p, h)
         ),
@@ -164,8 +230,13 @@ async fn extract_on(
     let keys = match previous {
         None => None,
         Some(_) => {
+            // Each COPY resolves the names: re-verify after each one.
+            if let Err(e) = verify_names_current(c, a).await {
+                let _ = store.remove(&rows.artifact.sha256);
+                return Err(e);
+            }
             let sql = format!(
-                "COPY (SELECT {} FROM {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
+                "COPY (SELECT {} FROM ONLY {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
                 key_list.join(", ")
             );
             match copy_to_artifact(c, &sql, key_fields, key_fields, store, progress).await {
@@ -177,6 +248,14 @@ async fn extract_on(
             }
         }
     };
+    // The COPY statements resolved the names again: prove they still name the pinned objects.
+    if let Err(e) = verify_names_current(c, a).await {
+        let _ = store.remove(&rows.artifact.sha256);
+        if let Some(k) = &keys {
+            let _ = store.remove(&k.artifact.sha256);
+        }
+        return Err(e);
+    }
     let key_count = keys.as_ref().unwrap_or(&rows).rows;
     let complete = rows.complete && keys.as_ref().is_none_or(|k| k.complete);
     let snapshot_token = sha256_canonical(&(
@@ -235,6 +314,8 @@ async fn verify_authority(
     a: &SelectedSourceAuthority,
 ) -> Result<Observed> {
     // First statement of the transaction: fixes the snapshot (the relation is already locked).
+    // Names are resolved twice: in the snapshot (pg_class/pg_namespace) and in the current
+    // catalog (`to_regclass`, `to_regnamespace`), which is what LOCK and COPY resolve against.
     let row = c
         .query_one(
             "SELECT pg_is_in_recovery(), current_database()::text, \
@@ -244,16 +325,22 @@ async fn verify_authority(
                     (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = $1), \
                     (SELECT cl.oid FROM pg_catalog.pg_class cl JOIN pg_catalog.pg_namespace n \
                        ON n.oid = cl.relnamespace WHERE n.nspname = $1 AND cl.relname = $2), \
-                    (SELECT cl.relkind::text FROM pg_catalog.pg_class cl JOIN pg_catalog.pg_namespace n \
-                       ON n.oid = cl.relnamespace WHERE n.nspname = $1 AND cl.relname = $2), \
+                    (SELECT cl.relkind::text FROM pg_catalog.pg_class cl WHERE cl.oid = $3), \
                     current_setting('standard_conforming_strings'), \
                     pg_current_snapshot()::text, \
                     pg_snapshot_xmin(pg_current_snapshot())::text, \
-                    pg_snapshot_xmax(pg_current_snapshot())::text",
-            &[&a.schema, &a.relation],
+                    pg_snapshot_xmax(pg_current_snapshot())::text, \
+                    pg_catalog.to_regnamespace(pg_catalog.quote_ident($1::text))::oid, \
+                    pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1::text, $2::text))::oid, \
+                    EXISTS (SELECT 1 FROM pg_catalog.pg_locks l \
+                             WHERE l.locktype = 'relation' AND l.relation = $3 \
+                               AND l.pid = pg_catalog.pg_backend_pid() \
+                               AND l.mode = 'AccessShareLock' AND l.granted), \
+                    pg_catalog.row_security_active($3::oid)",
+            &[&a.schema, &a.relation, &a.relation_pin.relation_oid],
         )
         .await
-        .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "verify authority", &e))?;
+        .map_err(|e| read_error("verify authority", &e))?;
     let in_recovery: bool = row.get(0);
     let role = if in_recovery {
         RecoveryRole::Standby
@@ -289,17 +376,41 @@ async fn verify_authority(
     let schema_oid: Option<u32> = row.get(7);
     let rel_oid: Option<u32> = row.get(8);
     let relkind: Option<String> = row.get(9);
-    if schema_oid != Some(a.relation_pin.schema_oid) || rel_oid != Some(a.relation_pin.relation_oid)
+    let current_schema_oid: Option<u32> = row.get(14);
+    let current_rel_oid: Option<u32> = row.get(15);
+    let locked: bool = row.get(16);
+    let row_security: Option<bool> = row.get(17);
+    if schema_oid != Some(a.relation_pin.schema_oid)
+        || rel_oid != Some(a.relation_pin.relation_oid)
+        || current_schema_oid != Some(a.relation_pin.schema_oid)
+        || current_rel_oid != Some(a.relation_pin.relation_oid)
+        || !locked
     {
         return Err(mismatch(
             ErrorCode::SourceRelationPinMismatch,
             "schema or relation OID",
         ));
     }
-    if relkind.as_deref() != Some("r") {
+    match relkind.as_deref() {
+        Some("r") => {}
+        Some("p") => {
+            return Err(XminError::new(
+                ErrorCode::SourceRelationPartitioned,
+                "source relation is a partitioned table; pin a partition or a plain table",
+            ));
+        }
+        _ => {
+            return Err(XminError::new(
+                ErrorCode::SourceRelationMissing,
+                "source relation is not an ordinary table",
+            ));
+        }
+    }
+    if row_security != Some(false) {
         return Err(XminError::new(
-            ErrorCode::SourceRelationMissing,
-            "source relation is not an ordinary table",
+            ErrorCode::SourceRowSecurityActive,
+            "row-level security applies to the source principal on the relation; \
+             the key snapshot could be incomplete",
         ));
     }
     let scs: String = row.get(10);
@@ -323,6 +434,24 @@ async fn verify_authority(
         u: parse(12)?,
         h: parse(13)?,
     };
+    if a.profile == AuthorityProfile::CatalogIdentity
+        && let Some(pinned) = a.timeline
+    {
+        // Version 2 with a timeline pin (primary only): the WAL file name's first 8 hex digits
+        // are the timeline; no control function is called.
+        let row = c
+            .query_one(
+                "SELECT pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn())",
+                &[],
+            )
+            .await
+            .map_err(|e| read_error("read timeline", &e))?;
+        let wal: String = row.get(0);
+        let tli = wal.get(..8).and_then(|h| u32::from_str_radix(h, 16).ok());
+        if tli != Some(pinned) {
+            return Err(mismatch(ErrorCode::SourceTimelineMismatch, "timeline"));
+        }
+    }
     if a.profile == AuthorityProfile::PhysicalCluster {
         let row = c
             .query_one(
@@ -401,7 +530,7 @@ async fn copy_to_artifact(
     let stream = c
         .copy_out(sql)
         .await
-        .map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "copy out", &e))?;
+        .map_err(|e| read_error("copy out", &e))?;
     let mut stream = std::pin::pin!(stream);
     let mut writer = store
         .create()
@@ -411,8 +540,7 @@ async fn copy_to_artifact(
     // work on large blocks.
     let mut block: Vec<u8> = Vec::with_capacity(BLOCK);
     while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|e| src_err(ErrorCode::SourceExtractionFailed, "copy out stream", &e))?;
+        let chunk = chunk.map_err(|e| read_error("copy out stream", &e))?;
         block.extend_from_slice(&chunk);
         if block.len() >= BLOCK {
             flush_block(&mut block, &mut checker, writer.as_mut(), progress)?;

@@ -13,6 +13,10 @@ use dpone_engine_xmin::{ErrorCode, RunRequest};
 use support::{Fixture, NativePolicies, Options, new_invocation, prepare};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn null_and_duplicate_keys_are_refused_before_mutation() {
     let Some(f) = Fixture::new("keys", Options::default()).await else {
         return;
@@ -102,6 +106,10 @@ async fn null_and_duplicate_keys_are_refused_before_mutation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn state_show_reports_checkpoint_and_receipts() {
     let Some(f) = Fixture::new("show", Options::default()).await else {
         return;
@@ -140,6 +148,10 @@ async fn state_show_reports_checkpoint_and_receipts() {
 /// Reverse drift (a target row lost out of band, its key unchanged at the source) is caught by
 /// the parity check: rolled back, full repair required; a repair baseline authority fixes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn reverse_drift_is_caught_and_repaired_by_a_baseline_authority() {
     let Some(f) = Fixture::new("drift", Options::default()).await else {
         return;

@@ -28,10 +28,10 @@ pub use resolve::{ResolveArgs, resolve};
 use dpone_adapter_clickhouse::{
     ClickHouseCluster, ClickHouseConfig, Credential, StoreArtifactSource,
 };
-use dpone_adapter_postgres_rowbinary::{PgRowBinarySource, pg_config, types::producible};
+use dpone_adapter_postgres_rowbinary::{PgRowBinarySource, TlsMode, pg_config, types::producible};
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::admission::{self, Blocker, SourceProfile};
-use dpone_engine_clickhouse::contracts::manifest::{Manifest, Registry};
+use dpone_engine_clickhouse::contracts::manifest::{Manifest, PgSslMode, Registry};
 use dpone_engine_clickhouse::contracts::{
     Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
     identity::PROTOCOL_VERSION, operation_id, schema_digest,
@@ -495,6 +495,15 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
         ),
         &m.source.relation.schema,
         &m.source.relation.table,
+    )
+    .with_tls(
+        match pg.effective_sslmode() {
+            PgSslMode::Disable => TlsMode::Disable,
+            PgSslMode::Require => TlsMode::Require,
+            PgSslMode::VerifyCa => TlsMode::VerifyCa,
+            PgSslMode::VerifyFull => TlsMode::VerifyFull,
+        },
+        pg.sslrootcert.as_deref(),
     );
     let artifacts = StoreArtifactSource::new(&store, &pg_source);
     let progress = TerminalProgress::detect();

@@ -8,6 +8,8 @@
 //! real-engine tier (`.ci/start-clickhouse`: two real ClickHouse members) from a real
 //! PostgreSQL source; they run only when `DPONE_TEST_CLICKHOUSE_URL` was set at build time and are
 //! reported ignored with their SKIP reason otherwise, never passed.
+//! The PostgreSQL-backed tests are ignored without a configured PostgreSQL server
+//! (`cfg(dpone_live_pg)`) and fail when a configured one cannot be used.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -802,8 +804,7 @@ struct PgDb {
 impl PgDb {
     fn create(tag: &str, setup: &str) -> Option<Self> {
         let Some(url) = pg_url() else {
-            skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
-            return None;
+            pg_unusable("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
         };
         let name = format!("dpone_t_ch{tag}_{}", std::process::id());
         if !psql(
@@ -812,8 +813,7 @@ impl PgDb {
             &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
         ) || !psql(&url, "postgres", &format!("CREATE DATABASE \"{name}\""))
         {
-            skip("the PostgreSQL server is not usable through psql");
-            return None;
+            pg_unusable("the PostgreSQL server is not usable through psql");
         }
         let db = Self { url, name };
         assert!(psql(&db.url, &db.name, setup), "set-up SQL");
@@ -875,6 +875,10 @@ fn request(m: &Manifest, invocation: &str) -> OperationRequest {
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn a_real_postgres_relation_publishes_through_the_component_on_a_synthetic_cluster() {
     let Some(db) = PgDb::create("pub", SOURCE_SQL) else {
         return;
@@ -944,6 +948,10 @@ fn a_real_postgres_relation_publishes_through_the_component_on_a_synthetic_clust
 }
 
 #[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 fn a_source_type_mismatch_stops_before_any_member_is_touched() {
     let Some(db) = PgDb::create("mis", SOURCE_SQL) else {
         return;
@@ -999,9 +1007,10 @@ fn a_source_type_mismatch_stops_before_any_member_is_touched() {
 // ---------------------------------------------------------------------------------------------
 
 #[allow(clippy::print_stdout)]
-fn skip(reason: &str) {
-    println!("SKIP: {reason}");
-    eprintln!("SKIP: {reason}");
+/// PostgreSQL-backed tests run only when a server is configured (`cfg(dpone_live_pg)`): one that
+/// cannot be used fails them, never skips them.
+fn pg_unusable(reason: &str) -> ! {
+    panic!("PostgreSQL test server configured but not usable: {reason}");
 }
 
 fn pg_url() -> Option<String> {
@@ -1107,7 +1116,7 @@ impl LiveRoute {
             dir.path(),
             "registry.yaml",
             &format!(
-                "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{ch_user}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {{database: {adb}, table: {atable}}}\n    ddl_task_timeout_secs: 60\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}'}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n"
+                "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{ch_user}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {{database: {adb}, table: {atable}}}\n    ddl_task_timeout_secs: 60\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}', sslmode: disable}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n"
             ),
         );
         let target = format!("cli_{tag}_{suffix}");
@@ -1285,8 +1294,8 @@ const LIVE_SOURCE: &str = "CREATE TABLE public.source_table (id bigint NOT NULL,
 
 #[test]
 #[cfg_attr(
-    not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
 )]
 fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let route = LiveRoute::new("retry", LIVE_COLUMNS, LIVE_SOURCE);
@@ -1316,8 +1325,8 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
 
 #[test]
 #[cfg_attr(
-    not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
 )]
 fn live_check_plan_run_status_then_exchange_then_an_empty_source_on_two_real_members() {
     let route = LiveRoute::new("journey", LIVE_COLUMNS, LIVE_SOURCE);
@@ -1375,8 +1384,8 @@ fn live_check_plan_run_status_then_exchange_then_an_empty_source_on_two_real_mem
 
 #[test]
 #[cfg_attr(
-    not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
 )]
 fn live_every_source_type_round_trips_with_member_digests_equal_to_the_artifact_digest() {
     let columns: &[(&str, &str)] = &[
@@ -1439,8 +1448,8 @@ fn live_every_source_type_round_trips_with_member_digests_equal_to_the_artifact_
 
 #[test]
 #[cfg_attr(
-    not(dpone_live_clickhouse),
-    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
 )]
 fn live_swapped_member_urls_are_refused_before_anything_is_created() {
     let route = LiveRoute::new("identity", LIVE_COLUMNS, LIVE_SOURCE);

@@ -3,12 +3,13 @@
 //! test, pins discovered live), drift, unreachable connections, credentials and `--offline`.
 //!
 //! The server comes from `DPONE_TEST_PG_URL` or the env file `.ci/start-postgres` writes
-//! (`target/dpone-test-pg.env`). Without a reachable server the live tests print SKIP, unless
-//! `DPONE_TEST_PG_REQUIRED=1`, when they fail. The tests that need no server always run.
+//! (`target/dpone-test-pg.env`); without either the live tests are ignored with their SKIP reason
+//! (`cfg(dpone_live_pg)`, set by `build.rs`), and with either a server that cannot be used fails
+//! them. The tests that need no server always run.
 
 use dpone_adapter_postgres::discover::{discover_database_pin, discover_source_authority};
 use dpone_engine_xmin::registry::{
-    AuthorityProfile, DatabasePin, Endpoint, EndpointSpec, Secret, SourceAuthority,
+    AuthorityProfile, DatabasePin, Endpoint, EndpointSpec, Secret, SourceAuthority, SslMode,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -37,14 +38,9 @@ fn server_url() -> Option<String> {
     })
 }
 
-/// Prints SKIP, or panics when `DPONE_TEST_PG_REQUIRED=1`.
-#[allow(clippy::print_stdout)]
-fn skip(reason: &str) {
-    if std::env::var("DPONE_TEST_PG_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!("PostgreSQL required (DPONE_TEST_PG_REQUIRED=1) but: {reason}");
-    }
-    println!("SKIP: {reason}");
-    eprintln!("SKIP: {reason}");
+/// The live tests run only when a server is configured: one that cannot be used fails them.
+fn skip(reason: &str) -> ! {
+    panic!("PostgreSQL test server configured but not usable: {reason}");
 }
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -59,21 +55,16 @@ impl TestDb {
     async fn create() -> Option<Self> {
         let Some(url) = server_url() else {
             skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
-            return None;
         };
         let Ok(cfg) = Config::from_str(&url) else {
             skip("DPONE_TEST_PG_URL is not a valid connection URL");
-            return None;
         };
         let mut admin = cfg.clone();
         admin.dbname("postgres");
         let (client, conn) = match admin.connect(NoTls).await {
             Ok(x) => x,
             Err(_) => {
-                skip(
-                    "PostgreSQL server in DPONE_TEST_PG_URL is not reachable or refused the login",
-                );
-                return None;
+                skip("PostgreSQL server in DPONE_TEST_PG_URL is not reachable or refused the login")
             }
         };
         tokio::spawn(async move {
@@ -139,6 +130,8 @@ impl TestDb {
                 port: self.port(),
                 database: self.name.clone(),
                 user: self.user(),
+                sslmode: Some(SslMode::Disable),
+                sslrootcert: None,
             },
             password: Some(Secret::new(self.password())),
         }
@@ -147,7 +140,7 @@ impl TestDb {
     /// The YAML endpoint line of this database.
     fn endpoint_yaml(&self) -> String {
         format!(
-            "{{host: '{}', port: {}, database: '{}', user: '{}'}}",
+            "{{host: '{}', port: {}, database: '{}', user: '{}', sslmode: disable}}",
             self.host(),
             self.port(),
             self.name,
@@ -464,6 +457,10 @@ fn an_unset_password_variable_is_the_registry_credential_code() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn live_pins_discovered_from_the_server_all_match() {
     let Some(db) = TestDb::create().await else {
         return;
@@ -518,6 +515,10 @@ async fn live_pins_discovered_from_the_server_all_match() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn a_changed_pin_is_a_mismatch_on_exactly_that_field() {
     let Some(db) = TestDb::create().await else {
         return;
@@ -619,6 +620,10 @@ async fn a_changed_pin_is_a_mismatch_on_exactly_that_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn an_unreachable_mssql_target_is_never_a_match_and_leaks_nothing() {
     let Some(db) = TestDb::create().await else {
         return;

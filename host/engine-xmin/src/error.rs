@@ -126,6 +126,9 @@ codes! {
     // Source boundary.
     /// Connecting to the source failed.
     SourceConnect = "DPONE_XMIN_SOURCE_CONNECT",
+    /// The `sslrootcert` CA bundle of a PostgreSQL connection cannot be read or holds no
+    /// usable certificate (or the system roots cannot be loaded).
+    TlsRootCertInvalid = "DPONE_XMIN_TLS_ROOT_CERT_INVALID",
     /// The source session settings are unsafe (e.g. `standard_conforming_strings` off).
     SourceSettingsUnsafe = "DPONE_XMIN_SOURCE_SETTINGS_UNSAFE",
     /// The source's recovery role differs from the pinned topology role.
@@ -136,8 +139,17 @@ codes! {
     SourcePrincipalPinMismatch = "DPONE_XMIN_SOURCE_PRINCIPAL_PIN_MISMATCH",
     /// The schema or relation OID differs from its pin, before or under the lock.
     SourceRelationPinMismatch = "DPONE_XMIN_SOURCE_RELATION_PIN_MISMATCH",
-    /// The relation does not exist or cannot be locked.
+    /// The relation does not exist or is not an ordinary table.
     SourceRelationMissing = "DPONE_XMIN_SOURCE_RELATION_MISSING",
+    /// The source principal lacks a privilege the read needs (`LOCK … IN ACCESS SHARE MODE`
+    /// needs table-level `SELECT`; schema `USAGE`; `CONNECT`); SQLSTATE 42501.
+    SourcePermissionDenied = "DPONE_XMIN_SOURCE_PERMISSION_DENIED",
+    /// Row-level security applies to the source principal on the relation: the key snapshot
+    /// could be filtered, so the read is refused (it runs with `row_security = off`).
+    SourceRowSecurityActive = "DPONE_XMIN_SOURCE_ROW_SECURITY_ACTIVE",
+    /// The relation is a partitioned table: only an ordinary table (read with `ONLY`) is a
+    /// complete snapshot; pin and read a partition, or a plain table.
+    SourceRelationPartitioned = "DPONE_XMIN_SOURCE_RELATION_PARTITIONED",
     /// The cluster's system identifier differs from the version-1 pin.
     SourceSystemIdentifierMismatch = "DPONE_XMIN_SOURCE_SYSTEM_IDENTIFIER_MISMATCH",
     /// The cluster's timeline differs from the version-1 pin.

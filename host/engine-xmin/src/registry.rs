@@ -276,6 +276,46 @@ pub struct EndpointSpec {
     pub database: String,
     /// Login role.
     pub user: String,
+    /// PostgreSQL TLS mode (libpq's names); absent: `verify-full` for a TCP host, `disable`
+    /// for a unix socket. Refused on SQL Server connections (they use
+    /// `trust_server_certificate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sslmode: Option<SslMode>,
+    /// The pinned CA bundle (an absolute path to PEM certificates) that `verify-ca` and
+    /// `verify-full` trust; absent: the system's root certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sslrootcert: Option<String>,
+}
+
+/// TLS mode of a PostgreSQL connection (libpq's names and meanings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS required; the certificate is not verified (encryption only).
+    Require,
+    /// TLS required; the certificate chain must lead to a trusted CA (any host name).
+    VerifyCa,
+    /// TLS required; trusted chain and the certificate names the host.
+    VerifyFull,
+}
+
+impl EndpointSpec {
+    /// Whether the host is a unix-socket directory.
+    pub fn is_unix_socket(&self) -> bool {
+        self.host.starts_with('/')
+    }
+
+    /// The TLS mode in effect: the configured one, else `verify-full` for a TCP host and
+    /// `disable` for a unix socket.
+    pub fn effective_sslmode(&self) -> SslMode {
+        match self.sslmode {
+            Some(m) => m,
+            None if self.is_unix_socket() => SslMode::Disable,
+            None => SslMode::VerifyFull,
+        }
+    }
 }
 
 /// A resolved endpoint with its credential.
@@ -354,7 +394,8 @@ pub struct SourceAuthority {
     /// Version 1 only: `pg_control_system().system_identifier`, as decimal text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_identifier: Option<String>,
-    /// Version 1 only: the current timeline.
+    /// Version 1: the current timeline (required). Version 2: optional, primary only, read from
+    /// the current WAL file name; a promotion (new timeline) then fails closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<u32>,
 }
@@ -468,6 +509,7 @@ impl Registry {
                     "connection {name:?}: endpoint fields must not be empty"
                 )));
             }
+            check_tls(name, c).map_err(invalid)?;
             if let Some(var) = &c.password_env
                 && (var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
             {
@@ -803,6 +845,40 @@ fn check_system_identifier(s: &str) -> Result<u64, ()> {
     s.parse::<u64>().map_err(|_| ())
 }
 
+/// TLS options: PostgreSQL connections only; no TLS over a unix socket; a CA bundle only where
+/// it is used (`verify-ca`, `verify-full`) and named by an absolute path.
+fn check_tls(name: &str, c: &Connection) -> std::result::Result<(), String> {
+    let e = &c.endpoint;
+    if c.kind == ConnectionKind::MssqlTarget {
+        if e.sslmode.is_some() || e.sslrootcert.is_some() {
+            return Err(format!(
+                "connection {name:?}: sslmode and sslrootcert are PostgreSQL options \
+                 (SQL Server connections use trust_server_certificate)"
+            ));
+        }
+        return Ok(());
+    }
+    let mode = e.effective_sslmode();
+    if e.is_unix_socket() && mode != SslMode::Disable {
+        return Err(format!(
+            "connection {name:?}: a unix socket endpoint has no TLS (sslmode must be disable)"
+        ));
+    }
+    if let Some(ca) = &e.sslrootcert {
+        if !matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) {
+            return Err(format!(
+                "connection {name:?}: sslrootcert needs sslmode verify-ca or verify-full"
+            ));
+        }
+        if !ca.starts_with('/') || ca.contains('\0') {
+            return Err(format!(
+                "connection {name:?}: sslrootcert must be an absolute path"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_authority(name: &str, a: &SourceAuthority) -> Result<()> {
     let bad = |m: &str| {
         XminError::new(
@@ -823,10 +899,22 @@ fn check_authority(name: &str, a: &SourceAuthority) -> Result<()> {
             }
         }
         (2, AuthorityProfile::CatalogIdentity) => {
-            if a.system_identifier.is_some() || a.timeline.is_some() {
+            if a.system_identifier.is_some() {
                 return Err(bad(
-                    "version 2 (catalog_identity) must not carry system_identifier or timeline",
+                    "version 2 (catalog_identity) must not carry system_identifier",
                 ));
+            }
+            // Optional: the timeline of a primary, read from the current WAL file name (no
+            // control function), so a promotion fails closed.
+            if let Some(t) = a.timeline {
+                if t == 0 {
+                    return Err(bad("timeline must be non-zero"));
+                }
+                if a.recovery_role != RecoveryRole::Primary {
+                    return Err(bad(
+                        "version 2 can pin the timeline of a primary only (recovery_role: primary)",
+                    ));
+                }
             }
         }
         (1 | 2, _) => {

@@ -229,10 +229,18 @@ fn malformed_registries_have_distinct_codes() {
         (REGISTRY.replacen("system_identifier: '7642011472967116994'", "system_identifier: 'abc'", 1), ErrorCode::RegistryInvalid),
         (REGISTRY.replace("environment: prod", "environment: prod\nextra: 1"), ErrorCode::RegistryUnknownField),
         (REGISTRY_V1.replace("      timeline: 1\n", ""), ErrorCode::RegistryAuthorityInvalid),
+        // Version 2 may pin a non-zero timeline of a primary only.
+        (REGISTRY.replace("profile: catalog_identity", "profile: catalog_identity\n      timeline: 0"), ErrorCode::RegistryAuthorityInvalid),
+        (REGISTRY.replace("profile: catalog_identity", "profile: catalog_identity\n      timeline: 2").replace("recovery_role: primary", "recovery_role: standby"), ErrorCode::RegistryAuthorityInvalid),
     ];
     for (text, code) in cases {
         assert_eq!(registry_code(&text), code, "{text}");
     }
+    Registry::from_yaml(&REGISTRY.replace(
+        "profile: catalog_identity",
+        "profile: catalog_identity\n      timeline: 2",
+    ))
+    .expect("version 2 with the timeline of a primary");
 }
 
 #[test]
@@ -556,5 +564,58 @@ fn sql_server_registry_and_manifest_refusals() {
             "    default_schema: dpone_state\n    trust_server_certificate: true\n    database_pin: {name: dwh, oid: 16500"
         )),
         ErrorCode::RegistryInvalid
+    );
+}
+
+#[test]
+fn postgres_tls_options_are_checked_without_io() {
+    use dpone_engine_xmin::registry::SslMode;
+    let src =
+        "endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: dpone_reader}";
+    let with = |endpoint: &str| REGISTRY.replace(src, endpoint);
+    // Defaults: a unix socket has no TLS; a host name is verify-full.
+    let r = Registry::from_yaml(REGISTRY).expect("sample");
+    assert_eq!(
+        r.connections["pg_source"].endpoint.effective_sslmode(),
+        SslMode::Disable
+    );
+    let tcp =
+        with("endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader}");
+    let r = Registry::from_yaml(&tcp).expect("tcp");
+    assert_eq!(
+        r.connections["pg_source"].endpoint.effective_sslmode(),
+        SslMode::VerifyFull
+    );
+    for ok in [
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: verify-full, sslrootcert: /etc/dpone/ca.pem}",
+        "endpoint: {host: '10.0.0.5', port: 5432, database: shop, user: dpone_reader, sslmode: verify-ca, sslrootcert: /etc/dpone/ca.pem}",
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: require}",
+        "endpoint: {host: '127.0.0.1', port: 5432, database: shop, user: dpone_reader, sslmode: disable}",
+        "endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: dpone_reader, sslmode: disable}",
+    ] {
+        Registry::from_yaml(&with(ok)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    for bad in [
+        // TLS over a unix socket.
+        "endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: dpone_reader, sslmode: require}",
+        // A CA bundle that would be ignored.
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: require, sslrootcert: /etc/dpone/ca.pem}",
+        // A relative CA path.
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: verify-full, sslrootcert: ca.pem}",
+    ] {
+        assert_eq!(
+            registry_code(&with(bad)),
+            ErrorCode::RegistryInvalid,
+            "{bad}"
+        );
+    }
+    // Unknown modes are refused by the schema.
+    assert_ne!(
+        Registry::from_yaml(&with(
+            "endpoint: {host: db.example.com, port: 5432, database: shop, user: dpone_reader, sslmode: prefer}"
+        ))
+        .map(|_| ())
+        .map_err(|e| e.code()),
+        Ok(())
     );
 }

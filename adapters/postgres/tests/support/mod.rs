@@ -2,8 +2,10 @@
 //! that wires the engine with the PostgreSQL adapter and the native policy cores.
 //!
 //! The server URL comes from `DPONE_TEST_PG_URL`, or from the env file `.ci/start-postgres`
-//! writes (`target/dpone-test-pg.env`). Without a reachable server a test prints
-//! `SKIP: <reason>` and returns; CI runs `.ci/start-postgres` first, so there the tests run.
+//! writes (`target/dpone-test-pg.env`). The crate's `build.rs` sets `cfg(dpone_live_pg)` when
+//! either is there; without it every PostgreSQL-backed test is compiled as ignored with its
+//! `SKIP: <reason>` (`#[cfg_attr(not(dpone_live_pg), ignore = "SKIP: ...")]`), never passed. With it, a server that cannot be reached or
+//! refuses the login fails the test.
 //!
 //! The engine's suites (lifecycle, guards, fault matrix, concurrency, transfer) are written
 //! once against [`Fixture`] and run on every target dialect (`on_every_target!`): PostgreSQL
@@ -24,7 +26,7 @@ pub use any_target::AnyTarget;
 pub enum Dialect {
     /// PostgreSQL (always run).
     Postgres,
-    /// SQL Server (run when `DPONE_TEST_MSSQL_URL` is set; SKIP otherwise).
+    /// SQL Server (run when `DPONE_TEST_MSSQL_URL` is set; ignored with SKIP otherwise).
     SqlServer,
 }
 
@@ -36,13 +38,17 @@ macro_rules! on_every_target {
         $(
             mod $scenario {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(
+                    not(dpone_live_pg),
+                    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+                )]
                 async fn postgres() {
                     super::$scenario(super::support::Dialect::Postgres).await
                 }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 #[cfg_attr(
-                    not(dpone_live_mssql),
-                    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to run the suite against"
+                    not(all(dpone_live_mssql, dpone_live_pg)),
+                    ignore = "SKIP: DPONE_TEST_MSSQL_URL (SQL Server) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
                 )]
                 async fn sql_server() {
                     super::$scenario(super::support::Dialect::SqlServer).await
@@ -59,7 +65,7 @@ use dpone_adapter_postgres::source::PgSource;
 use dpone_adapter_postgres::target::PgTarget;
 use dpone_engine_xmin::engine::{RunFailure, RunOutcome, RunRequest};
 use dpone_engine_xmin::ports::{Judged, PolicyPort, TargetPort};
-use dpone_engine_xmin::registry::{AuthorityProfile, Endpoint, EndpointSpec, Secret};
+use dpone_engine_xmin::registry::{AuthorityProfile, Endpoint, EndpointSpec, Secret, SslMode};
 use dpone_engine_xmin::state::{AUTHORITY_SCHEMA, AuthorityDocument};
 use dpone_engine_xmin::{Manifest, Registry, Route};
 use dpone_policy_model::delete_mode::{DeleteModeFacts, PlanDecision};
@@ -73,6 +79,22 @@ use tokio_postgres::{Client, Config, NoTls};
 
 /// Environment variable holding the test password in the map environment.
 pub const PASSWORD_VAR: &str = "DPONE_TEST_PG_PASSWORD";
+
+/// A value `.ci/start-postgres` writes to its env file (`export NAME=value`), or the variable
+/// itself when set.
+pub fn env_file_value(name: &str) -> Option<String> {
+    if let Ok(v) = std::env::var(name)
+        && !v.is_empty()
+    {
+        return Some(v);
+    }
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
+    let text = std::fs::read_to_string(file).ok()?;
+    let prefix = format!("export {name}=");
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
+}
 
 /// The server URL, if configured.
 pub fn server_url() -> Option<String> {
@@ -91,15 +113,10 @@ pub fn server_url() -> Option<String> {
     })
 }
 
-/// Prints the skip line; panics instead when `DPONE_TEST_PG_REQUIRED=1` (CI sets it after
-/// `.ci/start-postgres`, so a broken server fails the run rather than skipping it).
-#[allow(clippy::print_stdout)]
-pub fn skip(reason: &str) {
-    if std::env::var("DPONE_TEST_PG_REQUIRED").is_ok_and(|v| v == "1") {
-        panic!("PostgreSQL required (DPONE_TEST_PG_REQUIRED=1) but: {reason}");
-    }
-    println!("SKIP: {reason}");
-    eprintln!("SKIP: {reason}");
+/// A PostgreSQL-backed test runs only when a server is configured (`cfg(dpone_live_pg)`), so a
+/// server that cannot be used is a failure, never a skip.
+pub fn skip(reason: &str) -> ! {
+    panic!("PostgreSQL test server configured but not usable: {reason}");
 }
 
 /// Connects with a URL's settings to a given database.
@@ -135,33 +152,24 @@ fn unique(prefix: &str) -> String {
 }
 
 impl TestDb {
-    /// Creates a database on the test server, or returns `None` after printing SKIP.
+    /// Creates a database on the test server; panics when the server is not usable (the test
+    /// runs only when one is configured). Always `Some`; the `Option` keeps the callers shared
+    /// with the SQL Server variants.
     pub async fn create(prefix: &str) -> Option<Self> {
         let Some(url) = server_url() else {
             skip("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
-            return None;
         };
-        let cfg = match Config::from_str(&url) {
-            Ok(c) => c,
-            Err(_) => {
-                skip("DPONE_TEST_PG_URL is not a valid connection URL");
-                return None;
-            }
+        let Ok(cfg) = Config::from_str(&url) else {
+            skip("DPONE_TEST_PG_URL is not a valid connection URL");
         };
         let mut admin = cfg.clone();
         admin.dbname("postgres");
         let (client, conn) = match admin.connect(NoTls).await {
             Ok(x) => x,
-            Err(e) if e.code().is_some() => {
-                skip(
-                    "PostgreSQL server in DPONE_TEST_PG_URL refused the login (rerun .ci/start-postgres)",
-                );
-                return None;
-            }
-            Err(_) => {
-                skip("PostgreSQL server in DPONE_TEST_PG_URL is not reachable");
-                return None;
-            }
+            Err(e) if e.code().is_some() => skip(
+                "PostgreSQL server in DPONE_TEST_PG_URL refused the login (rerun .ci/start-postgres)",
+            ),
+            Err(_) => skip("PostgreSQL server in DPONE_TEST_PG_URL is not reachable"),
         };
         tokio::spawn(async move {
             let _ = conn.await;
@@ -192,6 +200,9 @@ impl TestDb {
             port: self.cfg.get_ports().first().copied().unwrap_or(5432),
             database: self.name.clone(),
             user: self.cfg.get_user().unwrap_or("postgres").to_owned(),
+            // The suites run without TLS (the TLS tests set their own modes).
+            sslmode: Some(SslMode::Disable),
+            sslrootcert: None,
         }
     }
 
@@ -329,12 +340,12 @@ pub struct Fixture {
 pub const SOURCE_DDL: &str = "CREATE TABLE public.items (id bigint PRIMARY KEY, name text NOT NULL, qty integer, price numeric(10,2));";
 
 impl Fixture {
-    /// Builds a PostgreSQL-target fixture, or `None` (SKIP printed) without a server.
+    /// Builds a PostgreSQL-target fixture (panics when the configured server is not usable).
     pub async fn new(prefix: &str, options: Options) -> Option<Self> {
         Self::new_on(Dialect::Postgres, prefix, options).await
     }
 
-    /// Builds a fixture on a target dialect, or `None` (SKIP printed) without the servers.
+    /// Builds a fixture on a target dialect, or `None` (SKIP printed) without SQL Server.
     pub async fn new_on(on: Dialect, prefix: &str, options: Options) -> Option<Self> {
         // Without SQL Server, say so before touching PostgreSQL.
         if on == Dialect::SqlServer {
@@ -864,7 +875,7 @@ fn endpoint_yaml(db: &TestDb) -> String {
         String::new()
     };
     format!(
-        "    endpoint: {{host: '{}', port: {}, database: '{}', user: '{}'}}\n{pw}",
+        "    endpoint: {{host: '{}', port: {}, database: '{}', user: '{}', sslmode: disable}}\n{pw}",
         e.host, e.port, e.database, e.user
     )
 }

@@ -29,7 +29,9 @@ use super::hash::{Digest, IdentityHasher};
 use super::identity::{TargetKey, target_key};
 use super::schema::{Column, Schema};
 
-pub use registry::{ClickHouseConnection, Connection, PostgresConnection, Registry, Secret};
+pub use registry::{
+    ClickHouseConnection, Connection, PgSslMode, PostgresConnection, Registry, Secret,
+};
 pub use spelling::reported_type_spelling;
 
 /// Manifest schema version this build reads.

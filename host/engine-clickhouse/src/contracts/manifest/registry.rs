@@ -7,8 +7,11 @@
 //!   DDL), one direct URL per member keyed by `(shard_num, replica_num)`, the user, the *name*
 //!   of the environment variable holding the password, the KeeperMap authority facade
 //!   (`database`, `table`) and an optional `distributed_ddl_task_timeout`;
-//! - `postgres_source`: host (name, address or unix socket directory), port, database, user
-//!   and optionally the name of the environment variable holding the password.
+//! - `postgres_source`: host (name, address or unix socket directory), port, database, user,
+//!   optionally `sslmode` (`disable | require | verify-ca | verify-full`; absent: `verify-full`
+//!   for a TCP host, `disable` for a unix socket) and `sslrootcert` (an absolute path to the
+//!   pinned CA bundle, only with `verify-ca`/`verify-full`), and optionally the name of the
+//!   environment variable holding the password.
 //!
 //! No field can hold a secret: there is no `password` field, URLs may not carry user
 //! information, and credentials are read from the environment only when a connection is
@@ -98,6 +101,36 @@ pub struct PostgresConnection {
     pub user: String,
     /// Name of the environment variable holding the password, if any.
     pub password_env: Option<String>,
+    /// TLS mode as written (absent: see [`PostgresConnection::effective_sslmode`]).
+    pub sslmode: Option<PgSslMode>,
+    /// The pinned CA bundle (absolute path) for `verify-ca` / `verify-full`; absent: the
+    /// system's roots.
+    pub sslrootcert: Option<String>,
+}
+
+/// TLS mode of a PostgreSQL source (libpq's names and meanings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PgSslMode {
+    /// No TLS.
+    Disable,
+    /// TLS required; the certificate is not verified.
+    Require,
+    /// TLS required; trusted chain, any host name.
+    VerifyCa,
+    /// TLS required; trusted chain and a certificate naming the host.
+    VerifyFull,
+}
+
+impl PostgresConnection {
+    /// The mode in effect: as written, else `verify-full` for a TCP host and `disable` for a
+    /// unix-socket directory.
+    pub fn effective_sslmode(&self) -> PgSslMode {
+        match self.sslmode {
+            Some(m) => m,
+            None if self.host.starts_with('/') => PgSslMode::Disable,
+            None => PgSslMode::VerifyFull,
+        }
+    }
 }
 
 /// One registry entry.
@@ -405,16 +438,61 @@ fn parse_postgres(f: &mut Fields<'_>) -> Result<PostgresConnection> {
             ));
         }
     }
+    let sslmode = match e.optional_str("sslmode")? {
+        None => None,
+        Some(m) => Some(match m.as_str() {
+            "disable" => PgSslMode::Disable,
+            "require" => PgSslMode::Require,
+            "verify-ca" => PgSslMode::VerifyCa,
+            "verify-full" => PgSslMode::VerifyFull,
+            _ => {
+                return Err(invalid(
+                    DOC,
+                    format!(
+                        "{} must be disable, require, verify-ca or verify-full",
+                        e.path("sslmode")
+                    ),
+                ));
+            }
+        }),
+    };
+    let sslrootcert = e.optional_str("sslrootcert")?;
+    let sslmode_path = e.path("sslmode");
+    let sslrootcert_path = e.path("sslrootcert");
     e.finish()?;
     let password_env = match f.optional("password_env") {
         None => None,
         Some(v) => Some(env_name(&f.path("password_env"), v)?),
     };
-    Ok(PostgresConnection {
+    let c = PostgresConnection {
         host,
         port,
         database,
         user,
         password_env,
-    })
+        sslmode,
+        sslrootcert,
+    };
+    let mode = c.effective_sslmode();
+    if c.host.starts_with('/') && mode != PgSslMode::Disable {
+        return Err(invalid(
+            DOC,
+            format!("{sslmode_path} must be disable for a unix socket directory"),
+        ));
+    }
+    if let Some(ca) = &c.sslrootcert {
+        if !matches!(mode, PgSslMode::VerifyCa | PgSslMode::VerifyFull) {
+            return Err(invalid(
+                DOC,
+                format!("{sslrootcert_path} needs sslmode verify-ca or verify-full"),
+            ));
+        }
+        if !ca.starts_with('/') || ca.len() > 4096 || ca.chars().any(char::is_control) {
+            return Err(invalid(
+                DOC,
+                format!("{sslrootcert_path} must be an absolute path"),
+            ));
+        }
+    }
+    Ok(c)
 }

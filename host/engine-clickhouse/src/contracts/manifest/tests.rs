@@ -537,3 +537,40 @@ fn registry_errors_never_echo_endpoints_or_secrets() {
         );
     }
 }
+
+#[test]
+fn postgres_source_tls_options() {
+    let ep = "endpoint: {host: '127.0.0.1', port: 5432, database: shop, user: dpone_reader}";
+    let parse = |endpoint: &str| Registry::parse(&edit_registry(ep, endpoint));
+    let pg = |r: &Registry| {
+        r.postgres("pg_source", "source.connection_ref")
+            .expect("postgres")
+            .clone()
+    };
+    // A TCP host defaults to verify-full; a socket directory to disable.
+    assert_eq!(
+        pg(&Registry::parse(REGISTRY).expect("sample")).effective_sslmode(),
+        PgSslMode::VerifyFull
+    );
+    let r = parse("endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: r}")
+        .expect("socket");
+    assert_eq!(pg(&r).effective_sslmode(), PgSslMode::Disable);
+    let r = parse(
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: r, sslmode: verify-ca, sslrootcert: /etc/dpone/ca.pem}",
+    )
+    .expect("verify-ca");
+    assert_eq!(pg(&r).sslmode, Some(PgSslMode::VerifyCa));
+    assert_eq!(pg(&r).sslrootcert.as_deref(), Some("/etc/dpone/ca.pem"));
+    for bad in [
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: r, sslmode: prefer}",
+        "endpoint: {host: /var/run/postgresql, port: 5432, database: shop, user: r, sslmode: require}",
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: r, sslmode: require, sslrootcert: /etc/ca.pem}",
+        "endpoint: {host: db.example.com, port: 5432, database: shop, user: r, sslrootcert: ca.pem}",
+    ] {
+        assert_eq!(
+            parse(bad).map(|_| ()).map_err(|e| e.code()),
+            Err("DPONE_CLICKHOUSE_REGISTRY_FIELD_INVALID"),
+            "{bad}"
+        );
+    }
+}
