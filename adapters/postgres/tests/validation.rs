@@ -159,6 +159,22 @@ async fn reverse_drift_is_caught_and_repaired_by_a_baseline_authority() {
     f.src_sql("INSERT INTO public.items SELECT g, 'n', g, 1 FROM generate_series(1, 5) g")
         .await;
     f.run().await.expect("baseline");
+    // The lost row must lie below the checkpoint, outside the `[U, H)` window that every run
+    // replays (a replayed row is re-applied, which is a repair, not drift). A transaction of
+    // another test on the shared server can hold `U` down, so advance with no-op runs until it
+    // has passed the row's xid.
+    let row_xid = f.source_row_xid(3).await;
+    for _ in 0..50 {
+        if f.checkpoint().await.is_some_and(|c| c.xmin > row_xid) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        f.run().await.expect("no-op run");
+    }
+    assert!(
+        f.checkpoint().await.is_some_and(|c| c.xmin > row_xid),
+        "the checkpoint never passed the row's xid"
+    );
     f.pg_target()
         .batch_execute("DELETE FROM dwh.items WHERE id = 3")
         .await

@@ -500,6 +500,20 @@ impl Fixture {
         rows.iter().map(|r| r.get(0)).collect()
     }
 
+    /// The xid that wrote the source row with key `id` (its `xmin`, as a full 64-bit xid of the
+    /// current epoch).
+    pub async fn source_row_xid(&self, id: i64) -> u64 {
+        let row = self
+            .sc
+            .query_one(
+                "SELECT (txid_current() >> 32 << 32) + xmin::text::bigint FROM public.items WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .expect("source row");
+        u64::try_from(row.get::<_, i64>(0)).expect("xid")
+    }
+
     /// Sorted active target keys.
     pub async fn active_keys(&self) -> Vec<i64> {
         use dpone_policy_model::delete_mode::ActivePredicate;
