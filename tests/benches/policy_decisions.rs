@@ -136,11 +136,11 @@ fn main() {
 
     // Warm load: verified precompiled code from the cache.
     let dir = tempfile::tempdir().expect("tempdir");
-    let cache =
-        cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).expect("dir");
+    let cache = PrecompiledCache::open(&dir.path().join("cache"), &dir.path().join("cache.key"))
+        .expect("cache opens");
     let runtime = PolicyRuntime::new(SandboxConfig::default())
         .expect("runtime")
-        .with_cache(PrecompiledCache::new(cache));
+        .with_cache(cache);
     runtime
         .load(
             PolicyKind::Guard,

@@ -139,8 +139,9 @@ fn main() {
     let identity = source.seal(&schema(), 4 << 30).expect("seal");
     let hand_table = format!("bench_hand_{tag}");
     let member1 = member_id(1, 1);
-    let uuid = dpone_engine_clickhouse::contracts::Uuid::parse("5e1ec7ed-0000-4000-8000-000000000001")
-        .expect("uuid");
+    let uuid =
+        dpone_engine_clickhouse::contracts::Uuid::parse("5e1ec7ed-0000-4000-8000-000000000001")
+            .expect("uuid");
     let spec = dpone_engine_clickhouse::ports::CandidateSpec {
         database: &database,
         name: &hand_table,

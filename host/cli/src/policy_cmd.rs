@@ -352,20 +352,31 @@ fn bench(args: BenchArgs) -> Result<(), Failure> {
     cold.load(args.kind, &bytes, pin, Budget::default())?;
     let cold_compile_us = started.elapsed().as_secs_f64() * 1e6;
 
-    let cache_dir = std::env::temp_dir().join(format!("dpone-bench-cache-{}", std::process::id()));
-    let warm = shipped::runtime(Some(&cache_dir))?;
+    // A temporary cache and its key under a fresh directory with a random name (mkdtemp, mode
+    // 0700), removed when `scratch` drops.
+    let scratch = tempfile::Builder::new()
+        .prefix("dpone-bench-")
+        .tempdir()
+        .map_err(|e| {
+            Failure::internal(
+                "DPONE_CLI_CACHE_DIR",
+                format!("cannot create a temporary cache: {}", e.kind()),
+            )
+        })?;
+    let warm = shipped::runtime_with_cache(
+        PolicyRuntime::new(Default::default())?,
+        &scratch.path().join("cache"),
+        &scratch.path().join("cache.key"),
+    )?;
     warm.load(args.kind, &bytes, pin, Budget::default())?;
     let mut warm_samples = Vec::with_capacity(50);
     for _ in 0..50 {
         let t = Instant::now();
         let loaded = warm.load(args.kind, &bytes, pin, Budget::default());
         warm_samples.push(t.elapsed().as_nanos() as u64);
-        if let Err(e) = loaded {
-            let _ = std::fs::remove_dir_all(&cache_dir);
-            return Err(e.into());
-        }
+        loaded?;
     }
-    let _ = std::fs::remove_dir_all(&cache_dir);
+    drop(scratch);
     warm_samples.sort_unstable();
 
     let loaded = cold.load(args.kind, &bytes, pin, Budget::default())?;

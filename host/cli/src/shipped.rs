@@ -45,26 +45,44 @@ pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
     })
 }
 
-/// Builds a runtime, with a precompiled cache when `cache_dir` is given.
+/// Where the per-host key that authenticates precompiled-cache records lives: `DPONE_CACHE_KEY`
+/// when set, else `$XDG_STATE_HOME/dpone-host/precompiled-cache.key`, else
+/// `$HOME/.local/state/dpone-host/precompiled-cache.key`. Never inside a cache directory.
+pub fn cache_key_path() -> Result<PathBuf, Failure> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(path) = non_empty("DPONE_CACHE_KEY") {
+        return Ok(PathBuf::from(path));
+    }
+    let state = non_empty("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .ok_or_else(|| {
+            Failure::bad_input(
+                "DPONE_CLI_CACHE_KEY_UNSET",
+                "no place for the precompiled-cache key: set DPONE_CACHE_KEY, XDG_STATE_HOME or HOME",
+            )
+        })?;
+    Ok(state.join("dpone-host").join("precompiled-cache.key"))
+}
+
+/// Builds a runtime, with a precompiled cache when `cache_dir` is given. The cache directory is
+/// checked (owner, mode, symbolic links, swappable parents) and its records are authenticated
+/// with the key at [`cache_key_path`].
 pub fn runtime(cache_dir: Option<&Path>) -> Result<PolicyRuntime, Failure> {
     let runtime = PolicyRuntime::new(SandboxConfig::default())?;
     let Some(dir) = cache_dir else {
         return Ok(runtime);
     };
-    std::fs::create_dir_all(dir).map_err(|e| {
-        Failure::bad_input(
-            "DPONE_CLI_CACHE_DIR",
-            format!("cannot create the cache directory: {}", e.kind()),
-        )
-    })?;
-    let dir =
-        cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| {
-            Failure::bad_input(
-                "DPONE_CLI_CACHE_DIR",
-                format!("cannot open the cache directory: {}", e.kind()),
-            )
-        })?;
-    Ok(runtime.with_cache(PrecompiledCache::new(dir)))
+    runtime_with_cache(runtime, dir, &cache_key_path()?)
+}
+
+/// Adds the checked precompiled cache in `dir`, authenticated by the key at `key`.
+pub fn runtime_with_cache(
+    runtime: PolicyRuntime,
+    dir: &Path,
+    key: &Path,
+) -> Result<PolicyRuntime, Failure> {
+    Ok(runtime.with_cache(PrecompiledCache::open(dir, key)?))
 }
 
 /// Loads the shipped component of `kind` from `dir` at its embedded pin.

@@ -176,8 +176,18 @@ fn a_table_run_against_the_wrong_kind_is_refused() {
 
 #[test]
 fn demo_verifies_every_pin_and_decides_one_sample_per_function() {
-    let cache = tempfile::tempdir().expect("tempdir");
-    let out = dpone(&["demo", "--cache-dir", cache.path().to_str().expect("utf-8")]);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let cache = scratch.path().join("cache");
+    let key = scratch.path().join("cache.key");
+    let demo = || {
+        Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+            .current_dir(root())
+            .env("DPONE_CACHE_KEY", &key)
+            .args(["demo", "--cache-dir", cache.to_str().expect("utf-8")])
+            .output()
+            .expect("dpone-host runs")
+    };
+    let out = demo();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -197,17 +207,66 @@ fn demo_verifies_every_pin_and_decides_one_sample_per_function() {
         );
     }
     // A second run takes the code from the verified cache.
-    let again = stdout_json(&dpone(&[
-        "demo",
-        "--cache-dir",
-        cache.path().to_str().expect("utf-8"),
-    ]));
+    let again = stdout_json(&demo());
     assert!(
         again["pins_verified"]
             .as_array()
             .expect("loads")
             .iter()
             .all(|l| l["code_source"] == "cache")
+    );
+}
+
+#[test]
+fn demo_refuses_a_cache_directory_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let cache = scratch.path().join("cache");
+    std::fs::create_dir(&cache).expect("mkdir");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        .current_dir(root())
+        .env("DPONE_CACHE_KEY", scratch.path().join("cache.key"))
+        .args(["demo", "--cache-dir", cache.to_str().expect("utf-8")])
+        .output()
+        .expect("dpone-host runs");
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_CACHE_DIR_UNSAFE");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains(scratch.path().to_str().expect("utf-8")),
+        "no path in the report"
+    );
+}
+
+#[test]
+fn demo_without_a_cache_directory_writes_no_cache_in_the_working_directory() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        .current_dir(work.path())
+        .args([
+            "demo",
+            "--components-dir",
+            root().join("target/components").to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("dpone-host runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(work.path()).expect("dir").count(),
+        0,
+        "nothing written to the working directory"
+    );
+    assert!(
+        stdout_json(&out)["pins_verified"]
+            .as_array()
+            .expect("loads")
+            .iter()
+            .all(|l| l["code_source"] == "compiled")
     );
 }
 

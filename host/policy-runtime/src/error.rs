@@ -102,6 +102,12 @@ pub enum PolicyError {
     /// The engine could not be configured.
     #[error("engine configuration failed: {0}")]
     EngineConfig(String),
+    /// The precompiled cache directory fails the ownership and permission checks.
+    #[error("precompiled cache directory refused: {0}")]
+    CacheDirUnsafe(String),
+    /// The precompiled cache key file fails its checks.
+    #[error("precompiled cache key refused: {0}")]
+    CacheKeyUnsafe(String),
     /// A cache directory operation failed.
     #[error("precompiled cache I/O failed: {0}")]
     CacheIo(String),
@@ -131,6 +137,8 @@ impl PolicyError {
             Self::UnknownFunction { .. } => "DPONE_POLICY_UNKNOWN_FUNCTION",
             Self::EngineConfig(_) => "DPONE_POLICY_ENGINE_CONFIG",
             Self::CacheIo(_) => "DPONE_POLICY_CACHE_IO",
+            Self::CacheDirUnsafe(_) => "DPONE_POLICY_CACHE_DIR_UNSAFE",
+            Self::CacheKeyUnsafe(_) => "DPONE_POLICY_CACHE_KEY_UNSAFE",
         }
     }
 

@@ -197,9 +197,10 @@ impl PolicyRuntime {
         let source = match cache.lookup(digest, &self.fingerprint) {
             Lookup::Hit(artifact) => {
                 // SAFETY: `artifact` is byte-for-byte what this host serialized for this component
-                // digest and engine fingerprint: its sha256 and size match the record written
-                // beside it by `PrecompiledCache::store`, and the engine fingerprint covers the
-                // wasmtime version and code-affecting settings.
+                // digest and engine fingerprint: these in-memory bytes have the sha256 and size of
+                // a record whose HMAC under the host's secret cache key verified (only this host
+                // can write such a record), and the engine fingerprint covers the wasmtime
+                // version and code-affecting settings.
                 #[allow(unsafe_code)]
                 let loaded = unsafe { Component::deserialize(&self.engine, &artifact) };
                 match loaded {
