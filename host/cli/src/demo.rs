@@ -12,9 +12,10 @@ use std::path::PathBuf;
 /// `demo` options.
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Directory of the shipped components.
-    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
-    components_dir: PathBuf,
+    /// Directory of the shipped components, overriding the copies embedded in the binary
+    /// (still checked against the embedded pins).
+    #[arg(long)]
+    components_dir: Option<PathBuf>,
     /// Precompiled-code cache directory (checked like ssh key directories; records are
     /// authenticated with the key at `DPONE_CACHE_KEY`). Without it, every component is compiled.
     #[arg(long)]
@@ -68,7 +69,7 @@ pub fn sample_input(kind: PolicyKind, function: &str) -> Result<serde_json::Valu
 /// Runs the demo.
 pub fn run(args: DemoArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failure> {
     let runtime = shipped::runtime(args.cache_dir.as_deref())?;
-    let source = shipped::PolicySource::resolve(&runtime, &args.components_dir, source)?;
+    let source = shipped::PolicySource::resolve(&runtime, args.components_dir.as_deref(), source)?;
     let mut loads = Vec::new();
     let mut decisions = Vec::new();
     for kind in PolicyKind::ALL {

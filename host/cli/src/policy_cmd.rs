@@ -78,9 +78,10 @@ pub struct EvalArgs {
     /// Pin of `--component` (sha256:<hex>).
     #[arg(long)]
     pin: Option<Sha256Digest>,
-    /// Directory of the shipped components.
-    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
-    components_dir: PathBuf,
+    /// Directory of the shipped components, overriding the copies embedded in the binary
+    /// (still checked against the embedded pins).
+    #[arg(long)]
+    components_dir: Option<PathBuf>,
 }
 
 /// `policy test`.
@@ -107,9 +108,10 @@ pub struct BenchArgs {
     /// Function (admission: admit-static or admit-runtime).
     #[arg(long)]
     function: Option<String>,
-    /// Directory of the shipped components.
-    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
-    components_dir: PathBuf,
+    /// Directory of the shipped components, overriding the copies embedded in the binary
+    /// (still checked against the embedded pins).
+    #[arg(long)]
+    components_dir: Option<PathBuf>,
     /// Decisions to measure.
     #[arg(long, default_value_t = 10_000)]
     iterations: u32,
@@ -265,7 +267,7 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
     let function = function_for(args.kind, args.function)?;
     let input = read_json(&args.input, "input")?;
     let runtime = shipped::runtime(None)?;
-    let source = shipped::PolicySource::resolve(&runtime, &args.components_dir, source)?;
+    let source = shipped::PolicySource::resolve(&runtime, args.components_dir.as_deref(), source)?;
     let loaded = match (&args.component, args.pin) {
         (Some(_), Some(_)) if source.bundle_evidence().is_some() => {
             return Err(Failure::refused(
@@ -341,10 +343,7 @@ fn bench(args: BenchArgs) -> Result<(), Failure> {
         Some(path) => read_json(path, "input")?,
         None => crate::demo::sample_input(args.kind, &function)?,
     };
-    let bytes = shipped::read_input(
-        &shipped::component_path(&args.components_dir, args.kind),
-        "component",
-    )?;
+    let bytes = shipped::component_bytes(args.components_dir.as_deref(), args.kind)?;
     let pin = shipped::pin(args.kind)?;
 
     let cold = PolicyRuntime::new(Default::default())?;

@@ -1,5 +1,6 @@
-//! Where decisions come from. Without a trust policy: the shipped components, at pins compiled
-//! into the binary from `policies/components.lock.json`. With a trust policy configured
+//! Where decisions come from. Without a trust policy: the shipped components, embedded in the
+//! binary (or read from `--components-dir` when given), at pins compiled into the binary from
+//! `policies/components.lock.json` and checked at every load. With a trust policy configured
 //! (`--trust-policy` / `DPONE_TRUST_POLICY`): only a signed bundle (`--bundle` /
 //! `DPONE_POLICY_BUNDLE`) that passes the activation gate; the shipped pins are then not used.
 
@@ -16,8 +17,30 @@ use std::path::{Path, PathBuf};
 /// The lock file as it was when this binary was built.
 const EMBEDDED_LOCK: &str = include_str!("../../../policies/components.lock.json");
 
-/// Default directory of built components, relative to the working directory.
-pub const DEFAULT_COMPONENT_DIR: &str = "target/components";
+include!(concat!(env!("OUT_DIR"), "/embedded_components.rs"));
+
+/// The embedded bytes of the shipped component of `kind`.
+pub fn embedded(kind: PolicyKind) -> Result<&'static [u8], Failure> {
+    EMBEDDED_COMPONENTS
+        .iter()
+        .find(|(name, _)| *name == kind.as_str())
+        .map(|(_, bytes)| *bytes)
+        .ok_or_else(|| {
+            Failure::internal(
+                "DPONE_CLI_COMPONENT_NOT_EMBEDDED",
+                format!("no {kind} component is embedded in this binary"),
+            )
+        })
+}
+
+/// The bytes of the shipped component of `kind`: from `dir` when given (an override), else the
+/// copy embedded in the binary. Either way the caller checks them against the pin.
+pub fn component_bytes(dir: Option<&Path>, kind: PolicyKind) -> Result<Vec<u8>, Failure> {
+    match dir {
+        Some(dir) => read_input(&component_path(dir, kind), &format!("{kind} component")),
+        None => Ok(embedded(kind)?.to_vec()),
+    }
+}
 
 /// The pin of a shipped policy kind.
 pub fn pin(kind: PolicyKind) -> Result<Sha256Digest, Failure> {
@@ -85,13 +108,14 @@ pub fn runtime_with_cache(
     Ok(runtime.with_cache(PrecompiledCache::open(dir, key)?))
 }
 
-/// Loads the shipped component of `kind` from `dir` at its embedded pin.
+/// Loads the shipped component of `kind` (from `dir` when given, else embedded) at its
+/// embedded pin.
 pub fn load(
     runtime: &PolicyRuntime,
-    dir: &Path,
+    dir: Option<&Path>,
     kind: PolicyKind,
 ) -> Result<LoadedPolicy, Failure> {
-    let bytes = read_input(&component_path(dir, kind), &format!("{kind} component"))?;
+    let bytes = component_bytes(dir, kind)?;
     Ok(runtime.load(kind, &bytes, pin(kind)?, Budget::default())?)
 }
 
@@ -113,12 +137,12 @@ pub struct PolicySourceArgs {
 
 /// The policies a command decides with.
 pub enum PolicySource<'r> {
-    /// Shipped components in `dir`, loaded at the embedded pins.
+    /// Shipped components (embedded, or in `dir`), loaded at the embedded pins.
     Shipped {
         /// The runtime to load into.
         runtime: &'r PolicyRuntime,
-        /// Directory of the components.
-        dir: PathBuf,
+        /// Directory overriding the embedded components.
+        dir: Option<PathBuf>,
     },
     /// A bundle that passed the activation gate.
     Bundle(Box<ActivatedBundle>),
@@ -148,13 +172,13 @@ impl<'r> PolicySource<'r> {
     /// used without a trust policy.
     pub fn resolve(
         runtime: &'r PolicyRuntime,
-        dir: &Path,
+        dir: Option<&Path>,
         args: &PolicySourceArgs,
     ) -> Result<Self, Failure> {
         match (&args.trust_policy, &args.bundle) {
             (None, None) => Ok(Self::Shipped {
                 runtime,
-                dir: dir.to_path_buf(),
+                dir: dir.map(Path::to_path_buf),
             }),
             (Some(trust), Some(bundle)) => {
                 let trust = read_trust_policy(trust)?;
@@ -177,9 +201,11 @@ impl<'r> PolicySource<'r> {
     /// The policy of `kind`.
     pub fn policy(&self, kind: PolicyKind) -> Result<Policy<'_>, Failure> {
         match self {
-            Self::Shipped { runtime, dir } => {
-                Ok(Policy::Owned(Box::new(load(runtime, dir, kind)?)))
-            }
+            Self::Shipped { runtime, dir } => Ok(Policy::Owned(Box::new(load(
+                runtime,
+                dir.as_deref(),
+                kind,
+            )?))),
             Self::Bundle(bundle) => bundle.policy(kind).map(Policy::Borrowed).ok_or_else(|| {
                 Failure::refused(
                     "DPONE_ACTIVATION_POLICY_ABSENT",

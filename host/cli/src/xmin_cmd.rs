@@ -95,7 +95,7 @@ fn with_route<T>(
     f: impl FnOnce(&Route, &ComponentPolicies<'_>) -> Result<T, Failure>,
 ) -> Result<T, Failure> {
     let runtime: PolicyRuntime = shipped::runtime(None)?;
-    let source = PolicySource::resolve(&runtime, &args.components_dir, &args.source)?;
+    let source = PolicySource::resolve(&runtime, args.components_dir.as_deref(), &args.source)?;
     let policies = ComponentPolicies {
         guard: source.policy(PolicyKind::Guard)?,
         delete_mode: source.policy(PolicyKind::DeleteMode)?,
