@@ -80,6 +80,15 @@ pub enum PolicyError {
         /// Limit.
         limit: usize,
     },
+    /// The policy's result was larger than the host copies out of a sandbox; lifting stopped
+    /// before the host allocated it.
+    #[error(
+        "policy result exceeds the {limit} bytes the host copies out of a sandbox; lifting stopped before the host allocated it"
+    )]
+    OutputLiftBound {
+        /// Bytes the host copies out while lifting one result.
+        limit: usize,
+    },
     /// The policy's output violates the contract.
     #[error("policy output is malformed: {0}")]
     OutputInvalid(String),
@@ -99,6 +108,9 @@ pub enum PolicyError {
         /// Function asked for.
         function: String,
     },
+    /// The epoch ticker (the wall-clock deadline of every decision) could not be started.
+    #[error("the decision deadline is unavailable: the epoch ticker could not start ({0})")]
+    DeadlineUnavailable(String),
     /// The engine could not be configured.
     #[error("engine configuration failed: {0}")]
     EngineConfig(String),
@@ -133,6 +145,8 @@ impl PolicyError {
             Self::Trapped(_) => "DPONE_POLICY_TRAPPED",
             Self::OutputOversized { .. } => "DPONE_POLICY_OUTPUT_OVERSIZED",
             Self::OutputInvalid(_) => "DPONE_POLICY_OUTPUT_INVALID",
+            Self::OutputLiftBound { .. } => "DPONE_POLICY_OUTPUT_OVERSIZED",
+            Self::DeadlineUnavailable(_) => "DPONE_POLICY_DEADLINE_UNAVAILABLE",
             Self::InputInvalid { .. } => "DPONE_POLICY_INPUT_INVALID",
             Self::UnknownFunction { .. } => "DPONE_POLICY_UNKNOWN_FUNCTION",
             Self::EngineConfig(_) => "DPONE_POLICY_ENGINE_CONFIG",
@@ -154,6 +168,7 @@ impl PolicyError {
                 | Self::StackOverflow
                 | Self::Trapped(_)
                 | Self::OutputOversized { .. }
+                | Self::OutputLiftBound { .. }
                 | Self::OutputInvalid(_)
         )
     }

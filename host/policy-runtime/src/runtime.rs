@@ -15,7 +15,7 @@ use crate::inspect::component_surface;
 use crate::kind::{PolicyKind, SUPPORTED_WIT_PACKAGE, split_version};
 use crate::sandbox::{
     Budget, EpochTicker, SandboxConfig, SandboxState, Step, build_engine, engine_fingerprint,
-    run_in_fresh_store,
+    run_in_fresh_store, spawn_thread,
 };
 use crate::validate;
 use dpone_policy_model::{admission, delete_mode, guard, scope};
@@ -114,7 +114,7 @@ impl PolicyRuntime {
     pub fn new(config: SandboxConfig) -> Result<Self, PolicyError> {
         let engine = build_engine(&config)?;
         let fingerprint = engine_fingerprint(&engine);
-        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick);
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick, spawn_thread)?;
         Ok(Self {
             engine,
             config,
