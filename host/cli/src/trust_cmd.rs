@@ -540,20 +540,32 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
         )
     })?;
     let root_bytes = trusted_root::read_trusted_root_file(root_path)?;
-    let mut pins = Vec::new();
-    if let Some(hex) = &args.trusted_root_sha256 {
-        pins.push(Sha256Digest::parse_hex(hex).ok_or_else(|| {
+    // `--trusted-root-sha256` replaces the policy's pins; it never widens them: with a trust
+    // policy it must be one of the policy's pins, and then it is the only pin.
+    let cli_pin = match &args.trusted_root_sha256 {
+        Some(hex) => Some(Sha256Digest::parse_hex(hex).ok_or_else(|| {
             Failure::bad_input(
                 "DPONE_CLI_ARGUMENT",
                 "--trusted-root-sha256 must be 64 lowercase hex characters",
             )
-        })?);
-    }
+        })?),
+        None => None,
+    };
+    let mut pins = Vec::new();
     let mut pinned_by_policy = false;
     if let Some(path) = &args.trust_policy {
         let policy = read_trust_policy(path)?;
         pins.extend_from_slice(policy.trusted_root_pins());
         pinned_by_policy = true;
+    }
+    if let Some(pin) = cli_pin {
+        if pinned_by_policy && !pins.contains(&pin) {
+            return Err(Failure::refused(
+                "DPONE_CLI_TRUSTED_ROOT_PIN_CONFLICT",
+                "--trusted-root-sha256 is not one of the trust policy's sigstore_trusted_roots; it narrows the policy's pins and never widens them",
+            ));
+        }
+        pins = vec![pin];
     }
     let root = if pins.is_empty() && !pinned_by_policy {
         PinnedTrustedRoot::unpinned(&root_bytes)?

@@ -461,3 +461,72 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+#[test]
+fn trusted_root_sha256_narrows_the_policys_pins_and_never_widens_them() {
+    let cases = workspace().join("../shared/conformance/sigstore");
+    if !cases.is_dir() {
+        eprintln!("SKIP: conformance corpus not found at {}", cases.display());
+        return;
+    }
+    let dir = tempfile_dir();
+    assert_eq!(run(&["bundle", "keygen", "--out", "signer.key"], &dir).0, 0);
+    // A trust policy that pins no Sigstore trusted root at all.
+    let (rc, policy, err) = run(
+        &[
+            "bundle",
+            "trust-policy",
+            "--key",
+            "signer.key.pub",
+            "--threshold",
+            "1",
+        ],
+        &dir,
+    );
+    assert_eq!(rc, 0, "{err}");
+    std::fs::write(dir.join("policy.json"), policy).expect("write policy");
+    let root = cases.join("production_trusted_root.json");
+    let root_sha = {
+        let out = Command::new("sha256sum")
+            .arg(&root)
+            .output()
+            .expect("sha256sum");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let bundle = cases.join("cases/happy-path-v0.3/bundle.sigstore.json");
+    let artifact = cases.join("cases/a.txt");
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "verify-bundle".to_owned(),
+            "--bundle".to_owned(),
+            bundle.to_string_lossy().into_owned(),
+            "--certificate-identity".to_owned(),
+            "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main".to_owned(),
+            "--certificate-oidc-issuer".to_owned(),
+            "https://token.actions.githubusercontent.com".to_owned(),
+            "--trusted-root".to_owned(),
+            root.to_string_lossy().into_owned(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args.push(artifact.to_string_lossy().into_owned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&args, &dir)
+    };
+    // The pin alone verifies.
+    let (rc, _, err) = verify(&["--trusted-root-sha256", &root_sha]);
+    assert_eq!(rc, 0, "{err}");
+    // With the policy, a pin the policy does not carry is refused, not added.
+    let (rc, _, err) = verify(&[
+        "--trusted-root-sha256",
+        &root_sha,
+        "--trust-policy",
+        "policy.json",
+    ]);
+    assert_ne!(rc, 0);
+    assert!(err.contains("DPONE_CLI_TRUSTED_ROOT_PIN_CONFLICT"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

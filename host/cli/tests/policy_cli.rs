@@ -403,3 +403,25 @@ fn components_dir_overrides_the_embedded_components_and_is_still_pinned() {
     );
     assert_eq!(stderr_code(&out), "DPONE_POLICY_PIN_MISMATCH");
 }
+
+#[test]
+fn an_xmin_invocation_id_that_is_not_one_path_component_is_refused_before_any_path() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let artifacts = work.path().join("artifacts");
+    for bad in ["../../escape", "/abs", "a/b", ".."] {
+        let out = dpone(&[
+            "run",
+            "--manifest",
+            "fixtures/xmin/manifest.yaml",
+            "--connections",
+            "fixtures/xmin/registry.yaml",
+            "--artifact-dir",
+            artifacts.to_str().expect("utf-8"),
+            "--invocation",
+            bad,
+        ]);
+        assert_eq!(stderr_code(&out), "DPONE_CLI_INVOCATION_INVALID", "{bad}");
+        assert!(!artifacts.exists(), "no directory was created for {bad}");
+        assert!(!work.path().join("escape").exists());
+    }
+}
