@@ -4,7 +4,7 @@
 //! (`--trust-policy` / `DPONE_TRUST_POLICY`): only a signed bundle (`--bundle` /
 //! `DPONE_POLICY_BUNDLE`) that passes the activation gate; the shipped pins are then not used.
 
-use crate::activation::{ActivatedBundle, activate_bundle};
+use crate::activation::{ActivatedBundle, activate_bundle_recorded};
 use crate::exit::Failure;
 use crate::trust_cmd::{load_bundle, read_trust_policy};
 use clap::Args;
@@ -86,6 +86,26 @@ pub fn cache_key_path() -> Result<PathBuf, Failure> {
             )
         })?;
     Ok(state.join("dpone-host").join("precompiled-cache.key"))
+}
+
+/// The host's bundle activation ledger (highest activated sequence per trust policy and bundle
+/// name): `$DPONE_STATE_DIR/bundle-activations.json`, else under
+/// `$XDG_STATE_HOME/dpone-host/`, else `$HOME/.local/state/dpone-host/`.
+pub fn activation_ledger_path() -> Result<PathBuf, Failure> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let dir = non_empty("DPONE_STATE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("XDG_STATE_HOME").map(|d| PathBuf::from(d).join("dpone-host")))
+        .or_else(|| {
+            non_empty("HOME").map(|h| PathBuf::from(h).join(".local/state/dpone-host"))
+        })
+        .ok_or_else(|| {
+            Failure::bad_input(
+                "DPONE_CLI_STATE_DIR_UNSET",
+                "no place for the bundle activation state: set DPONE_STATE_DIR, XDG_STATE_HOME or HOME",
+            )
+        })?;
+    Ok(dir.join("bundle-activations.json"))
 }
 
 /// Builds a runtime, with a precompiled cache when `cache_dir` is given. The cache directory is
@@ -183,8 +203,11 @@ impl<'r> PolicySource<'r> {
             (Some(trust), Some(bundle)) => {
                 let trust = read_trust_policy(trust)?;
                 let files = load_bundle(bundle)?;
-                Ok(Self::Bundle(Box::new(activate_bundle(
-                    runtime, &files, &trust,
+                Ok(Self::Bundle(Box::new(activate_bundle_recorded(
+                    runtime,
+                    &files,
+                    &trust,
+                    &activation_ledger_path()?,
                 )?)))
             }
             (Some(_), None) => Err(Failure::refused(
