@@ -113,6 +113,26 @@ fn main() {
         ..SandboxConfig::default()
     };
     let (on_demand, _) = sandboxed_decisions(on_demand_config, &facts, n / 5);
+    // Variant: find dirty pages with the kernel's PAGEMAP_SCAN instead of resetting the resident
+    // part of the memory in place (which CPU and kernel favour which differs; see
+    // docs/performance.md).
+    let (pooled_pagemap_scan, _) = sandboxed_decisions(
+        SandboxConfig {
+            pagemap_scan: true,
+            ..SandboxConfig::default()
+        },
+        &facts,
+        n,
+    );
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
 
     // Cold compile: a new runtime without cache each time.
     let bytes = component("guard");
@@ -167,12 +187,14 @@ fn main() {
         .collect();
 
     let report = serde_json::json!({
+        "cpu": cpu,
         "policy": "guard",
         "fuel_per_decision": fuel,
         "native_decision": native,
         "input_digest_only": evidence_only,
         "fresh_sandbox_decision_pooling": pooled,
         "fresh_sandbox_decision_on_demand_baseline": on_demand,
+        "fresh_sandbox_decision_pooling_pagemap_scan": pooled_pagemap_scan,
         "warm_load_from_cache": summary(warm),
         "cold_compile": summary(cold),
         "targets": {"decision_p50_us": 6, "decision_p99_us": 25, "warm_load_us": 1000},
