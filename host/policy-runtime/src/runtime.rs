@@ -7,7 +7,7 @@
 
 use crate::bindings;
 use crate::cache::{Lookup, PrecompiledCache};
-use crate::canonical::{canonical_json, canonical_value};
+use crate::canonical::{canonical_json, canonical_len};
 use crate::convert;
 use crate::digest::Sha256Digest;
 use crate::error::PolicyError;
@@ -332,9 +332,8 @@ impl LoadedPolicy {
             run_in_fresh_store(&self.engine, &self.config, self.budget, call)?;
         let output = serde_json::to_value(&decision)
             .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
-        let output_len = canonical_value(&output)
-            .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?
-            .len();
+        let output_len =
+            canonical_len(&output).map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
         if output_len > self.config.max_output_bytes {
             return Err(PolicyError::OutputOversized {
                 bytes: output_len,
