@@ -211,9 +211,29 @@ impl ActivationLedger {
         serde_json::to_vec_pretty(&Value::Object(top)).unwrap_or_default()
     }
 
+    /// Folds `other` in, keeping per key the higher sequence (and, at equal sequences, the later
+    /// activation): what concurrent activations wrote is never lowered.
+    pub fn merge(&mut self, other: &ActivationLedger) {
+        for (key, theirs) in &other.entries {
+            let keep_theirs = self.entries.get(key).is_none_or(|ours| {
+                (theirs.sequence, theirs.activated_at) > (ours.sequence, ours.activated_at)
+            });
+            if keep_theirs {
+                self.entries.insert(key.clone(), theirs.clone());
+            }
+        }
+    }
+
     /// Writes the ledger to `path` (mode 0600, its directory created 0700) through a temporary
-    /// file and a rename.
+    /// file and a rename, after merging what is on disk now (see [`ActivationLedger::merge`]),
+    /// so that another process's activation since this ledger was loaded is kept.
     pub fn save(&self, path: &Path) -> Result<()> {
+        let mut merged = self.clone();
+        merged.merge(&Self::load(path)?);
+        merged.write(path)
+    }
+
+    fn write(&self, path: &Path) -> Result<()> {
         let io = |e: std::io::Error| unusable(format!("cannot write it: {}", e.kind()));
         let dir = path
             .parent()
@@ -328,6 +348,20 @@ mod tests {
         assert_eq!(loaded, ledger);
         assert_eq!(
             code(loaded.check(&policy, &m1, &d1, 600)),
+            Err("DPONE_BUNDLE_ROLLBACK")
+        );
+
+        // A process that loaded the ledger before sequence 2 was recorded saves its own
+        // (older) activation: sequence 2 on disk is kept.
+        let mut stale = ActivationLedger::default();
+        stale.record(&policy, &m1, &d1, 450);
+        stale.save(&path).expect("saves");
+        assert_eq!(
+            code(
+                ActivationLedger::load(&path)
+                    .expect("loads")
+                    .check(&policy, &m1, &d1, 600)
+            ),
             Err("DPONE_BUNDLE_ROLLBACK")
         );
     }
