@@ -113,6 +113,26 @@ fn main() {
         ..SandboxConfig::default()
     };
     let (on_demand, _) = sandboxed_decisions(on_demand_config, &facts, n / 5);
+    // Variant: reset the resident part of each memory in place (memset) instead of finding the
+    // dirty pages with the kernel's PAGEMAP_SCAN (the default); which is faster depends on the
+    // CPU and kernel (see docs/performance.md).
+    let (pooled_reset_in_place, _) = sandboxed_decisions(
+        SandboxConfig {
+            pagemap_scan: false,
+            ..SandboxConfig::default()
+        },
+        &facts,
+        n,
+    );
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
 
     // Cold compile: a new runtime without cache each time.
     let bytes = component("guard");
@@ -136,11 +156,11 @@ fn main() {
 
     // Warm load: verified precompiled code from the cache.
     let dir = tempfile::tempdir().expect("tempdir");
-    let cache =
-        cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority()).expect("dir");
+    let cache = PrecompiledCache::open(&dir.path().join("cache"), &dir.path().join("cache.key"))
+        .expect("cache opens");
     let runtime = PolicyRuntime::new(SandboxConfig::default())
         .expect("runtime")
-        .with_cache(PrecompiledCache::new(cache));
+        .with_cache(cache);
     runtime
         .load(
             PolicyKind::Guard,
@@ -167,12 +187,14 @@ fn main() {
         .collect();
 
     let report = serde_json::json!({
+        "cpu": cpu,
         "policy": "guard",
         "fuel_per_decision": fuel,
         "native_decision": native,
         "input_digest_only": evidence_only,
         "fresh_sandbox_decision_pooling": pooled,
         "fresh_sandbox_decision_on_demand_baseline": on_demand,
+        "fresh_sandbox_decision_pooling_reset_in_place": pooled_reset_in_place,
         "warm_load_from_cache": summary(warm),
         "cold_compile": summary(cold),
         "targets": {"decision_p50_us": 6, "decision_p99_us": 25, "warm_load_us": 1000},

@@ -27,6 +27,7 @@ use dpone_policy_runtime::{
 };
 use dpone_trust::TrustError;
 use dpone_trust::bundle::{self, BundleFiles, VerifiedBundle};
+use dpone_trust::freshness;
 use dpone_trust::policy::TrustPolicy;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -192,13 +193,41 @@ impl ActivatedBundle {
 
 /// Verifies `files` against `trust`, loads every component at its verified pin and runs every
 /// shipped decision table; refuses the bundle on any failure or disagreement.
+#[allow(dead_code)] // the gate without a ledger; the CLI always records (tests use both)
 pub fn activate_bundle(
     runtime: &PolicyRuntime,
     files: &BundleFiles,
     trust: &TrustPolicy,
 ) -> Result<ActivatedBundle, ActivationError> {
+    let now = freshness::unix_now();
     let verified = bundle::verify(files, trust)?;
+    freshness::check_window(verified.manifest(), now)?;
     activate_verified(runtime, &verified)
+}
+
+/// The activation gate with rollback protection, as the CLI runs it: the clock is read once;
+/// the bundle verifies, is inside its signed validity window at that reading, is not a rollback
+/// (nor a reused sequence, nor activated with a clock earlier than the last activation of its
+/// name) according to the host's ledger at `ledger`, and passes [`activate_verified`]; only then
+/// is the activation recorded in the ledger.
+pub fn activate_bundle_recorded(
+    runtime: &PolicyRuntime,
+    files: &BundleFiles,
+    trust: &TrustPolicy,
+    ledger: &std::path::Path,
+) -> Result<ActivatedBundle, ActivationError> {
+    let now = freshness::unix_now();
+    let verified = bundle::verify(files, trust)?;
+    let manifest = verified.manifest();
+    freshness::check_window(manifest, now)?;
+    let manifest_sha256 =
+        dpone_trust::Sha256Digest::of(files.get(bundle::MANIFEST_FILE).unwrap_or_default());
+    let mut state = freshness::ActivationLedger::load(ledger)?;
+    state.check(trust.sha256(), manifest, &manifest_sha256, now)?;
+    let activated = activate_verified(runtime, &verified)?;
+    state.record(trust.sha256(), manifest, &manifest_sha256, now);
+    state.save(ledger)?;
+    Ok(activated)
 }
 
 /// The gate after verification, for callers that already hold a [`VerifiedBundle`].

@@ -130,7 +130,7 @@ fn policy_source<'r>(
     runtime: &'r PolicyRuntime,
     args: &RouteArgs,
 ) -> Result<shipped::PolicySource<'r>, Failure> {
-    shipped::PolicySource::resolve(runtime, &args.components_dir, &args.source)
+    shipped::PolicySource::resolve(runtime, args.components_dir.as_deref(), &args.source)
 }
 
 /// Static admission through the component, then the engine's host rules.

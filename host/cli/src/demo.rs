@@ -1,5 +1,6 @@
 //! `dpone-host demo`: the README's main job at this stage. Loads every shipped policy at its
-//! embedded pin (through the precompiled cache), evaluates the embedded sample decision of each
+//! embedded pin (through the checked, authenticated precompiled cache when `--cache-dir` is
+//! given; compiled otherwise), evaluates the embedded sample decision of each
 //! kind in a fresh sandbox, and prints decisions, evidence and load reports as JSON.
 
 use crate::exit::{Failure, print_json};
@@ -11,12 +12,14 @@ use std::path::PathBuf;
 /// `demo` options.
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Directory of the shipped components.
-    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
-    components_dir: PathBuf,
-    /// Precompiled-code cache directory.
-    #[arg(long, default_value = "target/policy-cache")]
-    cache_dir: PathBuf,
+    /// Directory of the shipped components, overriding the copies embedded in the binary
+    /// (still checked against the embedded pins).
+    #[arg(long)]
+    components_dir: Option<PathBuf>,
+    /// Precompiled-code cache directory (checked like ssh key directories; records are
+    /// authenticated with the key at `DPONE_CACHE_KEY`). Without it, every component is compiled.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
 }
 
 /// The embedded sample facts: (kind, function, JSON).
@@ -65,8 +68,8 @@ pub fn sample_input(kind: PolicyKind, function: &str) -> Result<serde_json::Valu
 
 /// Runs the demo.
 pub fn run(args: DemoArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failure> {
-    let runtime = shipped::runtime(Some(&args.cache_dir))?;
-    let source = shipped::PolicySource::resolve(&runtime, &args.components_dir, source)?;
+    let runtime = shipped::runtime(args.cache_dir.as_deref())?;
+    let source = shipped::PolicySource::resolve(&runtime, args.components_dir.as_deref(), source)?;
     let mut loads = Vec::new();
     let mut decisions = Vec::new();
     for kind in PolicyKind::ALL {

@@ -78,9 +78,10 @@ pub struct EvalArgs {
     /// Pin of `--component` (sha256:<hex>).
     #[arg(long)]
     pin: Option<Sha256Digest>,
-    /// Directory of the shipped components.
-    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
-    components_dir: PathBuf,
+    /// Directory of the shipped components, overriding the copies embedded in the binary
+    /// (still checked against the embedded pins).
+    #[arg(long)]
+    components_dir: Option<PathBuf>,
 }
 
 /// `policy test`.
@@ -107,9 +108,10 @@ pub struct BenchArgs {
     /// Function (admission: admit-static or admit-runtime).
     #[arg(long)]
     function: Option<String>,
-    /// Directory of the shipped components.
-    #[arg(long, default_value = shipped::DEFAULT_COMPONENT_DIR)]
-    components_dir: PathBuf,
+    /// Directory of the shipped components, overriding the copies embedded in the binary
+    /// (still checked against the embedded pins).
+    #[arg(long)]
+    components_dir: Option<PathBuf>,
     /// Decisions to measure.
     #[arg(long, default_value_t = 10_000)]
     iterations: u32,
@@ -265,7 +267,7 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
     let function = function_for(args.kind, args.function)?;
     let input = read_json(&args.input, "input")?;
     let runtime = shipped::runtime(None)?;
-    let source = shipped::PolicySource::resolve(&runtime, &args.components_dir, source)?;
+    let source = shipped::PolicySource::resolve(&runtime, args.components_dir.as_deref(), source)?;
     let loaded = match (&args.component, args.pin) {
         (Some(_), Some(_)) if source.bundle_evidence().is_some() => {
             return Err(Failure::refused(
@@ -341,10 +343,7 @@ fn bench(args: BenchArgs) -> Result<(), Failure> {
         Some(path) => read_json(path, "input")?,
         None => crate::demo::sample_input(args.kind, &function)?,
     };
-    let bytes = shipped::read_input(
-        &shipped::component_path(&args.components_dir, args.kind),
-        "component",
-    )?;
+    let bytes = shipped::component_bytes(args.components_dir.as_deref(), args.kind)?;
     let pin = shipped::pin(args.kind)?;
 
     let cold = PolicyRuntime::new(Default::default())?;
@@ -352,20 +351,31 @@ fn bench(args: BenchArgs) -> Result<(), Failure> {
     cold.load(args.kind, &bytes, pin, Budget::default())?;
     let cold_compile_us = started.elapsed().as_secs_f64() * 1e6;
 
-    let cache_dir = std::env::temp_dir().join(format!("dpone-bench-cache-{}", std::process::id()));
-    let warm = shipped::runtime(Some(&cache_dir))?;
+    // A temporary cache and its key under a fresh directory with a random name (mkdtemp, mode
+    // 0700), removed when `scratch` drops.
+    let scratch = tempfile::Builder::new()
+        .prefix("dpone-bench-")
+        .tempdir()
+        .map_err(|e| {
+            Failure::internal(
+                "DPONE_CLI_CACHE_DIR",
+                format!("cannot create a temporary cache: {}", e.kind()),
+            )
+        })?;
+    let warm = shipped::runtime_with_cache(
+        PolicyRuntime::new(Default::default())?,
+        &scratch.path().join("cache"),
+        &scratch.path().join("cache.key"),
+    )?;
     warm.load(args.kind, &bytes, pin, Budget::default())?;
     let mut warm_samples = Vec::with_capacity(50);
     for _ in 0..50 {
         let t = Instant::now();
         let loaded = warm.load(args.kind, &bytes, pin, Budget::default());
         warm_samples.push(t.elapsed().as_nanos() as u64);
-        if let Err(e) = loaded {
-            let _ = std::fs::remove_dir_all(&cache_dir);
-            return Err(e.into());
-        }
+        loaded?;
     }
-    let _ = std::fs::remove_dir_all(&cache_dir);
+    drop(scratch);
     warm_samples.sort_unstable();
 
     let loaded = cold.load(args.kind, &bytes, pin, Budget::default())?;

@@ -17,9 +17,10 @@ pub struct RouteArgs {
     /// The environment-owned connection registry (YAML).
     #[arg(long, env = "DPONE_CONNECTIONS")]
     pub connections: Option<PathBuf>,
-    /// Directory of the shipped policy components.
-    #[arg(long, default_value = crate::shipped::DEFAULT_COMPONENT_DIR)]
-    pub components_dir: PathBuf,
+    /// Directory of the shipped components, overriding the copies embedded in the binary
+    /// (still checked against the embedded pins).
+    #[arg(long)]
+    pub components_dir: Option<PathBuf>,
     /// Directory for extraction artifacts.
     #[arg(long, default_value = "target/dpone-artifacts")]
     pub artifact_dir: PathBuf,

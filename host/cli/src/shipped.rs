@@ -1,9 +1,10 @@
-//! Where decisions come from. Without a trust policy: the shipped components, at pins compiled
-//! into the binary from `policies/components.lock.json`. With a trust policy configured
+//! Where decisions come from. Without a trust policy: the shipped components, embedded in the
+//! binary (or read from `--components-dir` when given), at pins compiled into the binary from
+//! `policies/components.lock.json` and checked at every load. With a trust policy configured
 //! (`--trust-policy` / `DPONE_TRUST_POLICY`): only a signed bundle (`--bundle` /
 //! `DPONE_POLICY_BUNDLE`) that passes the activation gate; the shipped pins are then not used.
 
-use crate::activation::{ActivatedBundle, activate_bundle};
+use crate::activation::{ActivatedBundle, activate_bundle_recorded};
 use crate::exit::Failure;
 use crate::trust_cmd::{load_bundle, read_trust_policy};
 use clap::Args;
@@ -16,8 +17,30 @@ use std::path::{Path, PathBuf};
 /// The lock file as it was when this binary was built.
 const EMBEDDED_LOCK: &str = include_str!("../../../policies/components.lock.json");
 
-/// Default directory of built components, relative to the working directory.
-pub const DEFAULT_COMPONENT_DIR: &str = "target/components";
+include!(concat!(env!("OUT_DIR"), "/embedded_components.rs"));
+
+/// The embedded bytes of the shipped component of `kind`.
+pub fn embedded(kind: PolicyKind) -> Result<&'static [u8], Failure> {
+    EMBEDDED_COMPONENTS
+        .iter()
+        .find(|(name, _)| *name == kind.as_str())
+        .map(|(_, bytes)| *bytes)
+        .ok_or_else(|| {
+            Failure::internal(
+                "DPONE_CLI_COMPONENT_NOT_EMBEDDED",
+                format!("no {kind} component is embedded in this binary"),
+            )
+        })
+}
+
+/// The bytes of the shipped component of `kind`: from `dir` when given (an override), else the
+/// copy embedded in the binary. Either way the caller checks them against the pin.
+pub fn component_bytes(dir: Option<&Path>, kind: PolicyKind) -> Result<Vec<u8>, Failure> {
+    match dir {
+        Some(dir) => read_input(&component_path(dir, kind), &format!("{kind} component")),
+        None => Ok(embedded(kind)?.to_vec()),
+    }
+}
 
 /// The pin of a shipped policy kind.
 pub fn pin(kind: PolicyKind) -> Result<Sha256Digest, Failure> {
@@ -45,35 +68,74 @@ pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
     })
 }
 
-/// Builds a runtime, with a precompiled cache when `cache_dir` is given.
+/// Where the per-host key that authenticates precompiled-cache records lives: `DPONE_CACHE_KEY`
+/// when set, else `$XDG_STATE_HOME/dpone-host/precompiled-cache.key`, else
+/// `$HOME/.local/state/dpone-host/precompiled-cache.key`. Never inside a cache directory.
+pub fn cache_key_path() -> Result<PathBuf, Failure> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(path) = non_empty("DPONE_CACHE_KEY") {
+        return Ok(PathBuf::from(path));
+    }
+    let state = non_empty("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .ok_or_else(|| {
+            Failure::bad_input(
+                "DPONE_CLI_CACHE_KEY_UNSET",
+                "no place for the precompiled-cache key: set DPONE_CACHE_KEY, XDG_STATE_HOME or HOME",
+            )
+        })?;
+    Ok(state.join("dpone-host").join("precompiled-cache.key"))
+}
+
+/// The host's bundle activation ledger (highest activated sequence per trust policy and bundle
+/// name): `$DPONE_STATE_DIR/bundle-activations.json`, else under
+/// `$XDG_STATE_HOME/dpone-host/`, else `$HOME/.local/state/dpone-host/`.
+pub fn activation_ledger_path() -> Result<PathBuf, Failure> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let dir = non_empty("DPONE_STATE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("XDG_STATE_HOME").map(|d| PathBuf::from(d).join("dpone-host")))
+        .or_else(|| {
+            non_empty("HOME").map(|h| PathBuf::from(h).join(".local/state/dpone-host"))
+        })
+        .ok_or_else(|| {
+            Failure::bad_input(
+                "DPONE_CLI_STATE_DIR_UNSET",
+                "no place for the bundle activation state: set DPONE_STATE_DIR, XDG_STATE_HOME or HOME",
+            )
+        })?;
+    Ok(dir.join("bundle-activations.json"))
+}
+
+/// Builds a runtime, with a precompiled cache when `cache_dir` is given. The cache directory is
+/// checked (owner, mode, symbolic links, swappable parents) and its records are authenticated
+/// with the key at [`cache_key_path`].
 pub fn runtime(cache_dir: Option<&Path>) -> Result<PolicyRuntime, Failure> {
     let runtime = PolicyRuntime::new(SandboxConfig::default())?;
     let Some(dir) = cache_dir else {
         return Ok(runtime);
     };
-    std::fs::create_dir_all(dir).map_err(|e| {
-        Failure::bad_input(
-            "DPONE_CLI_CACHE_DIR",
-            format!("cannot create the cache directory: {}", e.kind()),
-        )
-    })?;
-    let dir =
-        cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| {
-            Failure::bad_input(
-                "DPONE_CLI_CACHE_DIR",
-                format!("cannot open the cache directory: {}", e.kind()),
-            )
-        })?;
-    Ok(runtime.with_cache(PrecompiledCache::new(dir)))
+    runtime_with_cache(runtime, dir, &cache_key_path()?)
 }
 
-/// Loads the shipped component of `kind` from `dir` at its embedded pin.
+/// Adds the checked precompiled cache in `dir`, authenticated by the key at `key`.
+pub fn runtime_with_cache(
+    runtime: PolicyRuntime,
+    dir: &Path,
+    key: &Path,
+) -> Result<PolicyRuntime, Failure> {
+    Ok(runtime.with_cache(PrecompiledCache::open(dir, key)?))
+}
+
+/// Loads the shipped component of `kind` (from `dir` when given, else embedded) at its
+/// embedded pin.
 pub fn load(
     runtime: &PolicyRuntime,
-    dir: &Path,
+    dir: Option<&Path>,
     kind: PolicyKind,
 ) -> Result<LoadedPolicy, Failure> {
-    let bytes = read_input(&component_path(dir, kind), &format!("{kind} component"))?;
+    let bytes = component_bytes(dir, kind)?;
     Ok(runtime.load(kind, &bytes, pin(kind)?, Budget::default())?)
 }
 
@@ -95,12 +157,12 @@ pub struct PolicySourceArgs {
 
 /// The policies a command decides with.
 pub enum PolicySource<'r> {
-    /// Shipped components in `dir`, loaded at the embedded pins.
+    /// Shipped components (embedded, or in `dir`), loaded at the embedded pins.
     Shipped {
         /// The runtime to load into.
         runtime: &'r PolicyRuntime,
-        /// Directory of the components.
-        dir: PathBuf,
+        /// Directory overriding the embedded components.
+        dir: Option<PathBuf>,
     },
     /// A bundle that passed the activation gate.
     Bundle(Box<ActivatedBundle>),
@@ -130,19 +192,22 @@ impl<'r> PolicySource<'r> {
     /// used without a trust policy.
     pub fn resolve(
         runtime: &'r PolicyRuntime,
-        dir: &Path,
+        dir: Option<&Path>,
         args: &PolicySourceArgs,
     ) -> Result<Self, Failure> {
         match (&args.trust_policy, &args.bundle) {
             (None, None) => Ok(Self::Shipped {
                 runtime,
-                dir: dir.to_path_buf(),
+                dir: dir.map(Path::to_path_buf),
             }),
             (Some(trust), Some(bundle)) => {
                 let trust = read_trust_policy(trust)?;
                 let files = load_bundle(bundle)?;
-                Ok(Self::Bundle(Box::new(activate_bundle(
-                    runtime, &files, &trust,
+                Ok(Self::Bundle(Box::new(activate_bundle_recorded(
+                    runtime,
+                    &files,
+                    &trust,
+                    &activation_ledger_path()?,
                 )?)))
             }
             (Some(_), None) => Err(Failure::refused(
@@ -159,9 +224,11 @@ impl<'r> PolicySource<'r> {
     /// The policy of `kind`.
     pub fn policy(&self, kind: PolicyKind) -> Result<Policy<'_>, Failure> {
         match self {
-            Self::Shipped { runtime, dir } => {
-                Ok(Policy::Owned(Box::new(load(runtime, dir, kind)?)))
-            }
+            Self::Shipped { runtime, dir } => Ok(Policy::Owned(Box::new(load(
+                runtime,
+                dir.as_deref(),
+                kind,
+            )?))),
             Self::Bundle(bundle) => bundle.policy(kind).map(Policy::Borrowed).ok_or_else(|| {
                 Failure::refused(
                     "DPONE_ACTIVATION_POLICY_ABSENT",

@@ -50,6 +50,20 @@ pub enum BundleCommand {
         /// Bundle version.
         #[arg(long)]
         version: String,
+        /// Monotonic sequence of this bundle name (signed): hosts never activate a lower one
+        /// after a higher one, so each new bundle of a name needs a higher sequence.
+        #[arg(long)]
+        sequence: u64,
+        /// Start of the signed validity window, unix seconds (default: now).
+        #[arg(long)]
+        not_before: Option<u64>,
+        /// End of the signed validity window, unix seconds (default: `--valid-days` after the
+        /// start).
+        #[arg(long)]
+        expires_at: Option<u64>,
+        /// Length of the validity window in days when `--expires-at` is not given.
+        #[arg(long, default_value_t = 90)]
+        valid_days: u64,
         /// A component, as `KIND=FILE` (kind: admission, guard, delete-mode, scope).
         #[arg(long = "policy", value_name = "KIND=FILE", required = true)]
         policies: Vec<String>,
@@ -207,6 +221,10 @@ fn bundle_command(cmd: BundleCommand) -> Result<Value, Failure> {
             out,
             name,
             version,
+            sequence,
+            not_before,
+            expires_at,
+            valid_days,
             policies,
             tables,
             fuel,
@@ -218,7 +236,13 @@ fn bundle_command(cmd: BundleCommand) -> Result<Value, Failure> {
                 memory_bytes,
                 wasm_stack_bytes,
             };
-            create(&out, &name, &version, &policies, &tables, budget)
+            let not_before = not_before.unwrap_or_else(dpone_trust::freshness::unix_now);
+            let expires_at = expires_at
+                .unwrap_or_else(|| not_before.saturating_add(valid_days.saturating_mul(86_400)));
+            let builder = BundleBuilder::new(&name, &version)
+                .sequence(sequence)
+                .validity(not_before, expires_at);
+            create(&out, builder, &policies, &tables, budget)
         }
         BundleCommand::Sign { bundle, key } => sign(&bundle, &key),
         BundleCommand::Verify {
@@ -312,13 +336,11 @@ fn parse_kind_file(spec: &str) -> Result<(PolicyKind, PathBuf), Failure> {
 
 fn create(
     out: &Path,
-    name: &str,
-    version: &str,
+    mut builder: BundleBuilder,
     policies: &[String],
     tables: &[String],
     budget: ResourceBudget,
 ) -> Result<Value, Failure> {
-    let mut builder = BundleBuilder::new(name, version);
     for spec in policies {
         let (kind, file) = parse_kind_file(spec)?;
         builder = builder.policy(kind, read_input(&file, "component")?, budget);
@@ -400,7 +422,12 @@ fn activate(
     let policy = read_trust_policy(policy_path)?;
     let files = load_bundle(path)?;
     let runtime = shipped::runtime(cache_dir)?;
-    let activated = activation::activate_bundle(&runtime, &files, &policy)?;
+    let activated = activation::activate_bundle_recorded(
+        &runtime,
+        &files,
+        &policy,
+        &shipped::activation_ledger_path()?,
+    )?;
     let Some((kind, function, input_path)) = decision else {
         return Ok(json!({"activated": true, "evidence": activated.activation_evidence()}));
     };
@@ -540,20 +567,32 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
         )
     })?;
     let root_bytes = trusted_root::read_trusted_root_file(root_path)?;
-    let mut pins = Vec::new();
-    if let Some(hex) = &args.trusted_root_sha256 {
-        pins.push(Sha256Digest::parse_hex(hex).ok_or_else(|| {
+    // `--trusted-root-sha256` replaces the policy's pins; it never widens them: with a trust
+    // policy it must be one of the policy's pins, and then it is the only pin.
+    let cli_pin = match &args.trusted_root_sha256 {
+        Some(hex) => Some(Sha256Digest::parse_hex(hex).ok_or_else(|| {
             Failure::bad_input(
                 "DPONE_CLI_ARGUMENT",
                 "--trusted-root-sha256 must be 64 lowercase hex characters",
             )
-        })?);
-    }
+        })?),
+        None => None,
+    };
+    let mut pins = Vec::new();
     let mut pinned_by_policy = false;
     if let Some(path) = &args.trust_policy {
         let policy = read_trust_policy(path)?;
         pins.extend_from_slice(policy.trusted_root_pins());
         pinned_by_policy = true;
+    }
+    if let Some(pin) = cli_pin {
+        if pinned_by_policy && !pins.contains(&pin) {
+            return Err(Failure::refused(
+                "DPONE_CLI_TRUSTED_ROOT_PIN_CONFLICT",
+                "--trusted-root-sha256 is not one of the trust policy's sigstore_trusted_roots; it narrows the policy's pins and never widens them",
+            ));
+        }
+        pins = vec![pin];
     }
     let root = if pins.is_empty() && !pinned_by_policy {
         PinnedTrustedRoot::unpinned(&root_bytes)?

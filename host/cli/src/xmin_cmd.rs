@@ -96,7 +96,7 @@ fn with_route<T>(
     f: impl FnOnce(&Route, &ComponentPolicies<'_>) -> Result<T, Failure>,
 ) -> Result<T, Failure> {
     let runtime: PolicyRuntime = shipped::runtime(None)?;
-    let source = PolicySource::resolve(&runtime, &args.components_dir, &args.source)?;
+    let source = PolicySource::resolve(&runtime, args.components_dir.as_deref(), &args.source)?;
     let policies = ComponentPolicies {
         guard: source.policy(PolicyKind::Guard)?,
         delete_mode: source.policy(PolicyKind::DeleteMode)?,
@@ -131,22 +131,40 @@ fn stage_progress(bytes: u64) {
     eprint!("\rstaging:    {} KiB   ", bytes / 1024);
 }
 
-/// A fresh invocation id when the scheduler gave none; printed in the evidence so a retry can
-/// name it.
-fn invocation_id(args: &RouteArgs) -> String {
-    args.invocation.clone().unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        format!("cli-{nanos:x}-{:x}", std::process::id())
-    })
+/// The scheduler's invocation id, validated before it names the run's artifact directory (one
+/// path component: 1 to 128 of `[A-Za-z0-9._:-]`, not starting with a dot); a fresh id when the
+/// scheduler gave none, printed in the evidence so a retry can name it.
+fn invocation_id(args: &RouteArgs) -> Result<String, Failure> {
+    match &args.invocation {
+        Some(id) if valid_invocation(id) => Ok(id.clone()),
+        Some(_) => Err(Failure::bad_input(
+            "DPONE_CLI_INVOCATION_INVALID",
+            "--invocation must be 1 to 128 characters of [A-Za-z0-9._:-], not starting with a dot",
+        )),
+        None => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            Ok(format!("cli-{nanos:x}-{:x}", std::process::id()))
+        }
+    }
+}
+
+/// True for an id that is safe as one path component.
+fn valid_invocation(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 /// `run`: one reconciliation run; prints the evidence.
 pub fn run(args: &RouteArgs) -> Result<(), Failure> {
+    let invocation_id = invocation_id(args)?;
     with_route(args, |route, policies| {
         let request = RunRequest {
-            invocation_id: invocation_id(args),
+            invocation_id: invocation_id.clone(),
             repair_authority_ref: args.repair_authority_ref.clone(),
         };
         let artifact_dir: PathBuf = args.artifact_dir.join(&request.invocation_id);
@@ -298,6 +316,24 @@ pub fn authority(
                 let list = block_on(target.list_authorities())??;
                 print_json(&list)
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_invocation;
+
+    #[test]
+    fn an_invocation_id_is_one_safe_path_component() {
+        for ok in ["run-1", "2026-12-01T06:00:00Z", "a.b_c:d-e", "X"] {
+            assert!(valid_invocation(ok), "{ok}");
+        }
+        let long = "a".repeat(129);
+        for bad in [
+            "", "..", ".", "../x", "a/b", "/abs", ".hidden", "a\\b", "a b", "a\nb", &long,
+        ] {
+            assert!(!valid_invocation(bad), "{bad:?}");
         }
     }
 }

@@ -11,7 +11,7 @@
 #[path = "../src/activation.rs"]
 mod activation;
 
-use activation::activate_bundle;
+use activation::{activate_bundle, activate_bundle_recorded};
 use dpone_decision_table::{DecisionTable, first_mismatch};
 use dpone_policy_runtime::{PolicyKind as RuntimeKind, PolicyRuntime, SandboxConfig};
 use dpone_trust::bundle::{self, BundleBuilder, BundleFiles};
@@ -228,6 +228,7 @@ fn run(args: &[&str], dir: &Path) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
         .args(args)
         .current_dir(dir)
+        .env("DPONE_STATE_DIR", dir.join("state"))
         .output()
         .expect("the binary runs");
     (
@@ -260,6 +261,8 @@ fn the_bundle_commands_work_end_to_end() {
         &[
             "bundle",
             "create",
+            "--sequence",
+            "1",
             "--out",
             "b",
             "--name",
@@ -460,4 +463,197 @@ fn tempfile_dir() -> PathBuf {
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
+}
+
+#[test]
+fn trusted_root_sha256_narrows_the_policys_pins_and_never_widens_them() {
+    let cases = workspace().join("../shared/conformance/sigstore");
+    if !cases.is_dir() {
+        eprintln!("SKIP: conformance corpus not found at {}", cases.display());
+        return;
+    }
+    let dir = tempfile_dir();
+    assert_eq!(run(&["bundle", "keygen", "--out", "signer.key"], &dir).0, 0);
+    // A trust policy that pins no Sigstore trusted root at all.
+    let (rc, policy, err) = run(
+        &[
+            "bundle",
+            "trust-policy",
+            "--key",
+            "signer.key.pub",
+            "--threshold",
+            "1",
+        ],
+        &dir,
+    );
+    assert_eq!(rc, 0, "{err}");
+    std::fs::write(dir.join("policy.json"), policy).expect("write policy");
+    let root = cases.join("production_trusted_root.json");
+    let root_sha = {
+        let out = Command::new("sha256sum")
+            .arg(&root)
+            .output()
+            .expect("sha256sum");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let bundle = cases.join("cases/happy-path-v0.3/bundle.sigstore.json");
+    let artifact = cases.join("cases/a.txt");
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "verify-bundle".to_owned(),
+            "--bundle".to_owned(),
+            bundle.to_string_lossy().into_owned(),
+            "--certificate-identity".to_owned(),
+            "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main".to_owned(),
+            "--certificate-oidc-issuer".to_owned(),
+            "https://token.actions.githubusercontent.com".to_owned(),
+            "--trusted-root".to_owned(),
+            root.to_string_lossy().into_owned(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args.push(artifact.to_string_lossy().into_owned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&args, &dir)
+    };
+    // The pin alone verifies.
+    let (rc, _, err) = verify(&["--trusted-root-sha256", &root_sha]);
+    assert_eq!(rc, 0, "{err}");
+    // With the policy, a pin the policy does not carry is refused, not added.
+    let (rc, _, err) = verify(&[
+        "--trusted-root-sha256",
+        &root_sha,
+        "--trust-policy",
+        "policy.json",
+    ]);
+    assert_ne!(rc, 0);
+    assert!(err.contains("DPONE_CLI_TRUSTED_ROOT_PIN_CONFLICT"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn now() -> u64 {
+    dpone_trust::freshness::unix_now()
+}
+
+/// A signed guard bundle named `fresh` at `sequence`, valid over `window`.
+fn fresh(guard: &[u8], version: &str, sequence: u64, window: (u64, u64)) -> BundleFiles {
+    signed(
+        BundleBuilder::new("fresh", version)
+            .sequence(sequence)
+            .validity(window.0, window.1)
+            .policy(PolicyKind::Guard, guard.to_vec(), BUDGET)
+            .table("guard", PolicyKind::Guard, table("guard")),
+    )
+}
+
+fn recorded(runtime: &PolicyRuntime, files: &BundleFiles, ledger: &Path) -> &'static str {
+    match activate_bundle_recorded(runtime, files, &trust(), ledger) {
+        Ok(_) => "OK",
+        Err(err) => err.code(),
+    }
+}
+
+#[test]
+fn an_older_signed_bundle_is_never_activated_again() {
+    let Some(guard) = component("guard") else {
+        eprintln!("SKIP: target/components/guard.wasm not built (run `cargo xtask policies`)");
+        return;
+    };
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    let state = tempfile::tempdir().expect("state dir");
+    let ledger = state.path().join("bundle-activations.json");
+    let window = (now() - 60, now() + 3600);
+    let one = fresh(&guard, "1.0.0", 1, window);
+    let two = fresh(&guard, "2.0.0", 2, window);
+
+    assert_eq!(recorded(&runtime, &one, &ledger), "OK");
+    assert_eq!(recorded(&runtime, &two, &ledger), "OK");
+    // The replay: validly signed by the same keys, but older.
+    assert_eq!(recorded(&runtime, &one, &ledger), "DPONE_BUNDLE_ROLLBACK");
+    // The current bundle activates again (every CLI command activates it).
+    assert_eq!(recorded(&runtime, &two, &ledger), "OK");
+    // Other content under a sequence already used is refused.
+    let two_again = fresh(&guard, "2.0.1", 2, window);
+    assert_eq!(
+        recorded(&runtime, &two_again, &ledger),
+        "DPONE_BUNDLE_SEQUENCE_REUSED"
+    );
+    // A failed activation records nothing: a higher sequence whose table disagrees is refused,
+    // and the ledger still holds sequence 2.
+    let mut broken_table: Value = serde_json::from_slice(&table("guard")).expect("table json");
+    broken_table["rows"][0]["expect"] =
+        serde_json::json!({"deny": {"code": "NOPE", "message": ""}});
+    let broken = signed(
+        BundleBuilder::new("fresh", "9.0.0")
+            .sequence(9)
+            .validity(window.0, window.1)
+            .policy(PolicyKind::Guard, guard.clone(), BUDGET)
+            .table(
+                "guard",
+                PolicyKind::Guard,
+                serde_json::to_vec(&broken_table).expect("json"),
+            ),
+    );
+    assert_ne!(recorded(&runtime, &broken, &ledger), "OK");
+    assert_eq!(recorded(&runtime, &two, &ledger), "OK");
+    let three = fresh(&guard, "3.0.0", 3, window);
+    assert_eq!(recorded(&runtime, &three, &ledger), "OK");
+    assert_eq!(recorded(&runtime, &two, &ledger), "DPONE_BUNDLE_ROLLBACK");
+}
+
+#[test]
+fn expired_and_not_yet_valid_bundles_are_refused_and_a_frozen_host_stops_deciding() {
+    let Some(guard) = component("guard") else {
+        eprintln!("SKIP: target/components/guard.wasm not built (run `cargo xtask policies`)");
+        return;
+    };
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    let state = tempfile::tempdir().expect("state dir");
+    let ledger = state.path().join("bundle-activations.json");
+    let t = now();
+    let expired = fresh(&guard, "1.0.0", 1, (t - 3600, t - 1));
+    assert_eq!(
+        recorded(&runtime, &expired, &ledger),
+        "DPONE_BUNDLE_EXPIRED"
+    );
+    assert_eq!(code(&runtime, &expired), "DPONE_BUNDLE_EXPIRED");
+    let early = fresh(&guard, "1.0.0", 1, (t + 3600, t + 7200));
+    assert_eq!(
+        recorded(&runtime, &early, &ledger),
+        "DPONE_BUNDLE_NOT_YET_VALID"
+    );
+
+    // Freeze: the host is held on the last bundle it saw; once its window ends, it is refused.
+    let short = fresh(&guard, "1.0.1", 1, (t - 10, t + 2));
+    assert_eq!(recorded(&runtime, &short, &ledger), "OK");
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    assert_eq!(recorded(&runtime, &short, &ledger), "DPONE_BUNDLE_EXPIRED");
+}
+
+#[test]
+fn a_clock_earlier_than_the_last_activation_refuses() {
+    let Some(guard) = component("guard") else {
+        eprintln!("SKIP: target/components/guard.wasm not built (run `cargo xtask policies`)");
+        return;
+    };
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    let state = tempfile::tempdir().expect("state dir");
+    let ledger = state.path().join("bundle-activations.json");
+    let t = now();
+    let files = fresh(&guard, "1.0.0", 1, (t - 60, t + 100_000));
+    let manifest =
+        dpone_trust::manifest::Manifest::parse(files.get("manifest.json").expect("manifest"))
+            .expect("parses");
+    let digest = dpone_trust::Sha256Digest::of(files.get("manifest.json").expect("manifest"));
+    // The last activation happened "later" than the clock now reads: the clock was set back.
+    let mut later = dpone_trust::freshness::ActivationLedger::default();
+    later.record(trust().sha256(), &manifest, &digest, t + 50_000);
+    later.save(&ledger).expect("save");
+    assert_eq!(
+        recorded(&runtime, &files, &ledger),
+        "DPONE_BUNDLE_CLOCK_BEHIND"
+    );
 }

@@ -176,8 +176,18 @@ fn a_table_run_against_the_wrong_kind_is_refused() {
 
 #[test]
 fn demo_verifies_every_pin_and_decides_one_sample_per_function() {
-    let cache = tempfile::tempdir().expect("tempdir");
-    let out = dpone(&["demo", "--cache-dir", cache.path().to_str().expect("utf-8")]);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let cache = scratch.path().join("cache");
+    let key = scratch.path().join("cache.key");
+    let demo = || {
+        Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+            .current_dir(root())
+            .env("DPONE_CACHE_KEY", &key)
+            .args(["demo", "--cache-dir", cache.to_str().expect("utf-8")])
+            .output()
+            .expect("dpone-host runs")
+    };
+    let out = demo();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -197,17 +207,66 @@ fn demo_verifies_every_pin_and_decides_one_sample_per_function() {
         );
     }
     // A second run takes the code from the verified cache.
-    let again = stdout_json(&dpone(&[
-        "demo",
-        "--cache-dir",
-        cache.path().to_str().expect("utf-8"),
-    ]));
+    let again = stdout_json(&demo());
     assert!(
         again["pins_verified"]
             .as_array()
             .expect("loads")
             .iter()
             .all(|l| l["code_source"] == "cache")
+    );
+}
+
+#[test]
+fn demo_refuses_a_cache_directory_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let cache = scratch.path().join("cache");
+    std::fs::create_dir(&cache).expect("mkdir");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        .current_dir(root())
+        .env("DPONE_CACHE_KEY", scratch.path().join("cache.key"))
+        .args(["demo", "--cache-dir", cache.to_str().expect("utf-8")])
+        .output()
+        .expect("dpone-host runs");
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_CACHE_DIR_UNSAFE");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains(scratch.path().to_str().expect("utf-8")),
+        "no path in the report"
+    );
+}
+
+#[test]
+fn demo_without_a_cache_directory_writes_no_cache_in_the_working_directory() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        .current_dir(work.path())
+        .args([
+            "demo",
+            "--components-dir",
+            root().join("target/components").to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("dpone-host runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(work.path()).expect("dir").count(),
+        0,
+        "nothing written to the working directory"
+    );
+    assert!(
+        stdout_json(&out)["pins_verified"]
+            .as_array()
+            .expect("loads")
+            .iter()
+            .all(|l| l["code_source"] == "compiled")
     );
 }
 
@@ -238,4 +297,131 @@ fn policy_build_reproduces_the_locked_digest_of_a_shipped_policy() {
     )
     .expect("lock parses");
     assert_eq!(json["sha256"], lock["components"]["guard"]["sha256"]);
+}
+
+/// Runs a copy of the binary (as `cargo install` would leave it) from an empty working directory
+/// outside the repository.
+fn installed(bin_dir: &std::path::Path, work: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(bin_dir.join("dpone-host"))
+        .current_dir(work)
+        .env_remove("DPONE_TRUST_POLICY")
+        .env_remove("DPONE_POLICY_BUNDLE")
+        .args(args)
+        .output()
+        .expect("dpone-host runs")
+}
+
+#[test]
+fn the_binary_runs_every_shipped_policy_command_from_any_directory() {
+    let bin = tempfile::tempdir().expect("bin dir");
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_dpone-host"),
+        bin.path().join("dpone-host"),
+    )
+    .expect("copy");
+    let work = tempfile::tempdir().expect("work dir");
+    let sample = root().join("fixtures/samples/guard.json");
+    let sample = sample.to_str().expect("utf-8");
+    let ok = |out: &Output| {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    let demo = installed(bin.path(), work.path(), &["demo"]);
+    ok(&demo);
+    assert_eq!(
+        stdout_json(&demo)["pins_verified"].as_array().map(Vec::len),
+        Some(4)
+    );
+    for kind in ["guard", "scope", "delete-mode", "admission"] {
+        let input = match kind {
+            "guard" => sample.to_owned(),
+            "scope" => root()
+                .join("fixtures/samples/scope.json")
+                .display()
+                .to_string(),
+            "delete-mode" => root()
+                .join("fixtures/samples/delete-mode.json")
+                .display()
+                .to_string(),
+            _ => root()
+                .join("fixtures/samples/admission-static.json")
+                .display()
+                .to_string(),
+        };
+        let mut args = vec!["policy", "eval", kind, "--input", &input];
+        if kind == "admission" {
+            args.extend(["--function", "admit-static"]);
+        }
+        let eval = installed(bin.path(), work.path(), &args);
+        ok(&eval);
+        assert_eq!(stdout_json(&eval)["evidence"]["kind"], kind);
+    }
+    let bench = installed(
+        bin.path(),
+        work.path(),
+        &["policy", "bench", "guard", "--iterations", "20"],
+    );
+    ok(&bench);
+    assert_eq!(
+        std::fs::read_dir(work.path()).expect("dir").count(),
+        0,
+        "nothing written to the working directory"
+    );
+}
+
+#[test]
+fn components_dir_overrides_the_embedded_components_and_is_still_pinned() {
+    let dir = tempfile::tempdir().expect("components");
+    for kind in ["admission", "delete-mode", "scope"] {
+        std::fs::copy(
+            root().join(format!("target/components/{kind}.wasm")),
+            dir.path().join(format!("{kind}.wasm")),
+        )
+        .expect("copy");
+    }
+    // The scope component offered as the guard: the override is read, and refused at the pin.
+    std::fs::copy(
+        root().join("target/components/scope.wasm"),
+        dir.path().join("guard.wasm"),
+    )
+    .expect("copy");
+    let out = dpone(&[
+        "demo",
+        "--components-dir",
+        dir.path().to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_PIN_MISMATCH");
+}
+
+#[test]
+fn an_xmin_invocation_id_that_is_not_one_path_component_is_refused_before_any_path() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let artifacts = work.path().join("artifacts");
+    for bad in ["../../escape", "/abs", "a/b", ".."] {
+        let out = dpone(&[
+            "run",
+            "--manifest",
+            "fixtures/xmin/manifest.yaml",
+            "--connections",
+            "fixtures/xmin/registry.yaml",
+            "--artifact-dir",
+            artifacts.to_str().expect("utf-8"),
+            "--invocation",
+            bad,
+        ]);
+        assert_eq!(stderr_code(&out), "DPONE_CLI_INVOCATION_INVALID", "{bad}");
+        assert!(!artifacts.exists(), "no directory was created for {bad}");
+        assert!(!work.path().join("escape").exists());
+    }
 }

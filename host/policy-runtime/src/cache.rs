@@ -1,30 +1,188 @@
-//! Precompiled-code cache. A cache, never a source of truth: entries are keyed by (component
-//! digest, engine fingerprint), each artifact's sha256 is recorded when this host writes it, and
-//! bytes whose digest does not match that record are discarded and recompiled from the pinned
-//! component — they are never deserialized.
+//! Precompiled-code cache. A cache, never a source of truth, and never a way to run code this host
+//! did not compile.
 //!
-//! The record sits beside the artifact, so the cache detects corruption and tampering of the
-//! artifact; the directory must still be writable only by the host's own user (see
-//! `docs/architecture.md`).
+//! - Entries are keyed by (component digest, engine fingerprint). Each entry is an artifact and a
+//!   record: the component digest, the engine fingerprint, the artifact's sha256 and size, and an
+//!   HMAC-SHA256 over all four under a per-host secret key. The key is 32 random bytes in a file
+//!   the host creates on first use (mode 0600, owned by the effective user), kept outside the
+//!   cache directory; whoever can write the cache but cannot read the key cannot forge a record.
+//! - A lookup reads the artifact into memory once, checks its digest and size against the record,
+//!   the record's component and engine against the ones asked for, and the MAC in constant time;
+//!   only those verified in-memory bytes are ever deserialized. Anything else is removed and the
+//!   component is recompiled from its pinned bytes.
+//! - The cache directory is checked the way ssh checks its key files before anything is read:
+//!   not a symbolic link, a directory owned by the effective user, not writable by group or
+//!   others, and every parent owned by root or the effective user and not writable by others
+//!   (unless sticky, as `/tmp` is). The checks run on the opened handle as well as the path.
+//!   Refusals are [`PolicyError::CacheDirUnsafe`] / [`PolicyError::CacheKeyUnsafe`]; messages
+//!   never name a path.
 
 use crate::digest::Sha256Digest;
 use crate::error::PolicyError;
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
+use sha2::Digest;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
-/// A directory of precompiled components, opened with `cap-std`.
-pub struct PrecompiledCache {
-    dir: Dir,
+/// Length of the per-host cache key in bytes.
+const KEY_LEN: usize = 32;
+/// Domain separation of the record MAC.
+const MAC_DOMAIN: &[u8] = b"dpone-policy-runtime precompiled cache record v2\0";
+
+/// The per-host secret that authenticates cache records. Its bytes never leave this module.
+pub struct CacheKey([u8; KEY_LEN]);
+
+impl std::fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheKey(..)")
+    }
 }
 
-#[derive(Serialize, Deserialize, PartialEq, Eq)]
+impl CacheKey {
+    /// Reads the key file at `path`, or creates it (32 random bytes, mode 0600) when absent.
+    /// The file must be a regular file (not a symbolic link) owned by the effective user and
+    /// readable by nobody else, in a directory that passes the same checks as a cache directory.
+    pub fn load_or_create(path: &Path) -> Result<Self, PolicyError> {
+        Self::load_or_create_outside(path, None)
+    }
+
+    /// As [`CacheKey::load_or_create`], refusing a key whose directory lies inside `forbidden`
+    /// before anything is read or created.
+    fn load_or_create_outside(path: &Path, forbidden: Option<&Path>) -> Result<Self, PolicyError> {
+        let unsafe_key = |why: &'static str| PolicyError::CacheKeyUnsafe(why.to_owned());
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        check_directory(parent, true)
+            .map_err(|e| PolicyError::CacheKeyUnsafe(format!("key directory: {}", e.reason())))?;
+        if let Some(forbidden) = forbidden {
+            let key_dir = parent.canonicalize().map_err(|e| io_error(&e))?;
+            if key_dir.starts_with(forbidden) {
+                return Err(unsafe_key(
+                    "the key must be kept outside the cache directory",
+                ));
+            }
+        }
+        for _ in 0..3 {
+            match open_no_follow(path, false) {
+                Ok(mut file) => {
+                    let meta = file.metadata().map_err(|e| io_error(&e))?;
+                    if !meta.file_type().is_file() {
+                        return Err(unsafe_key("the key is not a regular file"));
+                    }
+                    if meta.uid() != effective_uid() {
+                        return Err(unsafe_key("the key file is owned by another user"));
+                    }
+                    if meta.mode() & 0o077 != 0 {
+                        return Err(unsafe_key(
+                            "the key file is readable or writable by group or others",
+                        ));
+                    }
+                    let mut bytes = Vec::with_capacity(KEY_LEN);
+                    Read::by_ref(&mut file)
+                        .take(KEY_LEN as u64 + 1)
+                        .read_to_end(&mut bytes)
+                        .map_err(|e| io_error(&e))?;
+                    let key: [u8; KEY_LEN] = bytes
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| unsafe_key("the key file is not 32 bytes"))?;
+                    return Ok(Self(key));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                    return Err(unsafe_key("the key file is a symbolic link"));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let mut key = [0u8; KEY_LEN];
+                    getrandom::fill(&mut key).map_err(|_| {
+                        PolicyError::CacheIo("no randomness for the key".to_owned())
+                    })?;
+                    match open_no_follow(path, true) {
+                        Ok(mut file) => {
+                            file.write_all(&key).map_err(|e| io_error(&e))?;
+                            file.sync_all().map_err(|e| io_error(&e))?;
+                            return Ok(Self(key));
+                        }
+                        // Another process created it first: read theirs.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                        Err(e) => return Err(io_error(&e)),
+                    }
+                }
+                Err(e) => return Err(io_error(&e)),
+            }
+        }
+        Err(unsafe_key("the key file keeps changing"))
+    }
+
+    fn mac(&self, record: &RecordFields) -> [u8; 32] {
+        let mut message = Vec::with_capacity(MAC_DOMAIN.len() + 3 * 32 + 8);
+        message.extend_from_slice(MAC_DOMAIN);
+        message.extend_from_slice(record.component.as_bytes());
+        message.extend_from_slice(record.engine.as_bytes());
+        message.extend_from_slice(record.artifact.as_bytes());
+        message.extend_from_slice(&record.size.to_be_bytes());
+        hmac_sha256(&self.0, &message)
+    }
+}
+
+/// HMAC-SHA256 (RFC 2104) of `message` under `key` (shorter than the block size).
+fn hmac_sha256(key: &[u8; KEY_LEN], message: &[u8]) -> [u8; 32] {
+    let mut inner_pad = [0x36u8; 64];
+    let mut outer_pad = [0x5cu8; 64];
+    for (i, b) in key.iter().enumerate() {
+        inner_pad[i] ^= b;
+        outer_pad[i] ^= b;
+    }
+    let inner = sha2::Sha256::new()
+        .chain_update(inner_pad)
+        .chain_update(message)
+        .finalize();
+    sha2::Sha256::new()
+        .chain_update(outer_pad)
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// Equality that takes the same time wherever the first difference is.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A directory of precompiled components, checked and opened with `cap-std`, with the key that
+/// authenticates its records.
+pub struct PrecompiledCache {
+    dir: Dir,
+    key: CacheKey,
+}
+
+impl std::fmt::Debug for PrecompiledCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PrecompiledCache(..)")
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct RecordFields {
+    component: Sha256Digest,
+    engine: Sha256Digest,
+    artifact: Sha256Digest,
+    size: u64,
+}
+
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Record {
     component: Sha256Digest,
     engine: Sha256Digest,
     artifact: Sha256Digest,
     size: u64,
+    /// HMAC-SHA256 of the fields above under the host's cache key, hex.
+    mac: String,
 }
 
 /// What a cache lookup found.
@@ -33,14 +191,110 @@ pub(crate) enum Lookup {
     Hit(Vec<u8>),
     /// No entry.
     Miss,
-    /// An entry whose bytes do not match the record; it has been removed.
+    /// An entry that failed verification; it has been removed.
     Tampered,
 }
 
+/// Why a directory failed the ownership and permission checks.
+pub(crate) struct DirRefusal(&'static str);
+
+impl DirRefusal {
+    fn reason(&self) -> &'static str {
+        self.0
+    }
+}
+
+fn io_error(e: &std::io::Error) -> PolicyError {
+    PolicyError::CacheIo(e.kind().to_string())
+}
+
+fn effective_uid() -> u32 {
+    // SAFETY: `geteuid` takes no arguments, touches no memory and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid()
+    }
+}
+
+fn open_no_follow(path: &Path, create: bool) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    if create {
+        options.write(true).create_new(true).mode(0o600);
+    } else {
+        options.read(true);
+    }
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options.open(path)
+}
+
+/// Checks `path` as ssh checks the directory of its key files, creating it (mode 0700) when
+/// absent if `create`, and returns the opened directory. The final component must not be a
+/// symbolic link; the checks are repeated on the opened handle.
+fn check_directory(path: &Path, create: bool) -> Result<File, DirRefusal> {
+    let euid = effective_uid();
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(DirRefusal("the directory is a symbolic link"));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .map_err(|_| DirRefusal("the directory cannot be created"))?;
+        }
+        Err(_) => return Err(DirRefusal("the directory cannot be read")),
+    }
+    let canonical: PathBuf = path
+        .canonicalize()
+        .map_err(|_| DirRefusal("the directory cannot be resolved"))?;
+    for parent in canonical.ancestors().skip(1) {
+        let meta = std::fs::metadata(parent)
+            .map_err(|_| DirRefusal("a parent directory cannot be read"))?;
+        if meta.uid() != 0 && meta.uid() != euid {
+            return Err(DirRefusal("a parent directory is owned by another user"));
+        }
+        let sticky = meta.mode() & 0o1000 != 0;
+        if meta.mode() & 0o022 != 0 && !sticky {
+            return Err(DirRefusal(
+                "a parent directory is writable by group or others",
+            ));
+        }
+    }
+    let handle = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&canonical)
+        .map_err(|_| DirRefusal("the directory cannot be opened"))?;
+    let meta = handle
+        .metadata()
+        .map_err(|_| DirRefusal("the directory cannot be read"))?;
+    if !meta.is_dir() {
+        return Err(DirRefusal("not a directory"));
+    }
+    if meta.uid() != euid {
+        return Err(DirRefusal("the directory is owned by another user"));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(DirRefusal("the directory is writable by group or others"));
+    }
+    Ok(handle)
+}
+
 impl PrecompiledCache {
-    /// Uses `dir` as the cache.
-    pub fn new(dir: Dir) -> Self {
-        Self { dir }
+    /// Opens (creating with mode 0700 when absent) the cache directory `dir` after the ssh-style
+    /// checks, with the host key read from (or created at) `key_file`, which must lie outside
+    /// the cache directory.
+    pub fn open(dir: &Path, key_file: &Path) -> Result<Self, PolicyError> {
+        let handle = check_directory(dir, true)
+            .map_err(|e| PolicyError::CacheDirUnsafe(e.reason().to_owned()))?;
+        let cache_root = dir.canonicalize().map_err(|e| io_error(&e))?;
+        let key = CacheKey::load_or_create_outside(key_file, Some(&cache_root))?;
+        Ok(Self {
+            dir: Dir::from_std_file(handle),
+            key,
+        })
     }
 
     fn names(component: &Sha256Digest, engine: &Sha256Digest) -> (String, String) {
@@ -58,10 +312,21 @@ impl PrecompiledCache {
             return Lookup::Miss;
         };
         let verified = serde_json::from_str::<Record>(&record_text).is_ok_and(|record| {
-            record.component == *component
-                && record.engine == *engine
-                && record.size == artifact.len() as u64
-                && record.artifact == Sha256Digest::of(&artifact)
+            let fields = RecordFields {
+                component: record.component,
+                engine: record.engine,
+                artifact: record.artifact,
+                size: record.size,
+            };
+            let wanted = RecordFields {
+                component: *component,
+                engine: *engine,
+                artifact: Sha256Digest::of(&artifact),
+                size: artifact.len() as u64,
+            };
+            let mac_ok = hex::decode(&record.mac)
+                .is_ok_and(|mac| constant_time_eq(&mac, &self.key.mac(&fields)));
+            mac_ok && fields == wanted
         });
         if verified {
             Lookup::Hit(artifact)
@@ -72,7 +337,8 @@ impl PrecompiledCache {
         }
     }
 
-    /// Writes an artifact and its record, each through a temporary file and a rename.
+    /// Writes an artifact and its authenticated record, each through a temporary file and a
+    /// rename.
     pub(crate) fn store(
         &self,
         component: &Sha256Digest,
@@ -80,11 +346,18 @@ impl PrecompiledCache {
         artifact: &[u8],
     ) -> Result<(), PolicyError> {
         let (artifact_name, record_name) = Self::names(component, engine);
-        let record = Record {
+        let fields = RecordFields {
             component: *component,
             engine: *engine,
             artifact: Sha256Digest::of(artifact),
             size: artifact.len() as u64,
+        };
+        let record = Record {
+            component: fields.component,
+            engine: fields.engine,
+            artifact: fields.artifact,
+            size: fields.size,
+            mac: hex::encode(self.key.mac(&fields)),
         };
         let record_text =
             serde_json::to_vec(&record).map_err(|e| PolicyError::CacheIo(e.to_string()))?;
@@ -93,12 +366,33 @@ impl PrecompiledCache {
     }
 
     fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), PolicyError> {
-        let io = |e: std::io::Error| PolicyError::CacheIo(e.kind().to_string());
-        let temp = format!("{name}.tmp-{}", std::process::id());
-        let mut file = self.dir.create(&temp).map_err(io)?;
+        let io = |e: std::io::Error| io_error(&e);
+        let mut suffix = [0u8; 8];
+        getrandom::fill(&mut suffix)
+            .map_err(|_| PolicyError::CacheIo("no randomness".to_owned()))?;
+        let temp = format!("{name}.tmp-{}", hex::encode(suffix));
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        let mut file = self.dir.open_with(&temp, &options).map_err(io)?;
         file.write_all(bytes).map_err(io)?;
         file.sync_all().map_err(io)?;
         drop(file);
         self.dir.rename(&temp, &self.dir, name).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hmac_sha256;
+
+    #[test]
+    fn hmac_matches_an_independent_implementation() {
+        // Python: hmac.new(b"\x0b" * 32, b"Hi There", hashlib.sha256).hexdigest()
+        let key = [0x0bu8; 32];
+        let mac = hmac_sha256(&key, b"Hi There");
+        assert_eq!(
+            hex::encode(mac),
+            "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7"
+        );
     }
 }

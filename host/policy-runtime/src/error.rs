@@ -80,6 +80,15 @@ pub enum PolicyError {
         /// Limit.
         limit: usize,
     },
+    /// The policy's result was larger than the host copies out of a sandbox; lifting stopped
+    /// before the host allocated it.
+    #[error(
+        "policy result exceeds the {limit} bytes the host copies out of a sandbox; lifting stopped before the host allocated it"
+    )]
+    OutputLiftBound {
+        /// Bytes the host copies out while lifting one result.
+        limit: usize,
+    },
     /// The policy's output violates the contract.
     #[error("policy output is malformed: {0}")]
     OutputInvalid(String),
@@ -99,9 +108,18 @@ pub enum PolicyError {
         /// Function asked for.
         function: String,
     },
+    /// The epoch ticker (the wall-clock deadline of every decision) could not be started.
+    #[error("the decision deadline is unavailable: the epoch ticker could not start ({0})")]
+    DeadlineUnavailable(String),
     /// The engine could not be configured.
     #[error("engine configuration failed: {0}")]
     EngineConfig(String),
+    /// The precompiled cache directory fails the ownership and permission checks.
+    #[error("precompiled cache directory refused: {0}")]
+    CacheDirUnsafe(String),
+    /// The precompiled cache key file fails its checks.
+    #[error("precompiled cache key refused: {0}")]
+    CacheKeyUnsafe(String),
     /// A cache directory operation failed.
     #[error("precompiled cache I/O failed: {0}")]
     CacheIo(String),
@@ -127,10 +145,14 @@ impl PolicyError {
             Self::Trapped(_) => "DPONE_POLICY_TRAPPED",
             Self::OutputOversized { .. } => "DPONE_POLICY_OUTPUT_OVERSIZED",
             Self::OutputInvalid(_) => "DPONE_POLICY_OUTPUT_INVALID",
+            Self::OutputLiftBound { .. } => "DPONE_POLICY_OUTPUT_OVERSIZED",
+            Self::DeadlineUnavailable(_) => "DPONE_POLICY_DEADLINE_UNAVAILABLE",
             Self::InputInvalid { .. } => "DPONE_POLICY_INPUT_INVALID",
             Self::UnknownFunction { .. } => "DPONE_POLICY_UNKNOWN_FUNCTION",
             Self::EngineConfig(_) => "DPONE_POLICY_ENGINE_CONFIG",
             Self::CacheIo(_) => "DPONE_POLICY_CACHE_IO",
+            Self::CacheDirUnsafe(_) => "DPONE_POLICY_CACHE_DIR_UNSAFE",
+            Self::CacheKeyUnsafe(_) => "DPONE_POLICY_CACHE_KEY_UNSAFE",
         }
     }
 
@@ -146,6 +168,7 @@ impl PolicyError {
                 | Self::StackOverflow
                 | Self::Trapped(_)
                 | Self::OutputOversized { .. }
+                | Self::OutputLiftBound { .. }
                 | Self::OutputInvalid(_)
         )
     }

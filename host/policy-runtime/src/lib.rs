@@ -24,7 +24,7 @@ mod runtime;
 mod sandbox;
 mod validate;
 
-pub use cache::PrecompiledCache;
+pub use cache::{CacheKey, PrecompiledCache};
 pub use canonical::canonical_json;
 pub use digest::Sha256Digest;
 pub use error::PolicyError;

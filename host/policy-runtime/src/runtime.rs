@@ -7,7 +7,7 @@
 
 use crate::bindings;
 use crate::cache::{Lookup, PrecompiledCache};
-use crate::canonical::{canonical_json, canonical_value};
+use crate::canonical::{canonical_json, canonical_len};
 use crate::convert;
 use crate::digest::Sha256Digest;
 use crate::error::PolicyError;
@@ -15,7 +15,7 @@ use crate::inspect::component_surface;
 use crate::kind::{PolicyKind, SUPPORTED_WIT_PACKAGE, split_version};
 use crate::sandbox::{
     Budget, EpochTicker, SandboxConfig, SandboxState, Step, build_engine, engine_fingerprint,
-    run_in_fresh_store,
+    run_in_fresh_store, spawn_thread,
 };
 use crate::validate;
 use dpone_policy_model::{admission, delete_mode, guard, scope};
@@ -114,7 +114,7 @@ impl PolicyRuntime {
     pub fn new(config: SandboxConfig) -> Result<Self, PolicyError> {
         let engine = build_engine(&config)?;
         let fingerprint = engine_fingerprint(&engine);
-        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick);
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick, spawn_thread)?;
         Ok(Self {
             engine,
             config,
@@ -197,9 +197,10 @@ impl PolicyRuntime {
         let source = match cache.lookup(digest, &self.fingerprint) {
             Lookup::Hit(artifact) => {
                 // SAFETY: `artifact` is byte-for-byte what this host serialized for this component
-                // digest and engine fingerprint: its sha256 and size match the record written
-                // beside it by `PrecompiledCache::store`, and the engine fingerprint covers the
-                // wasmtime version and code-affecting settings.
+                // digest and engine fingerprint: these in-memory bytes have the sha256 and size of
+                // a record whose HMAC under the host's secret cache key verified (only this host
+                // can write such a record), and the engine fingerprint covers the wasmtime
+                // version and code-affecting settings.
                 #[allow(unsafe_code)]
                 let loaded = unsafe { Component::deserialize(&self.engine, &artifact) };
                 match loaded {
@@ -331,9 +332,8 @@ impl LoadedPolicy {
             run_in_fresh_store(&self.engine, &self.config, self.budget, call)?;
         let output = serde_json::to_value(&decision)
             .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
-        let output_len = canonical_value(&output)
-            .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?
-            .len();
+        let output_len =
+            canonical_len(&output).map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
         if output_len > self.config.max_output_bytes {
             return Err(PolicyError::OutputOversized {
                 bytes: output_len,

@@ -264,6 +264,9 @@ pub fn write_signatures_file(dir: &Path, bytes: &[u8]) -> Result<()> {
 pub struct BundleBuilder {
     name: String,
     version: String,
+    sequence: u64,
+    not_before: u64,
+    expires_at: u64,
     policies: BTreeMap<PolicyKind, (Vec<u8>, ResourceBudget)>,
     tables: BTreeMap<String, (PolicyKind, Vec<u8>)>,
 }
@@ -274,9 +277,26 @@ impl BundleBuilder {
         Self {
             name: name.to_owned(),
             version: version.to_owned(),
+            sequence: 1,
+            not_before: 0,
+            expires_at: crate::json::MAX_SAFE_INTEGER,
             policies: BTreeMap::new(),
             tables: BTreeMap::new(),
         }
+    }
+
+    /// The bundle's sequence (default 1): each new bundle of a name needs a higher one.
+    pub fn sequence(mut self, sequence: u64) -> Self {
+        self.sequence = sequence;
+        self
+    }
+
+    /// The signed validity window, unix seconds, `not_before` inclusive, `expires_at`
+    /// exclusive. The default is from 0 to 2^53-1; the CLI always sets a real window.
+    pub fn validity(mut self, not_before: u64, expires_at: u64) -> Self {
+        self.not_before = not_before;
+        self.expires_at = expires_at;
+        self
     }
 
     /// Adds the component of `kind`.
@@ -323,6 +343,9 @@ impl BundleBuilder {
                 .first()
                 .map(|s| (*s).to_owned())
                 .unwrap_or_default(),
+            sequence: self.sequence,
+            not_before: self.not_before,
+            expires_at: self.expires_at,
             policies,
             tables,
         };

@@ -422,6 +422,60 @@ pub enum TrustError {
         /// Details.
         detail: String,
     },
+    /// The bundle's signed validity window has ended.
+    #[error("the bundle expired at {expires_at} (unix seconds); the clock reads {now}")]
+    BundleExpired {
+        /// End of the window.
+        expires_at: u64,
+        /// The clock, read once for this activation.
+        now: u64,
+    },
+    /// The bundle's signed validity window has not begun.
+    #[error("the bundle is valid from {not_before} (unix seconds); the clock reads {now}")]
+    BundleNotYetValid {
+        /// Start of the window.
+        not_before: u64,
+        /// The clock, read once for this activation.
+        now: u64,
+    },
+    /// A bundle with a lower sequence than one already activated under this trust policy.
+    #[error(
+        "bundle `{name}` sequence {sequence} is lower than sequence {highest} already activated under this trust policy"
+    )]
+    BundleRollback {
+        /// Bundle name.
+        name: String,
+        /// Offered.
+        sequence: u64,
+        /// Highest activated.
+        highest: u64,
+    },
+    /// The same sequence with different content than the bundle activated at it.
+    #[error(
+        "bundle `{name}` sequence {sequence} was activated with other content; a new bundle needs a higher sequence"
+    )]
+    BundleSequenceReused {
+        /// Bundle name.
+        name: String,
+        /// Sequence.
+        sequence: u64,
+    },
+    /// The clock reads earlier than the last activation recorded for this bundle name.
+    #[error(
+        "the clock ({now}) is earlier than the last activation of this bundle ({last}); refusing until it is set right"
+    )]
+    ClockBehind {
+        /// The clock, read once for this activation.
+        now: u64,
+        /// The last activation recorded.
+        last: u64,
+    },
+    /// The host's activation state file is unusable.
+    #[error("the bundle activation state is unusable: {detail}")]
+    ActivationStateUnusable {
+        /// Why (never a path).
+        detail: String,
+    },
     /// An input could not be read or written.
     #[error("cannot {action}: {source}")]
     Io {
@@ -492,6 +546,12 @@ impl TrustError {
             Self::TrustedRootInvalid { .. } => "DPONE_TRUST_ROOT_INVALID",
             Self::Sigstore { fault, .. } => fault.code(),
             Self::Attestation { fault, .. } => fault.code(),
+            Self::BundleExpired { .. } => "DPONE_BUNDLE_EXPIRED",
+            Self::BundleNotYetValid { .. } => "DPONE_BUNDLE_NOT_YET_VALID",
+            Self::BundleRollback { .. } => "DPONE_BUNDLE_ROLLBACK",
+            Self::BundleSequenceReused { .. } => "DPONE_BUNDLE_SEQUENCE_REUSED",
+            Self::ClockBehind { .. } => "DPONE_BUNDLE_CLOCK_BEHIND",
+            Self::ActivationStateUnusable { .. } => "DPONE_BUNDLE_STATE_UNUSABLE",
             Self::Io { .. } => "DPONE_TRUST_IO",
             Self::Internal { .. } => "DPONE_TRUST_INTERNAL",
         }

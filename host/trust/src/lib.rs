@@ -25,6 +25,7 @@ pub mod attestation;
 pub mod bundle;
 pub mod digest;
 pub mod error;
+pub mod freshness;
 pub mod json;
 pub mod keys;
 pub mod manifest;

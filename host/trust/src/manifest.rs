@@ -1,11 +1,11 @@
 //! The bundle manifest: `manifest.json`, canonical JSON (RFC 8785).
 //!
 //! ```json
-//! {"name":"core","policies":[{"budget":{"fuel":5000000,"memory_bytes":16777216,
-//!   "wasm_stack_bytes":524288},"file":"guard.wasm","kind":"guard","sha256":"<64 hex>",
-//!   "size":12345}],"schema":"dpone.policy-bundle.v1","tables":[{"file":"tables/guard.json",
-//!   "kind":"guard","sha256":"<64 hex>","size":2048}],"version":"1.0.0",
-//!   "wit_package":"dpone:policy@0.1.0"}
+//! {"expires_at":1767225600,"name":"core","not_before":1764547200,"policies":[{"budget":
+//!   {"fuel":5000000,"memory_bytes":16777216,"wasm_stack_bytes":524288},"file":"guard.wasm",
+//!   "kind":"guard","sha256":"<64 hex>","size":12345}],"schema":"dpone.policy-bundle.v2",
+//!   "sequence":7,"tables":[{"file":"tables/guard.json","kind":"guard","sha256":"<64 hex>",
+//!   "size":2048}],"version":"1.0.0","wit_package":"dpone:policy@0.1.0"}
 //! ```
 //!
 //! (Shown wrapped; the file itself is one line with no trailing newline.)
@@ -13,7 +13,9 @@
 //! Rules beyond the strict JSON layer ([`crate::json`]): at least one policy and at most one
 //! per kind; a policy's file is `<kind>.wasm`; a table's file is `tables/<stem>.json`; policies
 //! are sorted by kind and tables by file, so a bundle's content has exactly one manifest; every
-//! table belongs to a policy kind present in the bundle; budgets are positive.
+//! table belongs to a policy kind present in the bundle; budgets are positive; `sequence` is
+//! positive (it only ever grows for a bundle name) and the signed validity window
+//! `not_before < expires_at` is in unix seconds (see [`crate::freshness`]).
 
 use crate::Result;
 use crate::digest::Sha256Digest;
@@ -23,7 +25,7 @@ use serde_json::{Value, json};
 use std::fmt;
 
 /// The manifest schema this version reads and writes.
-pub const MANIFEST_SCHEMA: &str = "dpone.policy-bundle.v1";
+pub const MANIFEST_SCHEMA: &str = "dpone.policy-bundle.v2";
 
 /// WIT package versions whose components this host can load.
 pub const SUPPORTED_WIT_PACKAGES: &[&str] = &["dpone:policy@0.1.0"];
@@ -140,6 +142,12 @@ pub struct Manifest {
     pub version: String,
     /// The WIT package the components implement, e.g. `dpone:policy@0.1.0`.
     pub wit_package: String,
+    /// Monotonic sequence of this bundle name: a host never activates a lower one again.
+    pub sequence: u64,
+    /// Start of the signed validity window, unix seconds.
+    pub not_before: u64,
+    /// End of the signed validity window (exclusive), unix seconds.
+    pub expires_at: u64,
     /// Components, sorted by kind.
     pub policies: Vec<PolicyEntry>,
     /// Decision tables, sorted by file.
@@ -163,6 +171,9 @@ impl Manifest {
                 "name",
                 "version",
                 "wit_package",
+                "sequence",
+                "not_before",
+                "expires_at",
                 "policies",
                 "tables",
             ],
@@ -181,6 +192,19 @@ impl Manifest {
             return Err(TrustError::WitVersionUnsupported {
                 found: shown(wit_package),
             });
+        }
+
+        let sequence = top.u64("sequence")?;
+        if sequence == 0 || sequence > MAX_SAFE_INTEGER {
+            return Err(top.invalid("sequence", "must be in 1..=2^53-1"));
+        }
+        let not_before = top.u64("not_before")?;
+        let expires_at = top.u64("expires_at")?;
+        if expires_at > MAX_SAFE_INTEGER || not_before >= expires_at {
+            return Err(top.invalid(
+                "expires_at",
+                "the validity window needs not_before < expires_at <= 2^53-1",
+            ));
         }
 
         let mut policies = Vec::new();
@@ -223,6 +247,9 @@ impl Manifest {
             name: name.to_owned(),
             version: version.to_owned(),
             wit_package: wit_package.to_owned(),
+            sequence,
+            not_before,
+            expires_at,
             policies,
             tables,
         })
@@ -264,6 +291,9 @@ impl Manifest {
             "name": self.name,
             "version": self.version,
             "wit_package": self.wit_package,
+            "sequence": self.sequence,
+            "not_before": self.not_before,
+            "expires_at": self.expires_at,
             "policies": policies,
             "tables": tables,
         });

@@ -354,11 +354,34 @@ fn manifest_rules_each_have_their_code() {
         "DPONE_BUNDLE_WIT_VERSION_UNSUPPORTED"
     );
 
+    // A v1 manifest (no sequence, no validity window) is not read: it could not be protected
+    // against rollback or expire.
     let mut schema = base.clone();
-    schema["schema"] = Value::String("dpone.policy-bundle.v2".into());
+    schema["schema"] = Value::String("dpone.policy-bundle.v1".into());
     assert_eq!(
         code(&with_manifest(&files, &schema), &policy),
         "DPONE_BUNDLE_MANIFEST_SCHEMA_UNSUPPORTED"
+    );
+    let mut unsequenced = base.clone();
+    if let Some(map) = unsequenced.as_object_mut() {
+        map.remove("sequence");
+    }
+    assert_eq!(
+        code(&with_manifest(&files, &unsequenced), &policy),
+        "DPONE_BUNDLE_MANIFEST_MISSING_FIELD"
+    );
+    let mut zero = base.clone();
+    zero["sequence"] = Value::from(0);
+    assert_eq!(
+        code(&with_manifest(&files, &zero), &policy),
+        "DPONE_BUNDLE_MANIFEST_INVALID_VALUE"
+    );
+    let mut inverted = base.clone();
+    inverted["not_before"] = Value::from(200);
+    inverted["expires_at"] = Value::from(100);
+    assert_eq!(
+        code(&with_manifest(&files, &inverted), &policy),
+        "DPONE_BUNDLE_MANIFEST_INVALID_VALUE"
     );
 
     let mut float = files.clone();
