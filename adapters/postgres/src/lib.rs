@@ -14,6 +14,7 @@
 //! Architecture invariant: this is the only crate of the route that talks to PostgreSQL.
 
 pub mod artifacts;
+pub mod catalog;
 pub mod conn;
 pub mod ddl;
 pub mod discover;

@@ -10,8 +10,9 @@
 //! Driver errors are mapped to stable codes with their SQLSTATE only; their text (which can
 //! quote key values in DETAIL lines) never leaves this module.
 
+use crate::catalog::{self, STATE_CONTRACT, TableFacts};
 use crate::conn::{Conn, connect};
-use crate::ddl::{STATE_COLUMNS, UPDATED_AT_COLUMN};
+use crate::ddl::UPDATED_AT_COLUMN;
 use crate::sql::{db_error, ident, qualified, safe_type_sql, sqlstate};
 use bytes::Bytes;
 use dpone_engine_xmin::artifact::{ArtifactStore, io_error};
@@ -575,6 +576,8 @@ impl PgTarget {
         Ok(())
     }
 
+    /// The state tables against the reviewed contract (`crate::catalog`): exact columns, the
+    /// unique indexes the protocol relies on, and exactly the reviewed triggers.
     async fn verify_state_catalog(c: &tokio_postgres::Client, spec: &TargetSpec) -> Result<()> {
         let t = &spec.state;
         let names = [
@@ -584,33 +587,79 @@ impl PgTarget {
             &t.repair_authority,
             &t.repair_consumption,
         ];
-        for ((_, required), name) in STATE_COLUMNS.iter().zip(names) {
-            let row = c
-                .query_one(
-                    "SELECT array_agg(a.attname::text) FROM pg_catalog.pg_attribute a \
-                     JOIN pg_catalog.pg_class cl ON cl.oid = a.attrelid \
-                     JOIN pg_catalog.pg_namespace n ON n.oid = cl.relnamespace \
-                     WHERE n.nspname = $1 AND cl.relname = $2 AND cl.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped",
-                    &[&spec.state_schema, name],
-                )
-                .await
-                .map_err(|e| terr("read state catalog", &e))?;
-            let have: Option<Vec<String>> = row.get(0);
-            let have = have.unwrap_or_default();
-            if have.is_empty() {
-                return Err(XminError::new(
-                    ErrorCode::StateCatalogInvalid,
-                    format!("state table {name:?} does not exist (provision the reviewed DDL)"),
-                ));
-            }
-            if let Some(missing) = required.iter().find(|r| !have.iter().any(|h| h == *r)) {
-                return Err(XminError::new(
-                    ErrorCode::StateCatalogInvalid,
-                    format!("state table {name:?} lacks column {missing:?}"),
-                ));
-            }
+        for ((role, _), name) in STATE_CONTRACT.iter().zip(names) {
+            let facts = Self::state_table_facts(c, &spec.state_schema, name).await?;
+            catalog::verify_table(role, name, &facts)
+                .map_err(|m| XminError::new(ErrorCode::StateCatalogInvalid, m))?;
         }
         Ok(())
+    }
+
+    async fn state_table_facts(
+        c: &tokio_postgres::Client,
+        schema: &str,
+        name: &str,
+    ) -> Result<TableFacts> {
+        let read = |e: tokio_postgres::Error| terr("read state catalog", &e);
+        let Some(oid) = c
+            .query_opt(
+                "SELECT cl.oid FROM pg_catalog.pg_class cl \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = cl.relnamespace \
+                 WHERE n.nspname = $1 AND cl.relname = $2 AND cl.relkind = 'r'",
+                &[&schema, &name],
+            )
+            .await
+            .map_err(read)?
+            .map(|r| r.get::<_, u32>(0))
+        else {
+            return Ok(TableFacts::default());
+        };
+        let columns = c
+            .query(
+                "SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull \
+                 FROM pg_catalog.pg_attribute a \
+                 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                &[&oid],
+            )
+            .await
+            .map_err(read)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        let unique = c
+            .query(
+                "SELECT ARRAY(SELECT a.attname::text \
+                   FROM unnest((ix.indkey::int2[])[0:ix.indnkeyatts - 1]) WITH ORDINALITY k(attnum, ord) \
+                   JOIN pg_catalog.pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum \
+                   ORDER BY k.ord), \
+                 pg_catalog.pg_get_expr(ix.indpred, ix.indrelid) \
+                 FROM pg_catalog.pg_index ix \
+                 WHERE ix.indrelid = $1 AND ix.indisunique AND ix.indisvalid AND ix.indisready \
+                   AND ix.indexprs IS NULL",
+                &[&oid],
+            )
+            .await
+            .map_err(read)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let triggers = c
+            .query(
+                "SELECT t.tgtype, p.prosrc ~* 'raise\\s+exception' \
+                 FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid \
+                 WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'",
+                &[&oid],
+            )
+            .await
+            .map_err(read)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        Ok(TableFacts {
+            columns,
+            unique,
+            triggers,
+        })
     }
 
     async fn one_receipt(

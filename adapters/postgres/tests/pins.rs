@@ -160,6 +160,60 @@ async fn wrong_pins_are_refused_with_distinct_codes() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_state_catalog_that_differs_from_the_reviewed_ddl_is_refused_before_extraction() {
+    // Each change is made, refused at preflight with nothing extracted or written, and undone.
+    let changes: &[(&str, &str)] = &[
+        (
+            "DROP INDEX dpone_state.dpone_source_state_one_active_owner",
+            "CREATE UNIQUE INDEX dpone_source_state_one_active_owner ON dpone_state.dpone_source_state (target_identity) WHERE superseded_at_utc IS NULL",
+        ),
+        (
+            "DROP TRIGGER dpone_immutable ON dpone_state.dpone_commit_receipt",
+            "CREATE TRIGGER dpone_immutable BEFORE UPDATE OR DELETE ON dpone_state.dpone_commit_receipt FOR EACH ROW EXECUTE FUNCTION dpone_state.dpone_forbid_mutation()",
+        ),
+        (
+            "ALTER TABLE dpone_state.dpone_repair_authority DISABLE TRIGGER dpone_immutable",
+            "ALTER TABLE dpone_state.dpone_repair_authority ENABLE TRIGGER dpone_immutable",
+        ),
+        (
+            "CREATE FUNCTION dpone_state.noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$; \
+             CREATE TRIGGER sneaky BEFORE INSERT ON dpone_state.dpone_source_state FOR EACH ROW EXECUTE FUNCTION dpone_state.noop()",
+            "DROP TRIGGER sneaky ON dpone_state.dpone_source_state; DROP FUNCTION dpone_state.noop()",
+        ),
+        (
+            "ALTER TABLE dpone_state.dpone_run_state ALTER COLUMN evidence TYPE text",
+            "ALTER TABLE dpone_state.dpone_run_state ALTER COLUMN evidence TYPE jsonb USING evidence::jsonb",
+        ),
+        (
+            "ALTER TABLE dpone_state.dpone_source_state ALTER COLUMN superseded_by SET NOT NULL",
+            "ALTER TABLE dpone_state.dpone_source_state ALTER COLUMN superseded_by DROP NOT NULL",
+        ),
+    ];
+    let Some(f) = Fixture::new("catalog", Options::default()).await else {
+        return;
+    };
+    for (change, undo) in changes {
+        f.pg_target().batch_execute(change).await.expect("change");
+        refused(
+            &f,
+            &f.route,
+            ErrorCode::StateCatalogInvalid,
+            Phase::Preflight,
+        )
+        .await;
+        f.pg_target().batch_execute(undo).await.expect("undo");
+    }
+    // Undone, the catalog is the reviewed one again and a run commits.
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    f.run().await.expect("the reviewed catalog passes");
+}
+
 async fn source_db_oid(f: &Fixture) -> u32 {
     f.sc.query_one(
         "SELECT oid FROM pg_database WHERE datname = current_database()",
