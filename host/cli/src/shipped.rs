@@ -5,6 +5,7 @@
 
 use crate::activation::{ActivatedBundle, activate_bundle};
 use crate::exit::Failure;
+use crate::input::InputKind;
 use crate::trust_cmd::{load_bundle, read_trust_policy};
 use clap::Args;
 use dpone_policy_build::ComponentLock;
@@ -35,14 +36,10 @@ pub fn pin(kind: PolicyKind) -> Result<Sha256Digest, Failure> {
         .map_err(|e: String| Failure::internal("DPONE_CLI_PIN_MALFORMED", e))
 }
 
-/// Reads a file the user named, reporting which option it came from but never the path.
-pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|e| {
-        Failure::bad_input(
-            "DPONE_CLI_INPUT_UNREADABLE",
-            format!("cannot read the {what}: {}", e.kind()),
-        )
-    })
+/// Reads a file the user named through the one bounded reader (regular files only, the
+/// ceiling of its kind), reporting which kind it is but never the path.
+pub fn read_input(path: &Path, kind: InputKind) -> Result<Vec<u8>, Failure> {
+    crate::input::read(path, kind)
 }
 
 /// Builds a runtime, with a precompiled cache when `cache_dir` is given.
@@ -73,7 +70,7 @@ pub fn load(
     dir: &Path,
     kind: PolicyKind,
 ) -> Result<LoadedPolicy, Failure> {
-    let bytes = read_input(&component_path(dir, kind), &format!("{kind} component"))?;
+    let bytes = read_input(&component_path(dir, kind), InputKind::Component)?;
     Ok(runtime.load(kind, &bytes, pin(kind)?, Budget::default())?)
 }
 
