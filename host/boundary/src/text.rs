@@ -97,17 +97,19 @@ pub fn clean_message(message: &str) -> String {
     for c in message.chars() {
         if let Some(close) = quote {
             if !escaped && c == close {
+                out.push(c);
                 if dropped > 0 {
                     let _ = write!(out, "…(+{dropped} chars)");
                 }
-                out.push(c);
                 quote = None;
                 dropped = 0;
                 continue;
             }
             escaped = !escaped && c == '\\';
             in_quote += 1;
-            if in_quote > MAX_EXCERPT_CHARS {
+            // A backslash that would start an escape as the last kept character would escape
+            // the closing quote: it is left out with the rest.
+            if in_quote > MAX_EXCERPT_CHARS || (in_quote == MAX_EXCERPT_CHARS && escaped) {
                 dropped += 1;
                 continue;
             }
@@ -125,7 +127,11 @@ pub fn clean_message(message: &str) -> String {
             push_escaped(&mut out, c);
         }
     }
-    if quote.is_some() && dropped > 0 {
+    if let Some(close) = quote
+        && dropped > 0
+    {
+        // Closed, so that cleaning the result again changes nothing.
+        out.push(close);
         let _ = write!(out, "…(+{dropped} chars)");
     }
     let count = out.chars().count();
@@ -208,7 +214,10 @@ mod tests {
         );
         let message = format!("unknown field `{value}`, expected `name`");
         let clean = clean_message(&message);
-        assert!(clean.ends_with("`, expected `name`"), "{clean}");
+        assert!(
+            clean.ends_with("`…(+1048512 chars), expected `name`"),
+            "{clean}"
+        );
         assert!(clean.len() < 200, "{clean}");
     }
 
@@ -248,9 +257,27 @@ mod tests {
     }
 
     #[test]
+    fn cleaning_twice_changes_nothing() {
+        let value = "v".repeat(1 << 16);
+        for message in [
+            format!("invalid type: string \"{value}\", expected u64 at line 3 column 7"),
+            format!("unterminated \"{value}"),
+            format!("key `{value}` and \u{202e}"),
+            format!(
+                "unknown field {:?} in target",
+                "x?x?x?x?x\u{2028}x\u{2029}x\u{202a}x\u{202b}x\u{202c}x\u{202d}x\u{202e}x…"
+            ),
+            "y".repeat(10_000),
+        ] {
+            let once = clean_message(&message);
+            assert_eq!(clean_message(&once), once);
+        }
+    }
+
+    #[test]
     fn escaped_quote_inside_a_run() {
         let clean = clean_message(&format!("value \"a\\\"{}\" at line 1", "z".repeat(500)));
-        assert!(clean.ends_with("\" at line 1"), "{clean}");
+        assert!(clean.ends_with("\"…(+439 chars) at line 1"), "{clean}");
         assert!(clean.len() < 120, "{clean}");
     }
 }

@@ -59,7 +59,7 @@ impl PolicyPort for ComponentPolicies<'_> {
 
 impl From<XminError> for Failure {
     fn from(e: XminError) -> Self {
-        Failure::refused(e.code().as_str(), e.message())
+        Failure::xmin(e.code(), e.message())
     }
 }
 
@@ -200,10 +200,7 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
                     "invocation_id": request.invocation_id,
                     "failure": &failure,
                 }))?;
-                Err(Failure::refused(
-                    failure.error.code().as_str(),
-                    failure.error.message(),
-                ))
+                Err(Failure::xmin(failure.error.code(), failure.error.message()))
             }
         }
     })

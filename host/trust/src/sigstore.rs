@@ -145,7 +145,7 @@ impl SigstoreOutcome {
 pub(crate) fn sigstore_err(fault: SigstoreFault, detail: impl Into<String>) -> TrustError {
     TrustError::Sigstore {
         fault,
-        detail: detail.into(),
+        detail: dpone_boundary::text::clean_message(&detail.into()),
     }
 }
 

@@ -75,10 +75,10 @@ impl PinnedTrustedRoot {
             detail: "not UTF-8".into(),
         })?;
         let root = TrustedRoot::from_json(text).map_err(|err| TrustError::TrustedRootInvalid {
-            detail: err.to_string(),
+            detail: dpone_boundary::text::clean_message(&err.to_string()),
         })?;
         let verifier = Verifier::new(&root).map_err(|err| TrustError::TrustedRootInvalid {
-            detail: err.to_string(),
+            detail: dpone_boundary::text::clean_message(&err.to_string()),
         })?;
         Ok(Self {
             sha256,
