@@ -47,6 +47,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::exit::{Failure, print_json};
+use crate::input::InputKind;
 use crate::route::RouteArgs;
 use crate::shipped;
 use wiring::{ComponentGate, NoAdmission, NoArtifacts, TerminalProgress};
@@ -64,7 +65,7 @@ struct Admission {
 }
 
 fn read_manifest(args: &RouteArgs) -> Result<Manifest, Failure> {
-    let bytes = shipped::read_input(args.manifest_path()?, "manifest")?;
+    let bytes = shipped::read_input(args.manifest_path()?, InputKind::Manifest)?;
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         Failure::bad_input(
             "DPONE_CLICKHOUSE_MANIFEST_YAML_NON_ASCII",
@@ -78,7 +79,7 @@ fn read_registry(args: &RouteArgs) -> Result<Option<Registry>, Failure> {
     let Some(path) = &args.connections else {
         return Ok(None);
     };
-    let bytes = shipped::read_input(path, "connection registry")?;
+    let bytes = shipped::read_input(path, InputKind::ConnectionRegistry)?;
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         Failure::bad_input(
             "DPONE_CLICKHOUSE_REGISTRY_YAML_NON_ASCII",

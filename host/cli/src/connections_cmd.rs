@@ -12,6 +12,7 @@
 //! the adapter's sanitized detail: SQLSTATE, SQL Server error number or I/O error kind).
 
 use crate::exit::{Failure, RETRY, print_json};
+use crate::input::InputKind;
 use crate::route::{CheckArgs, MANIFEST_REQUIRED};
 use crate::shipped;
 use dpone_adapter_mssql::conn::{self as mssql, ConnError};
@@ -192,8 +193,8 @@ pub fn check(args: &CheckArgs) -> Result<(), Failure> {
              (connection registry check)",
         )
     })?;
-    let text =
-        String::from_utf8(shipped::read_input(path, "connection registry")?).map_err(|_| {
+    let text = String::from_utf8(shipped::read_input(path, InputKind::ConnectionRegistry)?)
+        .map_err(|_| {
             Failure::bad_input(
                 "DPONE_CLI_INPUT_MALFORMED",
                 "the connection registry is not UTF-8",

@@ -48,6 +48,20 @@ impl Failure {
         }
     }
 
+    /// A failure of the XMin route, with the exit status of its code's class.
+    pub fn xmin(code: dpone_engine_xmin::ErrorCode, message: impl Into<String>) -> Self {
+        use dpone_engine_xmin::ErrorClass;
+        Self {
+            code: code.as_str().to_owned(),
+            message: message.into(),
+            exit: match code.class() {
+                ErrorClass::BadInput => BAD_INPUT,
+                ErrorClass::Refused => REFUSED,
+                ErrorClass::NotFinished => RETRY,
+            },
+        }
+    }
+
     /// An internal failure.
     pub fn internal(code: &str, message: impl Into<String>) -> Self {
         Self {
@@ -117,13 +131,19 @@ struct ErrorReport<'a> {
 }
 
 /// Prints a failure as JSON on stderr and converts the result into the process exit code.
+///
+/// This is the one place CLI errors are rendered: the message is made safe here whatever its
+/// source ([`dpone_boundary::text::clean_message`]: quoted values capped at 64 characters,
+/// control, separator, bidi and format characters escaped, the whole at most 512 characters).
 pub fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
+            let message = dpone_boundary::text::clean_message(&failure.message);
+            let code = dpone_boundary::text::clean_message(&failure.code);
             let report = ErrorReport {
-                error: &failure.code,
-                message: &failure.message,
+                error: &code,
+                message: &message,
             };
             eprintln!(
                 "{}",
@@ -143,4 +163,121 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
         println!("{text}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const DOCS: &str = include_str!("../../../docs/cli.md");
+
+    /// Rows `| `CODE` | EXIT |…` of the table that follows `heading` in docs/cli.md.
+    fn documented(after: &str) -> BTreeMap<String, u8> {
+        let start = DOCS
+            .find(after)
+            .unwrap_or_else(|| panic!("docs/cli.md lacks {after:?}"));
+        let mut rows = BTreeMap::new();
+        let mut in_table = false;
+        for line in DOCS[start..].lines().skip(1) {
+            if line.starts_with('|') {
+                in_table = true;
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let Some(code) = cells
+                    .get(1)
+                    .and_then(|c| c.strip_prefix('`')?.strip_suffix('`'))
+                else {
+                    continue;
+                };
+                let exit = cells[2]
+                    .parse()
+                    .unwrap_or_else(|_| panic!("exit of {line}"));
+                assert!(rows.insert(code.to_owned(), exit).is_none(), "{code} twice");
+            } else if in_table {
+                break;
+            }
+        }
+        assert!(!rows.is_empty(), "no table after {after:?}");
+        rows
+    }
+
+    /// Codes the CLI raises itself, with the constructor's exit status, read from its sources.
+    fn raised_by_the_cli() -> BTreeMap<String, u8> {
+        let sources = [
+            include_str!("activation.rs"),
+            include_str!("clickhouse_cmd.rs"),
+            include_str!("clickhouse_cmd/resolve.rs"),
+            include_str!("clickhouse_cmd/wiring.rs"),
+            include_str!("connections_cmd.rs"),
+            include_str!("demo.rs"),
+            include_str!("exit.rs"),
+            include_str!("input.rs"),
+            include_str!("main.rs"),
+            include_str!("policy_cmd.rs"),
+            include_str!("route.rs"),
+            include_str!("shipped.rs"),
+            include_str!("trust_cmd.rs"),
+            include_str!("xmin_cmd.rs"),
+        ];
+        let mut raised = BTreeMap::new();
+        for source in sources {
+            for (ctor, exit) in [
+                ("Failure::bad_input(", BAD_INPUT),
+                ("Failure::refused(", REFUSED),
+                ("Failure::internal(", INTERNAL),
+            ] {
+                for (at, _) in source.match_indices(ctor) {
+                    let rest = source[at + ctor.len()..].trim_start();
+                    let Some(code) = rest
+                        .strip_prefix('"')
+                        .and_then(|r| r.split('"').next())
+                        .filter(|c| c.starts_with("DPONE_"))
+                    else {
+                        continue;
+                    };
+                    if let Some(previous) = raised.insert(code.to_owned(), exit) {
+                        assert_eq!(previous, exit, "{code} is raised with two exit statuses");
+                    }
+                }
+            }
+        }
+        // Raised through constants or computed.
+        for code in [
+            "DPONE_CLI_INPUT_NOT_REGULAR_FILE",
+            "DPONE_CLI_INPUT_TOO_LARGE",
+            crate::route::MANIFEST_REQUIRED,
+        ] {
+            raised.insert(code.to_owned(), BAD_INPUT);
+        }
+        raised
+    }
+
+    #[test]
+    fn exit_statuses_match_the_documented_table() {
+        let docs = documented("Codes the CLI raises itself:");
+        let raised = raised_by_the_cli();
+        assert_eq!(
+            docs, raised,
+            "docs/cli.md (left) and the CLI's own codes (right) disagree"
+        );
+
+        let docs = documented("Codes of the XMin key-reconciliation route");
+        let mut actual = BTreeMap::new();
+        for &code in dpone_engine_xmin::ErrorCode::ALL {
+            actual.insert(code.as_str().to_owned(), Failure::xmin(code, "").exit);
+        }
+        assert_eq!(
+            docs, actual,
+            "docs/cli.md (left) and the XMin codes' classes (right) disagree"
+        );
+        // The issue's case: a manifest parse error is bad input, not a refusal.
+        assert_eq!(
+            Failure::from(dpone_engine_xmin::XminError::new(
+                dpone_engine_xmin::ErrorCode::YamlAmbiguousScalar,
+                "x"
+            ))
+            .exit,
+            BAD_INPUT
+        );
+    }
 }

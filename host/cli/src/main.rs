@@ -10,6 +10,7 @@ mod clickhouse_cmd;
 mod connections_cmd;
 mod demo;
 mod exit;
+mod input;
 mod policy_cmd;
 mod route;
 mod shipped;
@@ -84,7 +85,7 @@ fn route_command(
     xmin: fn(&route::RouteArgs) -> Result<(), exit::Failure>,
 ) -> Result<(), exit::Failure> {
     args.source = source.clone();
-    let text = shipped::read_input(args.manifest_path()?, "manifest")?;
+    let text = shipped::read_input(args.manifest_path()?, input::InputKind::Manifest)?;
     match route::detect(&String::from_utf8_lossy(&text))? {
         route::Route::ClickhousePublication => clickhouse(&args),
         route::Route::XminReconciliation => xmin(&args),

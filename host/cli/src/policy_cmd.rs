@@ -1,6 +1,7 @@
 //! `dpone-host policy …`: the policy author's tools.
 
 use crate::exit::{Failure, print_json};
+use crate::input::InputKind;
 use crate::shipped;
 use clap::{Args, Subcommand};
 use dpone_decision_table::DecisionTable;
@@ -176,11 +177,11 @@ fn lock(args: LockArgs) -> Result<(), Failure> {
                 )
             })?
             .to_owned();
-        components.insert(name, shipped::read_input(path, "component")?);
+        components.insert(name, shipped::read_input(path, InputKind::Component)?);
     }
     let built = ComponentLock::pin(SUPPORTED_WIT_PACKAGE, &components);
     if args.check {
-        let text = shipped::read_input(&args.lock, "lock file")?;
+        let text = shipped::read_input(&args.lock, InputKind::Lock)?;
         let pinned = ComponentLock::from_json(&String::from_utf8_lossy(&text))
             .map_err(|e| Failure::bad_input(e.code(), e.to_string()))?;
         let differing: Vec<&String> = built
@@ -221,7 +222,7 @@ struct Inspection {
 }
 
 fn inspect(path: &Path) -> Result<(), Failure> {
-    let bytes = shipped::read_input(path, "component")?;
+    let bytes = shipped::read_input(path, InputKind::Component)?;
     let surface = component_surface(&bytes)?;
     let serves = PolicyKind::ALL
         .into_iter()
@@ -254,7 +255,7 @@ fn function_for(kind: PolicyKind, function: Option<String>) -> Result<String, Fa
 }
 
 fn read_json(path: &Path, what: &str) -> Result<serde_json::Value, Failure> {
-    let bytes = shipped::read_input(path, what)?;
+    let bytes = shipped::read_input(path, InputKind::Facts)?;
     serde_json::from_slice(&bytes).map_err(|e| {
         Failure::bad_input(
             "DPONE_CLI_INPUT_MALFORMED",
@@ -276,7 +277,7 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
             ));
         }
         (Some(path), Some(pin)) => {
-            let bytes = shipped::read_input(path, "component")?;
+            let bytes = shipped::read_input(path, InputKind::Component)?;
             shipped::Policy::Owned(Box::new(runtime.load(
                 args.kind,
                 &bytes,
@@ -295,8 +296,8 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
 }
 
 fn test(args: TestArgs) -> Result<(), Failure> {
-    let bytes = shipped::read_input(&args.component, "component")?;
-    let table_text = shipped::read_input(&args.table, "decision table")?;
+    let bytes = shipped::read_input(&args.component, InputKind::Component)?;
+    let table_text = shipped::read_input(&args.table, InputKind::DecisionTable)?;
     let table = DecisionTable::from_json(&String::from_utf8_lossy(&table_text))
         .map_err(|e| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e.to_string()))?;
     let kind: PolicyKind = table

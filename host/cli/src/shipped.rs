@@ -6,6 +6,7 @@
 
 use crate::activation::{ActivatedBundle, activate_bundle_recorded};
 use crate::exit::Failure;
+use crate::input::InputKind;
 use crate::trust_cmd::{load_bundle, read_trust_policy};
 use clap::Args;
 use dpone_policy_build::ComponentLock;
@@ -37,7 +38,7 @@ pub fn embedded(kind: PolicyKind) -> Result<&'static [u8], Failure> {
 /// copy embedded in the binary. Either way the caller checks them against the pin.
 pub fn component_bytes(dir: Option<&Path>, kind: PolicyKind) -> Result<Vec<u8>, Failure> {
     match dir {
-        Some(dir) => read_input(&component_path(dir, kind), &format!("{kind} component")),
+        Some(dir) => read_input(&component_path(dir, kind), InputKind::Component),
         None => Ok(embedded(kind)?.to_vec()),
     }
 }
@@ -58,14 +59,10 @@ pub fn pin(kind: PolicyKind) -> Result<Sha256Digest, Failure> {
         .map_err(|e: String| Failure::internal("DPONE_CLI_PIN_MALFORMED", e))
 }
 
-/// Reads a file the user named, reporting which option it came from but never the path.
-pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|e| {
-        Failure::bad_input(
-            "DPONE_CLI_INPUT_UNREADABLE",
-            format!("cannot read the {what}: {}", e.kind()),
-        )
-    })
+/// Reads a file the user named through the one bounded reader (regular files only, the
+/// ceiling of its kind), reporting which kind it is but never the path.
+pub fn read_input(path: &Path, kind: InputKind) -> Result<Vec<u8>, Failure> {
+    crate::input::read(path, kind)
 }
 
 /// Where the per-host key that authenticates precompiled-cache records lives: `DPONE_CACHE_KEY`

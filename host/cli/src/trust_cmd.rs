@@ -9,6 +9,7 @@
 
 use crate::activation;
 use crate::exit::{self, Failure, print_json};
+use crate::input::{InputKind, read as read_input};
 use crate::shipped;
 use clap::{ArgGroup, Args, Subcommand};
 use dpone_trust::archive;
@@ -23,11 +24,6 @@ use serde_json::{Value, json};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// Largest public key file read for `--key`.
-const MAX_KEY_BYTES: u64 = 16 * 1024;
-/// Largest input file read by `bundle create` (components and tables are bounded again later).
-const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// `dpone-host bundle` subcommands.
 #[derive(Subcommand, Debug)]
@@ -294,31 +290,10 @@ fn keygen(out: &Path) -> Result<Value, Failure> {
 
 /// Reads and parses a trust policy file.
 pub(crate) fn read_trust_policy(path: &Path) -> Result<TrustPolicy, Failure> {
-    Ok(TrustPolicy::parse(&read_input(path, "trust policy")?)?)
-}
-
-fn read_input(path: &Path, what: &'static str) -> Result<Vec<u8>, Failure> {
-    read_bounded(path, MAX_INPUT_BYTES, what)
-}
-
-fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, Failure> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(limit + 1).read_to_end(&mut bytes))
-        .map_err(|err| {
-            Failure::bad_input(
-                "DPONE_CLI_INPUT_UNREADABLE",
-                format!("cannot read the {what}: {}", err.kind()),
-            )
-        })?;
-    if bytes.len() as u64 > limit {
-        return Err(Failure::bad_input(
-            "DPONE_CLI_INPUT_TOO_LARGE",
-            format!("the {what} is larger than {limit} bytes"),
-        ));
-    }
-    Ok(bytes)
+    Ok(TrustPolicy::parse(&read_input(
+        path,
+        InputKind::TrustPolicy,
+    )?)?)
 }
 
 fn parse_kind_file(spec: &str) -> Result<(PolicyKind, PathBuf), Failure> {
@@ -343,7 +318,7 @@ fn create(
 ) -> Result<Value, Failure> {
     for spec in policies {
         let (kind, file) = parse_kind_file(spec)?;
-        builder = builder.policy(kind, read_input(&file, "component")?, budget);
+        builder = builder.policy(kind, read_input(&file, InputKind::Component)?, budget);
     }
     for spec in tables {
         let (kind, file) = parse_kind_file(spec)?;
@@ -358,7 +333,7 @@ fn create(
                 )
             })?
             .to_owned();
-        builder = builder.table(&stem, kind, read_input(&file, "decision table")?);
+        builder = builder.table(&stem, kind, read_input(&file, InputKind::DecisionTable)?);
     }
     let files = builder.build()?;
     files.write_dir(out)?;
@@ -400,13 +375,13 @@ pub(crate) fn load_bundle(path: &Path) -> Result<BundleFiles, Failure> {
     if meta.is_dir() {
         Ok(BundleFiles::read_dir(path)?)
     } else {
-        let bytes = read_bounded(path, archive::MAX_ARCHIVE_BYTES, "bundle archive")?;
+        let bytes = read_input(path, InputKind::BundleArchive)?;
         Ok(archive::unpack(&bytes)?)
     }
 }
 
 fn verify(path: &Path, policy_path: &Path) -> Result<Value, Failure> {
-    let policy_bytes = read_input(policy_path, "trust policy")?;
+    let policy_bytes = read_input(policy_path, InputKind::TrustPolicy)?;
     let policy = TrustPolicy::parse(&policy_bytes)?;
     let files = load_bundle(path)?;
     let verified = bundle::verify(&files, &policy)?;
@@ -434,8 +409,8 @@ fn activate(
     let kind: dpone_policy_runtime::PolicyKind = kind
         .parse()
         .map_err(|message: String| Failure::bad_input("DPONE_CLI_ARGUMENT", message))?;
-    let input: Value =
-        serde_json::from_slice(&read_input(&input_path, "facts input")?).map_err(|err| {
+    let input: Value = serde_json::from_slice(&read_input(&input_path, InputKind::Facts)?)
+        .map_err(|err| {
             Failure::bad_input(
                 "DPONE_CLI_INPUT_MALFORMED",
                 format!("the facts input is not JSON: {err}"),
@@ -504,7 +479,7 @@ fn pack(dir: &Path, out: &Path) -> Result<Value, Failure> {
 }
 
 fn unpack(archive_path: &Path, out: &Path) -> Result<Value, Failure> {
-    let bytes = read_bounded(archive_path, archive::MAX_ARCHIVE_BYTES, "bundle archive")?;
+    let bytes = read_input(archive_path, InputKind::BundleArchive)?;
     let files = archive::unpack(&bytes)?;
     files.write_dir(out)?;
     Ok(json!({"unpacked": true, "members": files.len(), "verified": false}))
@@ -532,18 +507,14 @@ fn trust_policy(
 }
 
 fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
-    let bundle_bytes = read_bounded(
-        &args.bundle,
-        sigstore::MAX_SIGSTORE_BUNDLE_BYTES as u64,
-        "Sigstore bundle",
-    )?;
+    let bundle_bytes = read_input(&args.bundle, InputKind::SigstoreBundle)?;
     let signer = match (
         &args.key,
         args.certificate_identity,
         args.certificate_oidc_issuer,
     ) {
         (Some(key), None, None) => {
-            let pem = read_bounded(key, MAX_KEY_BYTES, "public key")?;
+            let pem = read_input(key, InputKind::PublicKey)?;
             let pem = String::from_utf8(pem).map_err(|_| {
                 Failure::bad_input(
                     "DPONE_SIGSTORE_KEY_INVALID",
@@ -600,23 +571,18 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
         PinnedTrustedRoot::from_bytes(&root_bytes, &pins)?
     };
 
-    let artifact_bytes;
-    let artifact = if args.artifact.starts_with("sha256:") || args.artifact.starts_with("sha512:") {
-        Artifact::parse_digest(&args.artifact).ok_or_else(|| {
+    let outcome = if args.artifact.starts_with("sha256:") || args.artifact.starts_with("sha512:") {
+        let artifact = Artifact::parse_digest(&args.artifact).ok_or_else(|| {
             Failure::bad_input(
                 "DPONE_SIGSTORE_ARTIFACT_INVALID",
                 "a digest is sha256:<64 hex> or sha512:<128 hex>, lowercase",
             )
-        })?
-    } else {
-        artifact_bytes = std::fs::read(&args.artifact).map_err(|err| {
-            Failure::bad_input(
-                "DPONE_SIGSTORE_ARTIFACT_INVALID",
-                format!("cannot read the artifact: {}", err.kind()),
-            )
         })?;
-        Artifact::Bytes(&artifact_bytes)
+        sigstore::verify(&bundle_bytes, artifact, &signer, &root)?
+    } else {
+        // Hashed as a stream, never held whole; regular files only, refused before reading.
+        let mut file = crate::input::open_artifact(Path::new(&args.artifact))?;
+        sigstore::verify_reader(&bundle_bytes, &mut file, &signer, &root)?
     };
-    let outcome = sigstore::verify(&bundle_bytes, artifact, &signer, &root)?;
     Ok(json!({"verified": true, "outcome": outcome.to_json()}))
 }

@@ -5,6 +5,7 @@
 //! components (shipped, or from a verified bundle when a trust policy is configured).
 
 use crate::exit::{Failure, print_json};
+use crate::input::{InputKind, read_text};
 use crate::route::RouteArgs;
 use crate::shipped::{self, Policy, PolicySource};
 use clap::Subcommand;
@@ -58,29 +59,20 @@ impl PolicyPort for ComponentPolicies<'_> {
 
 impl From<XminError> for Failure {
     fn from(e: XminError) -> Self {
-        Failure::refused(e.code().as_str(), e.message())
+        Failure::xmin(e.code(), e.message())
     }
-}
-
-fn read_text(path: &std::path::Path, what: &str) -> Result<String, Failure> {
-    String::from_utf8(shipped::read_input(path, what)?).map_err(|_| {
-        Failure::bad_input(
-            "DPONE_CLI_INPUT_MALFORMED",
-            format!("the {what} is not UTF-8"),
-        )
-    })
 }
 
 /// Parses the manifest and registry and resolves the route (no I/O beyond reading the files).
 fn prepare(args: &RouteArgs, policies: &ComponentPolicies<'_>) -> Result<Route, Failure> {
-    let manifest = Manifest::from_yaml(&read_text(args.manifest_path()?, "manifest")?)?;
+    let manifest = Manifest::from_yaml(&read_text(args.manifest_path()?, InputKind::Manifest)?)?;
     let registry_path = args.connections.as_ref().ok_or_else(|| {
         Failure::bad_input(
             "DPONE_CLI_CONNECTIONS_REQUIRED",
             "the XMin route needs the connection registry (--connections or DPONE_CONNECTIONS)",
         )
     })?;
-    let registry = Registry::from_yaml(&read_text(registry_path, "connection registry")?)?;
+    let registry = Registry::from_yaml(&read_text(registry_path, InputKind::ConnectionRegistry)?)?;
     let route = Route::prepare(manifest, &registry, &ProcessEnvironment, policies)?;
     if route.manifest.target_kind == TargetKind::Mssql {
         // The bulk-load limits the coordinates alone reveal (staged column names), refused at
@@ -227,10 +219,7 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
                     "invocation_id": request.invocation_id,
                     "failure": &failure,
                 }))?;
-                Err(Failure::refused(
-                    failure.error.code().as_str(),
-                    failure.error.message(),
-                ))
+                Err(Failure::xmin(failure.error.code(), failure.error.message()))
             }
         }
     })
@@ -295,7 +284,7 @@ pub fn authority(
             document,
         } => {
             route.source = source.clone();
-            let text = read_text(&document, "authority document")?;
+            let text = read_text(&document, InputKind::AuthorityDocument)?;
             let doc: AuthorityDocument = serde_json::from_str(&text)
                 .map_err(|e| Failure::bad_input("DPONE_XMIN_AUTHORITY_MALFORMED", e.to_string()))?;
             with_route(&route, |route, _| {

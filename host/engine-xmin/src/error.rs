@@ -230,6 +230,64 @@ impl Serialize for ErrorCode {
     }
 }
 
+/// How a caller treats a failure of a code (the CLI maps it to its exit status; the table is
+/// in `docs/cli.md`, "Exit statuses by code").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The manifest, registry or a document is malformed or names something that does not
+    /// exist: fix the input (exit 3).
+    BadInput,
+    /// The route refused or failed closed: a pin, a guard, a policy, a protocol invariant
+    /// (exit 1).
+    Refused,
+    /// Nothing was concluded: a dependency did not answer, a conflict was lost or a commit's
+    /// outcome is not yet known; the same invocation may make progress later (exit 75).
+    NotFinished,
+}
+
+impl ErrorCode {
+    /// The class of this code.
+    pub const fn class(self) -> ErrorClass {
+        use ErrorCode as C;
+        match self {
+            C::YamlSyntax
+            | C::YamlDuplicateKey
+            | C::YamlAlias
+            | C::YamlTag
+            | C::YamlNonAscii
+            | C::YamlAmbiguousScalar
+            | C::YamlDocumentCount
+            | C::YamlNonStringKey
+            | C::YamlLimit
+            | C::ManifestUnknownField
+            | C::ManifestInvalid
+            | C::ManifestLegacyReconciliation
+            | C::ManifestUnsupportedRoute
+            | C::ManifestIdentifierInvalid
+            | C::ManifestUniqueKeyInvalid
+            | C::ManifestRatioInvalid
+            | C::ManifestStateTableConflict
+            | C::ManifestStateAtomicityUnsupported
+            | C::RegistryUnknownField
+            | C::RegistryInvalid
+            | C::RegistryConnectionUnknown
+            | C::RegistryCredentialMissing
+            | C::RegistryAuthorityInvalid
+            | C::RegistryRelationUnpinned
+            | C::RegistryRelationAliasAmbiguous
+            | C::RegistryPinMissing
+            | C::RegistryStateNotTargetAtomic
+            | C::AuthorityInvalid => ErrorClass::BadInput,
+            C::TargetConnect
+            | C::SourceConnect
+            | C::TargetSerializationConflict
+            | C::StateCheckpointStale
+            | C::CommitOutcomeUnknown => ErrorClass::NotFinished,
+            _ => ErrorClass::Refused,
+        }
+    }
+}
+
 /// A failure of the route: a stable code and a message without secrets or row values.
 #[derive(Debug, thiserror::Error)]
 #[error("{code}: {message}")]
@@ -239,11 +297,13 @@ pub struct XminError {
 }
 
 impl XminError {
-    /// Builds an error.
+    /// Builds an error. The message is made safe to print here, whatever it quotes
+    /// ([`dpone_boundary::text::clean_message`]: quoted values capped, control, separator and
+    /// bidi characters escaped, the whole capped).
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
-            message: message.into(),
+            message: dpone_boundary::text::clean_message(&message.into()),
         }
     }
 

@@ -41,7 +41,7 @@ pub mod validate;
 pub mod yaml;
 
 pub use engine::{RunFailure, RunOutcome, RunRequest, RunStatus, StateReport, run, state_show};
-pub use error::{ErrorCode, Result, XminError};
+pub use error::{ErrorClass, ErrorCode, Result, XminError};
 pub use manifest::Manifest;
 pub use registry::{Environment, ProcessEnvironment, Registry};
 pub use route::{CheckReport, PlanReport, Route};

@@ -48,7 +48,10 @@ fn to_xmin(e: Error) -> XminError {
     let message = match (e.kind(), e.parser_message(), e.path().last(), e.line()) {
         (ErrorKind::Syntax, Some(info), _, _) => format!("syntax error: {info}"),
         (ErrorKind::DuplicateKey, _, Some(PathSegment::Key(key)), Some(line)) => {
-            format!("duplicate key {key:?} on line {line}")
+            format!(
+                "duplicate key {} on line {line}",
+                dpone_boundary::text::excerpt(key)
+            )
         }
         _ => e.to_string(),
     };

@@ -255,7 +255,9 @@ impl ComponentLock {
 
     /// Parses a lock file.
     pub fn from_json(text: &str) -> Result<Self, BuildError> {
-        serde_json::from_str(text).map_err(|e| BuildError::LockMalformed(e.to_string()))
+        serde_json::from_str(text).map_err(|e| {
+            BuildError::LockMalformed(dpone_boundary::text::clean_message(&e.to_string()))
+        })
     }
 
     /// Renders the lock file (pretty JSON, sorted, trailing newline).

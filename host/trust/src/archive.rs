@@ -31,7 +31,7 @@ pub const MAX_ARCHIVE_BYTES: u64 = MAX_BUNDLE_BYTES + ((MAX_BUNDLE_FILES as u64)
 fn fault(fault: ArchiveFault, detail: impl Into<String>) -> TrustError {
     TrustError::Archive {
         fault,
-        detail: detail.into(),
+        detail: dpone_boundary::text::clean_message(&detail.into()),
     }
 }
 

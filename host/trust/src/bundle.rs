@@ -212,14 +212,13 @@ fn sorted_entries(dir: &Path, action: &'static str) -> Result<Vec<(String, Entry
 /// Reads a regular file of role-limited size; `name` is the bundle-relative name for errors.
 fn read_limited(path: &Path, name: &str) -> Result<Vec<u8>> {
     let limit = file_role(name).map_or(0, FileRole::limit);
-    let file =
-        std::fs::File::open(path).map_err(|err| TrustError::io("open a bundle file", err))?;
-    let meta = file
-        .metadata()
-        .map_err(|err| TrustError::io("inspect a bundle file", err))?;
-    if !meta.is_file() {
-        return Err(TrustError::FileNotRegular { name: shown(name) });
-    }
+    let (file, meta) = match dpone_boundary::read::open_regular(path) {
+        Ok(opened) => opened,
+        Err(dpone_boundary::read::ReadError::NotRegular) => {
+            return Err(TrustError::FileNotRegular { name: shown(name) });
+        }
+        Err(err) => return Err(TrustError::io("open a bundle file", err.into_io())),
+    };
     if meta.len() > limit {
         return Err(TrustError::FileTooLarge {
             name: name.to_owned(),

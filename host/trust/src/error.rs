@@ -592,7 +592,7 @@ impl TrustError {
         Self::Document {
             doc,
             fault,
-            detail: detail.into(),
+            detail: dpone_boundary::text::clean_message(&detail.into()),
         }
     }
 }

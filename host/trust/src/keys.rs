@@ -216,16 +216,15 @@ pub fn write_secret_key_file(path: &Path, key: &SecretKey) -> Result<()> {
 
 /// Reads a PKCS#8 PEM private key file, refusing one that group or others can access.
 pub fn read_secret_key_file(path: &Path) -> Result<SecretKey> {
-    let mut file = std::fs::File::open(path)
-        .map_err(|err| TrustError::io("open the private key file", err))?;
-    let meta = file
-        .metadata()
-        .map_err(|err| TrustError::io("inspect the private key file", err))?;
-    if !meta.is_file() {
-        return Err(TrustError::KeyFileMalformed {
-            detail: "not a regular file".into(),
-        });
-    }
+    let (mut file, meta) = match dpone_boundary::read::open_regular(path) {
+        Ok(opened) => opened,
+        Err(dpone_boundary::read::ReadError::NotRegular) => {
+            return Err(TrustError::KeyFileMalformed {
+                detail: "not a regular file".into(),
+            });
+        }
+        Err(err) => return Err(TrustError::io("open the private key file", err.into_io())),
+    };
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
@@ -267,10 +266,21 @@ pub fn write_public_key_file(path: &Path, key: &PublicKey) -> Result<()> {
 
 /// Reads a SubjectPublicKeyInfo PEM public key file.
 pub fn read_public_key_file(path: &Path) -> Result<PublicKey> {
-    let mut buf = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_KEY_FILE_BYTES + 1).read_to_end(&mut buf))
-        .map_err(|err| TrustError::io("read the public key file", err))?;
+    use dpone_boundary::read::{ReadError, read_regular};
+    let mut buf = match read_regular(path, MAX_KEY_FILE_BYTES) {
+        Ok(buf) => buf,
+        Err(ReadError::TooLarge { .. }) => {
+            return Err(TrustError::KeyFileMalformed {
+                detail: "larger than a key file can be".into(),
+            });
+        }
+        Err(ReadError::NotRegular) => {
+            return Err(TrustError::KeyFileMalformed {
+                detail: "not a regular file".into(),
+            });
+        }
+        Err(err) => return Err(TrustError::io("read the public key file", err.into_io())),
+    };
     if buf.len() as u64 > MAX_KEY_FILE_BYTES {
         return Err(TrustError::KeyFileMalformed {
             detail: "larger than a key file can be".into(),

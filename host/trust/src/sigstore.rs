@@ -145,7 +145,7 @@ impl SigstoreOutcome {
 pub(crate) fn sigstore_err(fault: SigstoreFault, detail: impl Into<String>) -> TrustError {
     TrustError::Sigstore {
         fault,
-        detail: detail.into(),
+        detail: dpone_boundary::text::clean_message(&detail.into()),
     }
 }
 
@@ -170,6 +170,38 @@ pub fn verify(
     signer: &Signer,
     root: &PinnedTrustedRoot,
 ) -> Result<SigstoreOutcome> {
+    verify_input(
+        bundle_bytes,
+        ArtifactInput::Artifact(artifact),
+        signer,
+        root,
+    )
+}
+
+/// [`verify`] of an artifact read to its end in constant memory (it is hashed as a stream,
+/// never held whole). Bundle-only checks run before anything is read. A message signature of a
+/// scheme that cannot verify a prehashed message (Ed25519) is refused as `ArtifactInvalid`.
+pub fn verify_reader(
+    bundle_bytes: &[u8],
+    reader: &mut dyn std::io::Read,
+    signer: &Signer,
+    root: &PinnedTrustedRoot,
+) -> Result<SigstoreOutcome> {
+    verify_input(bundle_bytes, ArtifactInput::Reader(reader), signer, root)
+}
+
+/// What is verified: bytes or a digest, or a reader hashed as a stream.
+enum ArtifactInput<'a, 'r> {
+    Artifact(Artifact<'a>),
+    Reader(&'r mut dyn std::io::Read),
+}
+
+fn verify_input(
+    bundle_bytes: &[u8],
+    artifact: ArtifactInput<'_, '_>,
+    signer: &Signer,
+    root: &PinnedTrustedRoot,
+) -> Result<SigstoreOutcome> {
     let bundle = parse_bundle(bundle_bytes)?;
     let result = match signer {
         Signer::Identity { identity, issuer } => {
@@ -180,12 +212,12 @@ pub fn verify(
                 ));
             }
             let policy = VerificationPolicy::new(identity.as_str(), issuer.as_str());
-            run(&bundle, artifact, &policy, root)?
+            run_input(&bundle, artifact, &policy, root)?
         }
         Signer::PublicKey { pem } => {
             let key = DerPublicKey::from_pem(pem)
                 .map_err(|err| sigstore_err(SigstoreFault::KeyInvalid, err.to_string()))?;
-            run(
+            run_input(
                 &bundle,
                 artifact,
                 &PublicKeyVerificationPolicy::new(key),
@@ -199,6 +231,22 @@ pub fn verify(
         matches!(signer, Signer::PublicKey { .. }),
         root,
     ))
+}
+
+/// Runs the verifier over an artifact or a reader.
+fn run_input(
+    bundle: &Bundle,
+    artifact: ArtifactInput<'_, '_>,
+    policy: &(impl Policy + ?Sized),
+    root: &PinnedTrustedRoot,
+) -> Result<VerificationResult> {
+    match artifact {
+        ArtifactInput::Artifact(artifact) => run(bundle, artifact, policy, root),
+        ArtifactInput::Reader(reader) => root
+            .verifier()
+            .verify_reader(reader, bundle, policy)
+            .map_err(map_error),
+    }
 }
 
 /// Runs the verifier with an explicit policy.

@@ -16,7 +16,7 @@ use crate::error::TrustError;
 use crate::policy::TrustPolicy;
 use sigstore_verify::Verifier;
 use sigstore_verify::trust_root::TrustedRoot;
-use std::io::Read as _;
+
 use std::path::Path;
 
 /// Largest accepted trusted root file.
@@ -75,10 +75,10 @@ impl PinnedTrustedRoot {
             detail: "not UTF-8".into(),
         })?;
         let root = TrustedRoot::from_json(text).map_err(|err| TrustError::TrustedRootInvalid {
-            detail: err.to_string(),
+            detail: dpone_boundary::text::clean_message(&err.to_string()),
         })?;
         let verifier = Verifier::new(&root).map_err(|err| TrustError::TrustedRootInvalid {
-            detail: err.to_string(),
+            detail: dpone_boundary::text::clean_message(&err.to_string()),
         })?;
         Ok(Self {
             sha256,
@@ -114,20 +114,10 @@ pub fn read_trusted_root_file(path: &Path) -> Result<Vec<u8>> {
     read_bounded(path, MAX_TRUSTED_ROOT_BYTES, "read the trusted root file")
 }
 
-/// Reads at most `limit` bytes of a file, refusing a larger file.
+/// Reads at most `limit` bytes of a regular file, refusing a larger file and anything that is
+/// not a regular file (FIFO, device, directory, `/proc`) before reading: the one bounded reader
+/// of `dpone-boundary`.
 pub(crate) fn read_bounded(path: &Path, limit: u64, action: &'static str) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(limit + 1).read_to_end(&mut bytes))
-        .map_err(|err| TrustError::io(action, err))?;
-    if bytes.len() as u64 > limit {
-        return Err(TrustError::io(
-            action,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("file is larger than {limit} bytes"),
-            ),
-        ));
-    }
-    Ok(bytes)
+    dpone_boundary::read::read_regular(path, limit)
+        .map_err(|err| TrustError::io(action, err.into_io()))
 }

@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 
+use crate::input::InputKind;
 use clap::Args;
 use dpone_adapter_clickhouse::{Extract, StoreArtifactSource};
 use dpone_artifact_store::ArtifactStore;
@@ -201,7 +202,7 @@ fn text(workload: &str, r: &ResolveReport) -> String {
 /// `resolve`.
 pub fn resolve(args: &ResolveArgs) -> Result<(), Failure> {
     let route_args = &args.route;
-    let raw = shipped::read_input(route_args.manifest_path()?, "manifest")?;
+    let raw = shipped::read_input(route_args.manifest_path()?, InputKind::Manifest)?;
     if route::detect(&String::from_utf8_lossy(&raw))? != Route::ClickhousePublication {
         return Err(Failure::bad_input(
             ROUTE_UNSUPPORTED,

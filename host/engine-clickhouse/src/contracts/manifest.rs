@@ -126,12 +126,13 @@ pub struct ManifestError {
 }
 
 impl ManifestError {
-    /// An error about `document`.
+    /// An error about `document`. The message is made safe to print here, whatever it quotes
+    /// ([`dpone_boundary::text::clean_message`]).
     pub fn new(document: Document, kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             document,
             kind,
-            message: message.into(),
+            message: dpone_boundary::text::clean_message(&message.into()),
         }
     }
 
