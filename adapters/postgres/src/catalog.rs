@@ -77,9 +77,12 @@ pub const STATE_CONTRACT: [(&str, &[ColumnContract]); 5] = [
     ),
 ];
 
-/// Per role: unique indexes that must exist (columns in order, partial predicate as
-/// `pg_get_expr` renders it).
-pub const STATE_UNIQUE: [(&str, &[(&[&str], Option<&str>)]); 5] = [
+/// A unique index the protocol relies on: its columns in order and its partial predicate as
+/// `pg_get_expr` renders it.
+pub type UniqueContract = (&'static [&'static str], Option<&'static str>);
+
+/// Per role: unique indexes that must exist.
+pub const STATE_UNIQUE: [(&str, &[UniqueContract]); 5] = [
     (
         "source_state",
         &[
