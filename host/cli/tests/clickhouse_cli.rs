@@ -580,19 +580,21 @@ fn run_and_status_without_a_server_fail_with_the_adapters_connection_code() {
             ],
             &env,
         );
-        assert_eq!(
-            out.status.code(),
-            Some(75),
-            "{command}: retry the same operation"
-        );
-        assert_eq!(stderr_code(&out), "DPONE_CLICKHOUSE_NETWORK", "{command}");
-        assert!(out.stdout.is_empty(), "{command}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        for leak in [SECRET, "127.0.0.1", dir.path().to_str().unwrap_or("/tmp")] {
-            assert!(!err.contains(leak), "{command} leaks {leak}: {err}");
-        }
+        assert_unreachable(&out, command, dir.path());
     }
     assert!(!artifacts.exists(), "nothing was extracted");
+}
+
+/// A command that could not reach ClickHouse: exit 75 (retry), the adapter's network code, no
+/// stdout, and no credential, endpoint or local path on stderr.
+fn assert_unreachable(out: &Output, label: &str, dir: &Path) {
+    assert_eq!(out.status.code(), Some(75), "{label}: retry later");
+    assert_eq!(stderr_code(out), "DPONE_CLICKHOUSE_NETWORK", "{label}");
+    assert!(out.stdout.is_empty(), "{label}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for leak in [SECRET, "127.0.0.1", dir.to_str().unwrap_or("/tmp")] {
+        assert!(!err.contains(leak), "{label} leaks {leak}: {err}");
+    }
 }
 
 #[test]
@@ -701,17 +703,7 @@ fn resolve_without_a_server_changes_nothing_and_exits_75() {
         ];
         args.extend_from_slice(extra);
         let out = dpone(&args, &env);
-        assert_eq!(
-            out.status.code(),
-            Some(75),
-            "{extra:?}: resolve again later"
-        );
-        assert_eq!(stderr_code(&out), "DPONE_CLICKHOUSE_NETWORK", "{extra:?}");
-        assert!(out.stdout.is_empty(), "{extra:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        for leak in [SECRET, "127.0.0.1", dir.path().to_str().unwrap_or("/tmp")] {
-            assert!(!err.contains(leak), "{extra:?} leaks {leak}: {err}");
-        }
+        assert_unreachable(&out, &format!("{extra:?}"), dir.path());
     }
     assert!(!artifacts.exists(), "resolve creates no artifact store");
 }
