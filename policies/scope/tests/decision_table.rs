@@ -61,3 +61,43 @@ fn decide_is_deterministic_over_the_table() {
         );
     }
 }
+
+#[test]
+fn every_scope_code_has_a_row_that_expects_it() {
+    let source = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs"));
+    let codes: std::collections::BTreeSet<&str> = source
+        .split('"')
+        .filter(|s| {
+            s.starts_with("DPONE_SCOPE_") && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+        })
+        .collect();
+    assert!(codes.len() >= 40, "found only {} codes", codes.len());
+    let table = DecisionTable::from_json(TABLE).expect("scope.json parses as a decision table");
+    let expected: std::collections::BTreeSet<String> = table
+        .rows
+        .iter()
+        .filter_map(|row| {
+            let outcome = row.expect.get("deny").or_else(|| {
+                row.expect
+                    .get("admit")
+                    .and_then(|admit| admit.get("reason"))
+            })?;
+            outcome.get("code")?.as_str().map(str::to_owned)
+        })
+        .collect();
+    let missing: Vec<_> = codes
+        .iter()
+        .filter(|code| !expected.contains(**code))
+        .collect();
+    assert!(missing.is_empty(), "codes without a row: {missing:?}");
+}
+
+#[test]
+fn scope_table_holds_at_least_sixty_rows() {
+    let table = DecisionTable::from_json(TABLE).expect("scope.json parses as a decision table");
+    assert!(
+        table.rows.len() >= 60,
+        "scope.json has {} rows, fewer than 60",
+        table.rows.len()
+    );
+}
