@@ -101,3 +101,46 @@ fn scope_table_holds_at_least_sixty_rows() {
         table.rows.len()
     );
 }
+
+#[test]
+fn messages_never_echo_input_strings() {
+    // Words of the contract's own vocabulary may appear in fixed messages; nothing else may.
+    const VOCABULARY: [&str; 6] = [
+        "read",
+        "write",
+        "production",
+        "non_production",
+        "qualification",
+        "execution",
+    ];
+    fn strings<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match value {
+            serde_json::Value::String(s) => out.push(s),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let table = DecisionTable::from_json(TABLE).expect("scope.json parses as a decision table");
+    let mut checked = 0;
+    for row in &table.rows {
+        let facts: ScopeFacts = serde_json::from_value(row.input.clone()).expect("row input");
+        let message = match dpone_policy_scope::decide(&facts) {
+            dpone_policy_model::scope::ScopeDecision::Admit(a) => a.reason.message,
+            dpone_policy_model::scope::ScopeDecision::Deny(r) => r.message,
+        };
+        let mut inputs = Vec::new();
+        strings(&row.input, &mut inputs);
+        for input in inputs {
+            if input.len() >= 6 && !VOCABULARY.contains(&input) {
+                assert!(
+                    !message.contains(input),
+                    "row {}: message echoes {input:?}",
+                    row.name
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 1000, "only {checked} input strings checked");
+}
