@@ -46,6 +46,9 @@ pub const MAX_ROUTES: usize = 64;
 /// Most effects of one workload.
 pub const MAX_EFFECTS: usize = 64;
 
+/// A closed set of spellings. Variants are declared in ascending order of their spelling, so
+/// the derived order of a value is the byte order of its spelling (sets sort the same whether
+/// read as text or as values; `closed_enums_order_as_their_spelling` checks it).
 macro_rules! closed_enum {
     ($(#[$doc:meta])* $name:ident, $code:expr, { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$doc])*
@@ -55,6 +58,9 @@ macro_rules! closed_enum {
         }
 
         impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
             /// The spelling in documents.
             pub fn as_str(self) -> &'static str {
                 match self {
@@ -79,22 +85,22 @@ macro_rules! closed_enum {
 closed_enum!(
     /// The two phases; neither grants the other's authority.
     Phase, codes::PHASE_INVALID, {
-        /// One-time route qualification.
-        Qualification => "qualification",
         /// Execution of a sealed composition.
         Execution => "execution",
+        /// One-time route qualification.
+        Qualification => "qualification",
     }
 );
 
 closed_enum!(
     /// The engines a synthetic participant may run.
     Engine, codes::ENGINE_INVALID, {
+        /// Single-node ClickHouse.
+        Clickhouse => "clickhouse",
         /// PostgreSQL.
         Postgresql => "postgresql",
         /// SQL Server.
         Sqlserver => "sqlserver",
-        /// Single-node ClickHouse.
-        Clickhouse => "clickhouse",
     }
 );
 
@@ -131,16 +137,16 @@ closed_enum!(
 closed_enum!(
     /// The kinds of effect a composition lists.
     EffectKind, codes::EFFECT_INVALID, {
-        /// Reads a relation (access `read`).
-        Read => "read",
-        /// Writes a target relation (access `write`).
-        Write => "write",
         /// Uses a helper relation (either access).
         Helper => "helper",
+        /// Reads a relation (access `read`).
+        Read => "read",
         /// Writes a staging relation (access `write`).
         Staging => "staging",
         /// Writes protocol state (access `write`).
         State => "state",
+        /// Writes a target relation (access `write`).
+        Write => "write",
     }
 );
 
@@ -719,4 +725,25 @@ pub fn keys(parts: &[&[&'static str]]) -> Vec<&'static str> {
     let mut all: Vec<&'static str> = parts.iter().flat_map(|p| p.iter().copied()).collect();
     all.sort_unstable();
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ordered<T: Copy + Ord>(all: &[T], text: impl Fn(T) -> &'static str) -> bool {
+        all.windows(2)
+            .all(|w| w[0] < w[1] && text(w[0]) < text(w[1]))
+    }
+
+    #[test]
+    fn closed_enums_order_as_their_spelling() {
+        assert!(ordered(Phase::ALL, Phase::as_str));
+        assert!(ordered(Engine::ALL, Engine::as_str));
+        assert!(ordered(Mode::ALL, Mode::as_str));
+        assert!(ordered(WorkloadKind::ALL, WorkloadKind::as_str));
+        assert!(ordered(Access::ALL, Access::as_str));
+        assert!(ordered(EffectKind::ALL, EffectKind::as_str));
+        assert!(ordered(Origin::ALL, Origin::as_str));
+    }
 }
