@@ -65,7 +65,10 @@ fn the_documents_form_one_chain() {
         assert_eq!(grant.enrollment_digest, policy.enrollment_digest());
         assert_eq!(grant.environment_id, policy.enrollment.environment_id);
     }
-    assert!(matches!(qgrant.phase_subjects, PhaseSubjects::Qualification(_)));
+    assert!(matches!(
+        qgrant.phase_subjects,
+        PhaseSubjects::Qualification(_)
+    ));
     assert!(bind_route_qualification(&qgrant, &rq).is_ok());
     assert_eq!(release.producer_digest, wire.digest());
     assert!(
@@ -90,7 +93,9 @@ fn the_documents_form_one_chain() {
         Some(codes::SCOPE_INTENT_MISMATCH)
     );
     assert_eq!(
-        bind_route_qualification(&egrant, &rq).err().map(|e| e.code()),
+        bind_route_qualification(&egrant, &rq)
+            .err()
+            .map(|e| e.code()),
         Some(codes::SCOPE_RUN_MISMATCH)
     );
 }
