@@ -19,7 +19,10 @@ fn codes_are_distinct_and_all_is_complete() {
         .filter_map(|l| l.strip_prefix("pub const "))
         .filter_map(|l| l.split('"').nth(1))
         .collect();
-    assert_eq!(declared, unique, "codes::ALL differs from the declared constants");
+    assert_eq!(
+        declared, unique,
+        "codes::ALL differs from the declared constants"
+    );
     for code in &unique {
         assert!(code.starts_with("DPONE_NP_"), "{code}");
     }
