@@ -131,3 +131,30 @@ fn every_key_of_every_example_is_a_schema_key() {
     }
     assert!(missing.is_empty(), "not in json::SCHEMA_KEYS: {missing:?}");
 }
+
+#[test]
+fn any_document_dispatches_on_the_exact_schema() {
+    for name in FIXTURES {
+        let raw = bytes(name);
+        let any = AnyDocument::parse(&raw).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(any.canonical_bytes(), raw, "{name}");
+        assert_eq!(Ok(any.digest().as_str().to_owned()), parse_as(name, &raw));
+        assert_eq!(value(name)["schema"], any.schema(), "{name}");
+    }
+    let other = edited("policy.json", |v| {
+        v["schema"] = "dpone.policy-bundle.v2".into()
+    });
+    assert_eq!(
+        AnyDocument::parse(&other).err().map(|e| e.code()),
+        Some(codes::SCHEMA_UNSUPPORTED)
+    );
+    assert_eq!(
+        AnyDocument::parse(b"[]").err().map(|e| e.code()),
+        Some(codes::SCHEMA_MISSING)
+    );
+    let noncanonical = serde_json::to_vec_pretty(&value("composition.json")).expect("json");
+    assert_eq!(
+        AnyDocument::parse(&noncanonical).err().map(|e| e.code()),
+        Some(codes::NON_CANONICAL)
+    );
+}
