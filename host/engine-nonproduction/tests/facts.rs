@@ -348,3 +348,22 @@ fn time_revocation_and_budget_reach_the_component() {
     facts.pool.attempts = 8;
     assert_eq!(decision(&facts), scope_codes::BUDGET_ATTEMPTS_EXHAUSTED);
 }
+
+#[test]
+fn a_clock_beyond_signed_seconds_is_refused() {
+    let w = World::new();
+    let facts = scope_facts(
+        &w.policy,
+        &w.egrant,
+        ScopeTarget::Execution {
+            request: &w.request,
+            composition: &w.composition,
+        },
+        "pg-customers",
+        World::reservation(),
+        &w.pool(Phase::Execution),
+        u64::MAX,
+        3,
+    );
+    assert_eq!(facts.err().map(|e| e.code()), Some(SCOPE_TIME_INVALID));
+}
