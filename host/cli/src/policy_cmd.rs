@@ -88,10 +88,18 @@ pub struct EvalArgs {
 /// `policy test`.
 #[derive(Args)]
 pub struct TestArgs {
-    /// The component under test.
-    component: PathBuf,
-    /// The decision table (JSON).
-    table: PathBuf,
+    /// The component under test; with `--dir`, defaults to the directory's built component
+    /// (`target/policy.wasm`, what `policy build --dir` writes).
+    component: Option<PathBuf>,
+    /// Decision tables (JSON); with `--dir`, default to the directory's `tables/*.json`.
+    tables: Vec<PathBuf>,
+    /// A standalone policy crate (`policy new`): its component and tables are the defaults.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Also run the host's conformance tables for every kind the component serves (the
+    /// tables the activation gate runs on every bundle).
+    #[arg(long)]
+    conformance: bool,
     /// Required digest of the component; when absent, the digest of the bytes read is used and
     /// reported.
     #[arg(long)]
@@ -295,38 +303,191 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
     }))
 }
 
+/// The component a standalone policy crate's `policy build --dir` writes, relative to the crate.
+pub const DIR_COMPONENT: &str = "target/policy.wasm";
+/// Where a standalone policy crate keeps its decision tables, relative to the crate.
+pub const DIR_TABLES: &str = "tables";
+/// At most this many tables are read from a crate's `tables/` directory.
+const MAX_DIR_TABLES: usize = 64;
+
+fn open_dir(dir: &Path) -> Result<PathBuf, Failure> {
+    std::fs::canonicalize(dir).map_err(|e| {
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_UNREADABLE",
+            format!("cannot open --dir: {}", e.kind()),
+        )
+    })
+}
+
+/// The `*.json` files of a crate's `tables/` directory, in byte order of their names.
+fn dir_tables(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let entries = std::fs::read_dir(dir.join(DIR_TABLES)).map_err(|e| {
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_UNREADABLE",
+            format!("cannot list the tables of --dir: {}", e.kind()),
+        )
+    })?;
+    let mut tables = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_INPUT_UNREADABLE",
+                format!("cannot list the tables of --dir: {}", e.kind()),
+            )
+        })?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            tables.push(path);
+        }
+    }
+    if tables.len() > MAX_DIR_TABLES {
+        return Err(Failure::bad_input(
+            "DPONE_CLI_TABLE_MALFORMED",
+            format!("--dir holds more than {MAX_DIR_TABLES} tables"),
+        ));
+    }
+    tables.sort();
+    Ok(tables)
+}
+
+/// A table's name in reports: its file name, never its directory.
+fn table_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 fn test(args: TestArgs) -> Result<(), Failure> {
-    let bytes = shipped::read_input(&args.component, InputKind::Component)?;
-    let table_text = shipped::read_input(&args.table, InputKind::DecisionTable)?;
-    let table = DecisionTable::from_json(&String::from_utf8_lossy(&table_text))
-        .map_err(|e| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e.to_string()))?;
-    let kind: PolicyKind = table
-        .kind
-        .parse()
-        .map_err(|e: String| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e))?;
+    let dir = args.dir.as_deref().map(open_dir).transpose()?;
+    let component = match (&args.component, &dir) {
+        (Some(path), _) => path.clone(),
+        (None, Some(dir)) => dir.join(DIR_COMPONENT),
+        (None, None) => {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_ARGUMENT",
+                "name the component, or a policy crate with --dir",
+            ));
+        }
+    };
+    let table_paths = match (&dir, args.tables.is_empty()) {
+        (Some(dir), true) => dir_tables(dir)?,
+        _ => args.tables.clone(),
+    };
+    if table_paths.is_empty() && !args.conformance {
+        return Err(Failure::bad_input(
+            "DPONE_CLI_TABLE_REQUIRED",
+            "nothing to test: name a decision table, or pass --conformance",
+        ));
+    }
+    let bytes = shipped::read_input(&component, InputKind::Component)?;
+    let mut tables = Vec::new();
+    for path in &table_paths {
+        let text = shipped::read_input(path, InputKind::DecisionTable)?;
+        let table = DecisionTable::from_json(&String::from_utf8_lossy(&text))
+            .map_err(|e| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e.to_string()))?;
+        table.check_expectations().map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_TABLE_EXPECTATION_EMPTY",
+                format!("table {}: {e}", table_name(path)),
+            )
+        })?;
+        let kind: PolicyKind = table
+            .kind
+            .parse()
+            .map_err(|e: String| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e))?;
+        tables.push((table_name(path), kind, table));
+    }
     let pin = args.pin.unwrap_or_else(|| Sha256Digest::of(&bytes));
     let runtime = shipped::runtime(None)?;
-    let loaded = runtime.load(kind, &bytes, pin, Budget::default())?;
-    let outcomes = table.run(|input| {
-        loaded
-            .decide_json(&table.function, input)
-            .map(|d| d.decision)
-            .map_err(|e| e.code().to_owned())
-    });
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    let mut loaded = BTreeMap::new();
+    let mut load = |kind: PolicyKind| -> Result<(), Failure> {
+        if let std::collections::btree_map::Entry::Vacant(slot) = loaded.entry(kind) {
+            slot.insert(runtime.load(kind, &bytes, pin, Budget::default())?);
+        }
+        Ok(())
+    };
+    for (_, kind, _) in &tables {
+        load(*kind)?;
+    }
+    if args.conformance {
+        let surface = component_surface(&bytes)?;
+        let served: Vec<PolicyKind> = PolicyKind::ALL
+            .into_iter()
+            .filter(|k| surface.exports.contains(&k.export_name()))
+            .collect();
+        if served.is_empty() {
+            // Loading as any kind reports why (world mismatch, version, imports).
+            load(tables.first().map_or(PolicyKind::Guard, |(_, k, _)| *k))?;
+        }
+        for kind in served {
+            load(kind)?;
+        }
+    }
+
+    let mut table_reports = Vec::new();
+    let mut failures = Vec::new();
+    let mut rows = 0;
+    for (name, kind, table) in &tables {
+        let policy = loaded.get(kind).ok_or_else(|| {
+            Failure::internal("DPONE_CLI_INTERNAL", "a table's kind was not loaded")
+        })?;
+        let outcomes = table.run(|input| {
+            policy
+                .decide_json(&table.function, input)
+                .map(|d| d.decision)
+                .map_err(|e| e.code().to_owned())
+        });
+        let failed: Vec<_> = outcomes.into_iter().filter(|o| !o.passed).collect();
+        rows += table.rows.len();
+        table_reports.push(serde_json::json!({
+            "table": name,
+            "kind": kind,
+            "function": table.function,
+            "rows": table.rows.len(),
+            "failed": failed.len(),
+        }));
+        failures.extend(failed);
+    }
+
+    let mut conformance_failed = 0;
+    let conformance = if args.conformance {
+        let mut evidence = Vec::new();
+        for (kind, policy) in &loaded {
+            let ran = crate::activation::host_conformance(*kind, policy)
+                .map_err(|e| Failure::internal(e.code(), e.to_string()))?;
+            for (table, outcomes) in ran {
+                conformance_failed += outcomes.iter().filter(|o| !o.passed).count();
+                evidence.push(crate::activation::conformance_evidence(&table, &outcomes));
+            }
+        }
+        serde_json::json!({ "wit_package": SUPPORTED_WIT_PACKAGE, "tables": evidence })
+    } else {
+        serde_json::Value::Null
+    };
+
+    let first = tables.first();
     print_json(&serde_json::json!({
         "component_sha256": pin,
-        "kind": kind,
-        "function": table.function,
-        "rows": outcomes.len(),
-        "passed": outcomes.len() - failed,
-        "failed": failed,
-        "failures": outcomes.iter().filter(|o| !o.passed).collect::<Vec<_>>(),
+        "kind": first.map(|(_, k, _)| *k),
+        "function": first.map(|(_, _, t)| t.function.clone()),
+        "rows": rows,
+        "passed": rows - failures.len(),
+        "failed": failures.len(),
+        "failures": failures,
+        "tables": table_reports,
+        "conformance": conformance,
+        "conformance_failed": conformance_failed,
     }))?;
-    if failed > 0 {
+    if !failures.is_empty() {
         return Err(Failure::refused(
             "DPONE_POLICY_TABLE_FAILED",
-            format!("{failed} of {} rows disagree", outcomes.len()),
+            format!("{} of {rows} rows disagree", failures.len()),
+        ));
+    }
+    if conformance_failed > 0 {
+        return Err(Failure::refused(
+            "DPONE_POLICY_CONFORMANCE_FAILED",
+            format!("{conformance_failed} host conformance rows fail"),
         ));
     }
     Ok(())
