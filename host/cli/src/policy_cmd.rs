@@ -2,6 +2,7 @@
 
 use crate::exit::{Failure, print_json};
 use crate::input::InputKind;
+use crate::scaffold;
 use crate::shipped;
 use clap::{Args, Subcommand};
 use dpone_decision_table::DecisionTable;
@@ -17,15 +18,16 @@ use std::time::Instant;
 /// Policy subcommands.
 #[derive(Subcommand)]
 pub enum PolicyCommand {
+    /// Scaffold a standalone policy crate of KIND in DIR (its own workspace, the `policy`
+    /// profile, the model crate, the WIT, the shipped policy of the kind as a starting point,
+    /// its decision tables and a README).
+    New(NewArgs),
     /// Build a policy crate into a pure component (wasm32-unknown-unknown + component encoding).
     Build(BuildArgs),
     /// Pin components: write (or check) a lock file of their sha256 digests.
     Lock(LockArgs),
     /// Show a component's digest, size, imports, exports and which policy kinds it serves.
-    Inspect {
-        /// The component file.
-        component: PathBuf,
-    },
+    Inspect(InspectArgs),
     /// Evaluate one decision and print it with its evidence.
     Eval(EvalArgs),
     /// Run a decision table against a component of the table's kind.
@@ -34,18 +36,54 @@ pub enum PolicyCommand {
     Bench(BenchArgs),
 }
 
+/// `policy new`.
+#[derive(Args)]
+pub struct NewArgs {
+    /// Policy kind: admission, guard, delete-mode or scope.
+    kind: PolicyKind,
+    /// Cargo package name of the new crate.
+    #[arg(long)]
+    name: String,
+    /// Directory to create (absent or empty).
+    dir: PathBuf,
+    /// The `dpone-policy-model` crate directory to depend on; defaults to the model crate of the
+    /// checkout this binary was built from.
+    #[arg(long, conflicts_with = "model_git")]
+    model_path: Option<PathBuf>,
+    /// Depend on `dpone-policy-model` from this git repository instead of a path.
+    #[arg(long)]
+    model_git: Option<String>,
+    /// Revision of `--model-git` (commit, tag or branch).
+    #[arg(long, requires = "model_git")]
+    model_rev: Option<String>,
+}
+
 /// `policy build`.
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Cargo package of the policy crate.
+    /// Cargo package of the policy crate; defaults to the only package of `--dir`.
     #[arg(long)]
-    package: String,
+    package: Option<String>,
     /// Directory of the crate or its workspace.
     #[arg(long, default_value = ".")]
     dir: PathBuf,
-    /// Where to write the component.
+    /// Where to write the component; defaults to `target/policy.wasm` under `--dir`.
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
+    /// Cargo's target directory; defaults to `target/dpone-policy` under `--dir` (from the
+    /// environment: `CARGO_TARGET_DIR`).
+    #[arg(long, env = "CARGO_TARGET_DIR")]
+    target_dir: Option<PathBuf>,
+}
+
+/// `policy inspect`.
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The component file; with `--dir`, defaults to the crate's built component.
+    component: Option<PathBuf>,
+    /// A standalone policy crate (`policy new`) whose `target/policy.wasm` to inspect.
+    #[arg(long)]
+    dir: Option<PathBuf>,
 }
 
 /// `policy lock`.
@@ -129,27 +167,93 @@ pub struct BenchArgs {
 /// Runs a policy subcommand.
 pub fn run(command: PolicyCommand, source: &shipped::PolicySourceArgs) -> Result<(), Failure> {
     match command {
+        PolicyCommand::New(args) => new(args),
         PolicyCommand::Build(args) => build(args),
         PolicyCommand::Lock(args) => lock(args),
-        PolicyCommand::Inspect { component } => inspect(&component),
+        PolicyCommand::Inspect(args) => inspect(args),
         PolicyCommand::Eval(args) => eval(args, source),
         PolicyCommand::Test(args) => test(args),
         PolicyCommand::Bench(args) => bench(args),
     }
 }
 
-fn build(args: BuildArgs) -> Result<(), Failure> {
-    let dir = std::fs::canonicalize(&args.dir).map_err(|e| {
+fn new(args: NewArgs) -> Result<(), Failure> {
+    let model = match (args.model_path, args.model_git) {
+        (Some(path), _) => scaffold::ModelSource::Path(path),
+        (None, Some(url)) => scaffold::ModelSource::Git {
+            url,
+            rev: args.model_rev,
+        },
+        (None, None) => scaffold::ModelSource::Default,
+    };
+    let files = scaffold::scaffold(args.kind, &args.name, &args.dir, &model)?;
+    print_json(&serde_json::json!({
+        "created": args.name,
+        "kind": args.kind,
+        "wit_package": SUPPORTED_WIT_PACKAGE,
+        "files": files,
+    }))
+}
+
+/// The only package of the workspace at `dir`, as `cargo metadata --no-deps` reports it.
+fn only_package(dir: &Path) -> Result<String, Failure> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = std::process::Command::new(cargo)
+        .current_dir(dir)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .output()
+        .map_err(|e| {
+            Failure::bad_input(
+                "DPONE_BUILD_COMMAND_FAILED",
+                format!("cargo metadata could not run: {}", e.kind()),
+            )
+        })?;
+    if !output.status.success() {
+        return Err(Failure::bad_input(
+            "DPONE_BUILD_COMMAND_FAILED",
+            "cargo metadata failed in --dir: is it a cargo crate?",
+        ));
+    }
+    #[derive(serde::Deserialize)]
+    struct Package {
+        name: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        packages: Vec<Package>,
+    }
+    let metadata: Metadata = serde_json::from_slice(&output.stdout).map_err(|_| {
         Failure::bad_input(
-            "DPONE_CLI_INPUT_UNREADABLE",
-            format!("cannot open --dir: {}", e.kind()),
+            "DPONE_BUILD_COMMAND_FAILED",
+            "cargo metadata printed no package list",
         )
     })?;
-    let mut env = BuildEnv::new(&dir, &dir.join("target").join("dpone-policy"));
+    match metadata.packages.as_slice() {
+        [only] => Ok(only.name.clone()),
+        _ => Err(Failure::bad_input(
+            "DPONE_CLI_PACKAGE_REQUIRED",
+            format!(
+                "--dir holds {} packages; choose one with --package",
+                metadata.packages.len()
+            ),
+        )),
+    }
+}
+
+fn build(args: BuildArgs) -> Result<(), Failure> {
+    let dir = open_dir(&args.dir)?;
+    let package = match args.package {
+        Some(package) => package,
+        None => only_package(&dir)?,
+    };
+    let target_dir = args
+        .target_dir
+        .unwrap_or_else(|| dir.join("target").join("dpone-policy"));
+    let mut env = BuildEnv::new(&dir, &target_dir);
     env.locked = false;
     let spec = BuildSpec {
-        name: args.package.clone(),
-        package: args.package,
+        name: package.clone(),
+        package,
         feature: None,
     };
     let built = dpone_policy_build::build_components(&env, &[spec])
@@ -158,7 +262,16 @@ fn build(args: BuildArgs) -> Result<(), Failure> {
         .into_iter()
         .next()
         .ok_or_else(|| Failure::internal("DPONE_CLI_BUILD_EMPTY", "the build produced nothing"))?;
-    std::fs::write(&args.out, &bytes).map_err(|e| {
+    let out = args.out.unwrap_or_else(|| dir.join(DIR_COMPONENT));
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_OUTPUT_UNWRITABLE",
+                format!("cannot write --out: {}", e.kind()),
+            )
+        })?;
+    }
+    std::fs::write(&out, &bytes).map_err(|e| {
         Failure::bad_input(
             "DPONE_CLI_OUTPUT_UNWRITABLE",
             format!("cannot write --out: {}", e.kind()),
@@ -229,8 +342,18 @@ struct Inspection {
     wit_package: &'static str,
 }
 
-fn inspect(path: &Path) -> Result<(), Failure> {
-    let bytes = shipped::read_input(path, InputKind::Component)?;
+fn inspect(args: InspectArgs) -> Result<(), Failure> {
+    let path = match (args.component, args.dir) {
+        (Some(path), _) => path,
+        (None, Some(dir)) => open_dir(&dir)?.join(DIR_COMPONENT),
+        (None, None) => {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_ARGUMENT",
+                "name the component, or a policy crate with --dir",
+            ));
+        }
+    };
+    let bytes = shipped::read_input(&path, InputKind::Component)?;
     let surface = component_surface(&bytes)?;
     let serves = PolicyKind::ALL
         .into_iter()
