@@ -485,6 +485,63 @@ mod tests {
         assert!(outcomes.iter().filter(|o| !o.passed).count() >= 10);
     }
 
+    /// Failing rows when `decide` answers every row of every host table of `kind`.
+    fn failures(kind: &str, decide: impl Fn(&Value) -> Value) -> Vec<String> {
+        host_tables("dpone:policy@0.1.0", kind)
+            .expect("tables")
+            .iter()
+            .flat_map(|t| t.run(|input| Ok(decide(input))))
+            .filter(|o| !o.passed)
+            .map(|o| o.id)
+            .collect()
+    }
+
+    #[test]
+    fn a_wrong_policy_of_every_kind_fails_its_host_tables() {
+        // Admission that admits everything, naming no member.
+        let admits = failures("admission", |_| {
+            json!({"admitted": {"requested": "cluster", "selected": "cluster_external",
+                "replication_mode": "external", "runtime_admission_required": true,
+                "no_fallback": true, "members": []}})
+        });
+        assert!(admits.len() >= 10, "{admits:?}");
+        assert!(admits.contains(&"admission.runtime.partial-inventory".to_owned()));
+        assert!(admits.contains(&"admission.static.replicated-engine-external".to_owned()));
+
+        // Scope that admits whatever the request asks for.
+        let generous = failures("scope", |input| {
+            json!({"admit": {"effective_limits": input["request"]["limits"],
+                "reason": {"code": "OK", "message": ""}}})
+        });
+        assert!(generous.len() >= 10, "{generous:?}");
+        assert!(generous.contains(&"scope.request-above-grant.limits-within-inputs".to_owned()));
+        assert!(generous.contains(&"scope.expired".to_owned()));
+
+        // Delete-mode that hard-deletes missing keys whatever the configuration says.
+        let states = [
+            ("new_in_source", "insert"),
+            ("changed", "update"),
+            ("identical", "unchanged"),
+            ("reappeared", "reactivate"),
+            ("missing", "hard_delete"),
+            ("still_missing", "keep_deleted"),
+        ];
+        let rules: Vec<Value> = states
+            .iter()
+            .map(|(state, action)| {
+                json!({"state": state, "action": action, "write_business_columns": false,
+                    "deleted_at": "none", "deleted_flag": "none"})
+            })
+            .collect();
+        let hard = failures("delete-mode", |_| {
+            json!({"plan": {"mode": "hard_delete", "columns": [],
+                "active_predicate": "every_row", "rules": rules}})
+        });
+        assert!(hard.len() >= 10, "{hard:?}");
+        assert!(hard.contains(&"delete-mode.timestamp-only.soft".to_owned()));
+        assert!(!hard.contains(&"delete-mode.hard-delete".to_owned()));
+    }
+
     #[test]
     fn a_denying_row_fails_on_error_and_on_allow() {
         let row = ConformanceRow {
