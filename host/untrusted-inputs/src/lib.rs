@@ -131,9 +131,18 @@ fn decision_facts(bytes: &[u8]) {
 }
 
 fn decision_table(bytes: &[u8]) {
-    if let Err(e) = dpone_decision_table::DecisionTable::from_json(&text(bytes)) {
-        let shown = dpone_boundary::text::clean_message(&e.to_string());
-        assert_safe_error("decision_table", &shown);
+    match dpone_decision_table::DecisionTable::from_json(&text(bytes)) {
+        Ok(table) => {
+            // The expectation check the activation gate and `policy test` run next.
+            if let Err(e) = table.check_expectations() {
+                let shown = dpone_boundary::text::clean_message(&e);
+                assert_safe_error("decision_table", &shown);
+            }
+        }
+        Err(e) => {
+            let shown = dpone_boundary::text::clean_message(&e.to_string());
+            assert_safe_error("decision_table", &shown);
+        }
     }
 }
 
