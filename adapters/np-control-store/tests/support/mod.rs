@@ -112,6 +112,23 @@ impl Env {
         Env { admin, schema, cfg }
     }
 
+    /// Attaches to a schema another process provisioned (the crash test's child).
+    pub async fn attach(schema: &str) -> Env {
+        let Some(url) = env_value("DPONE_TEST_PG_URL") else {
+            unusable("no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres");
+        };
+        let Ok(mut cfg) = Config::from_str(&url) else {
+            unusable("DPONE_TEST_PG_URL is not a valid connection URL");
+        };
+        cfg.dbname(TEST_DB);
+        let admin = connect_plain(&cfg).await;
+        Env {
+            admin,
+            schema: schema.to_owned(),
+            cfg,
+        }
+    }
+
     /// The store endpoint: verify-full against the test CA when one is configured.
     pub fn endpoint(&self) -> StoreEndpoint {
         let mut config = self.cfg.clone();
