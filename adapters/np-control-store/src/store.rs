@@ -16,6 +16,10 @@
 //! under the same id; the probe itself failing: `DPONE_NP_STORE_OUTCOME_UNKNOWN` carrying the id.
 //! Other operations report `DPONE_NP_STORE_OUTCOME_UNKNOWN` after a lost acknowledgement.
 //!
+//! The reviewed DDL is verified on the store's first connection (and on demand with
+//! `verify_catalog`): a store over a missing or deviating catalog refuses every operation with
+//! `DPONE_NP_STORE_CATALOG_INVALID` and creates nothing.
+//!
 //! Errors carry a code and the SQLSTATE or a classified TLS reason only (no endpoint, no
 //! credential, no value).
 
@@ -25,6 +29,7 @@ use sha2::{Digest as _, Sha256};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
@@ -119,6 +124,8 @@ pub struct PgControlStore {
     conn: Mutex<Option<Conn>>,
     commit: Arc<dyn CommitBoundary>,
     max_retries: u32,
+    /// Whether the reviewed DDL was verified (on the first connection; again on demand).
+    verified: AtomicBool,
 }
 
 enum TxError {
@@ -279,6 +286,7 @@ impl PgControlStore {
             conn: Mutex::new(None),
             commit,
             max_retries: 16,
+            verified: AtomicBool::new(false),
         })
     }
 
@@ -325,12 +333,35 @@ impl PgControlStore {
             )
             .await
             .map_err(|e| db_error("identify backend", &e))?;
+        if !self.verified.load(Ordering::SeqCst) {
+            self.check_catalog(&client).await?;
+            self.verified.store(true, Ordering::SeqCst);
+        }
         Ok(Conn {
             pid: row.get(0),
             backend_start: row.get(1),
             client,
             task,
         })
+    }
+
+    /// The reviewed DDL against the catalog, on `c`.
+    async fn check_catalog(&self, c: &Client) -> Result<()> {
+        let mut all = Vec::new();
+        for table in &CONTRACT {
+            let facts = Self::table_facts(c, &self.endpoint.schema, table.name)
+                .await
+                .map_err(|e| match e {
+                    TxError::Refuse(e) => e,
+                    TxError::Db(e) => db_error("read the control catalog", &e),
+                })?;
+            all.push(facts);
+        }
+        for (table, facts) in CONTRACT.iter().zip(&all) {
+            verify_table(table, facts)
+                .map_err(|m| StoreError::new(StoreCode::CatalogInvalid, m))?;
+        }
+        Ok(())
     }
 
     /// The store's connection, opened when missing.
@@ -405,7 +436,7 @@ impl PgControlStore {
                     CommitAck::Lost => {
                         let (pid, start) = (conn.pid, conn.backend_start.clone());
                         *guard = None;
-                        let Op::Admit(_, req) = &op else {
+                        let Op::Admit(..) = &op else {
                             return Err(StoreError::new(
                                 StoreCode::OutcomeUnknown,
                                 "the commit acknowledgement was lost; probe before retrying",
@@ -426,9 +457,7 @@ impl PgControlStore {
                                 }));
                             }
                             // Not committed: retry under the same deterministic id.
-                            None => {
-                                let _ = req;
-                            }
+                            None => {}
                         }
                     }
                 },
@@ -1474,19 +1503,11 @@ macro_rules! read {
 
 impl ControlStorePort for PgControlStore {
     async fn verify_catalog(&self) -> Result<()> {
-        let schema = self.endpoint.schema.clone();
-        let all = read!(self, "read the control catalog", |c, _t| async {
-            let mut all = Vec::new();
-            for table in &CONTRACT {
-                all.push(Self::table_facts(c, &schema, table.name).await?);
-            }
-            Ok(all)
-        })?;
-        for (table, facts) in CONTRACT.iter().zip(&all) {
-            verify_table(table, facts)
-                .map_err(|m| StoreError::new(StoreCode::CatalogInvalid, m))?;
-        }
-        Ok(())
+        let guard = self.connected().await?;
+        let Some(conn) = guard.as_ref() else {
+            return Err(StoreError::new(StoreCode::Unavailable, "no connection"));
+        };
+        self.check_catalog(&conn.client).await
     }
 
     async fn record_trust(&self, record: &PolicyRecord) -> Result<TrustRevision> {

@@ -62,6 +62,15 @@ async fn the_reviewed_ddl_is_verified_never_created_and_deviations_refuse() {
         code(absent.verify_catalog().await),
         StoreCode::CatalogInvalid
     );
+    assert_eq!(
+        code(
+            absent
+                .record_trust(&policy(&uuid(1, 1), b"p", 0, CEILINGS))
+                .await
+        ),
+        StoreCode::CatalogInvalid,
+        "every operation verifies the catalog first"
+    );
     let created: i64 = e
         .admin
         .query_one(
