@@ -411,7 +411,7 @@ impl PgControlStore {
             match body {
                 Ok(mut out) => match self.commit.commit(c).await {
                     CommitAck::Acknowledged => {
-                        if !release(c, lock).await {
+                        if !unlock(c, lock).await {
                             *guard = None;
                         }
                         if let Out::Reservation(r) = &mut out {
@@ -1458,14 +1458,18 @@ impl PgControlStore {
 /// when the connection can no longer be trusted (then it is dropped).
 async fn release(c: &Client, lock: Option<i64>) -> bool {
     let rolled = c.batch_execute("ROLLBACK").await;
-    let unlocked = match lock {
+    rolled.is_ok() && unlock(c, lock).await
+}
+
+/// Releases the environment lock after a commit; `false` when the connection failed.
+async fn unlock(c: &Client, lock: Option<i64>) -> bool {
+    match lock {
         Some(key) => c
             .execute("SELECT pg_advisory_unlock($1)", &[&key])
             .await
-            .map(|_| ()),
-        None => Ok(()),
-    };
-    rolled.is_ok() && unlocked.is_ok()
+            .is_ok(),
+        None => true,
+    }
 }
 
 /// Ends a read: a lost connection is dropped so the next call reopens it.
