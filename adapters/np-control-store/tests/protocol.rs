@@ -1035,3 +1035,70 @@ async fn a_lost_commit_acknowledgement_is_probed_never_assumed() {
     assert_eq!(err.code, StoreCode::OutcomeUnknown);
     e.drop_schema().await;
 }
+
+/// Rolls the transaction back and reports a serialization failure at COMMIT, `n` times.
+struct SerializationFailures(std::sync::atomic::AtomicU32);
+
+impl CommitBoundary for SerializationFailures {
+    fn commit<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> Pin<Box<dyn std::future::Future<Output = CommitAck> + Send + 'a>> {
+        Box::pin(async move {
+            let left = self.0.load(Ordering::SeqCst);
+            if left > 0 {
+                self.0.store(left - 1, Ordering::SeqCst);
+                client.batch_execute("ROLLBACK").await.expect("rollback");
+                CommitAck::Refused("40001".into())
+            } else {
+                HonestCommit.commit(client).await
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn serialization_failures_retry_within_a_bound_and_then_refuse() {
+    let e = Env::new().await;
+    let c = campaign(&e, CEILINGS).await;
+    let g = execution_grant(
+        &c.env,
+        &c.campaign,
+        &uuid(3, 1),
+        &uuid(4, 1),
+        CEILINGS,
+        workloads(0..2, CEILINGS),
+    );
+    register_and_select(&c.store, &c.auth, &g).await;
+    let flaky = e.store_with(Arc::new(SerializationFailures(3.into())));
+    let r = flaky
+        .admit(&c.auth, &admission(&g, "w0", "a1", 5, 5))
+        .await
+        .expect("admitted after three retries");
+    assert!(!r.resolved_by_probe);
+    let mut hopeless = e.store_with(Arc::new(SerializationFailures(100.into())));
+    hopeless.set_max_retries(2);
+    assert_eq!(
+        code(
+            hopeless
+                .admit(&c.auth, &admission(&g, "w1", "a1", 5, 5))
+                .await
+        ),
+        StoreCode::SerializationRetriesExhausted
+    );
+    let pool = c
+        .store
+        .pool_status(&execution_pool(&c.env, &c.campaign))
+        .await
+        .unwrap();
+    assert_eq!(
+        (pool.attempts, pool.reserved_source_rows),
+        (1, 5),
+        "charged once, nothing for the refused one"
+    );
+    e.drop_schema().await;
+}
