@@ -26,14 +26,17 @@
 use crate::catalog::{CONTRACT, TableFacts, verify_table};
 use crate::port::*;
 use sha2::{Digest as _, Sha256};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::Mutex as StdMutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, Config, NoTls, Row};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
 /// Where the store connects: the driver config (credentials stay in it), the TLS mode and the
 /// pinned CA bundle, and the schema the reviewed DDL was provisioned in.
@@ -93,6 +96,8 @@ impl CommitBoundary for HonestCommit {
 
 struct Conn {
     client: Client,
+    /// Statements prepared on this connection, by SQL text.
+    cache: StdMutex<HashMap<String, Statement>>,
     task: JoinHandle<()>,
     pid: i32,
     backend_start: String,
@@ -101,6 +106,45 @@ struct Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// A connection's client with the statements prepared on it: each SQL text is prepared once
+/// per connection, so a protected transaction costs one round trip per statement.
+struct Db<'a> {
+    client: &'a Client,
+    cache: &'a StdMutex<HashMap<String, Statement>>,
+}
+
+type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+type PgResult<T> = std::result::Result<T, tokio_postgres::Error>;
+
+impl Db<'_> {
+    async fn statement(&self, sql: &str) -> PgResult<Statement> {
+        let cached = self.cache.lock().ok().and_then(|m| m.get(sql).cloned());
+        if let Some(s) = cached {
+            return Ok(s);
+        }
+        let s = self.client.prepare(sql).await?;
+        if let Ok(mut m) = self.cache.lock() {
+            m.insert(sql.to_owned(), s.clone());
+        }
+        Ok(s)
+    }
+
+    async fn query_one(&self, sql: &str, p: Params<'_>) -> PgResult<Row> {
+        let s = self.statement(sql).await?;
+        self.client.query_one(&s, p).await
+    }
+
+    async fn query_opt(&self, sql: &str, p: Params<'_>) -> PgResult<Option<Row>> {
+        let s = self.statement(sql).await?;
+        self.client.query_opt(&s, p).await
+    }
+
+    async fn execute(&self, sql: &str, p: Params<'_>) -> PgResult<u64> {
+        let s = self.statement(sql).await?;
+        self.client.execute(&s, p).await
     }
 }
 
@@ -340,6 +384,7 @@ impl PgControlStore {
         Ok(Conn {
             pid: row.get(0),
             backend_start: row.get(1),
+            cache: StdMutex::new(HashMap::new()),
             client,
             task,
         })
@@ -396,6 +441,10 @@ impl PgControlStore {
                 return Err(StoreError::new(StoreCode::Unavailable, "no connection"));
             };
             let c = &conn.client;
+            let db = Db {
+                client: c,
+                cache: &conn.cache,
+            };
             if let Some(key) = lock
                 && let Err(e) = c.execute("SELECT pg_advisory_lock($1)", &[&key]).await
             {
@@ -405,7 +454,7 @@ impl PgControlStore {
             let body = async {
                 c.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
                     .await?;
-                self.body(c, &op).await
+                self.body(&db, &op).await
             }
             .await;
             match body {
@@ -538,7 +587,12 @@ impl PgControlStore {
         if !ended {
             return Err(unknown("the original backend has not ended"));
         }
-        let found = match Self::reservation_by_id(c, &self.t, mine.reservation_id.as_str()).await {
+        let db = Db {
+            client: c,
+            cache: &conn.cache,
+        };
+        let found = match Self::reservation_by_id(&db, &self.t, mine.reservation_id.as_str()).await
+        {
             Ok(f) => f,
             Err(TxError::Refuse(e)) => return Err(e),
             Err(TxError::Db(_)) => return Err(unknown("the probe failed")),
@@ -562,7 +616,7 @@ impl PgControlStore {
         }
     }
 
-    async fn body(&self, c: &Client, op: &Op<'_>) -> Tx<Out> {
+    async fn body(&self, c: &Db<'_>, op: &Op<'_>) -> Tx<Out> {
         match *op {
             Op::Trust(r) => self.trust_body(c, r).await.map(Out::Trust),
             Op::Register(a, g) => self.register_body(c, a, g).await.map(Out::Registered),
@@ -575,7 +629,7 @@ impl PgControlStore {
     }
 
     async fn trust_at(
-        c: &Client,
+        c: &Db<'_>,
         t: &Names,
         environment: &str,
         revision: Option<i64>,
@@ -606,7 +660,7 @@ impl PgControlStore {
 
     /// Inside the transaction: the authenticated revision is still current, and the database
     /// clock has not gone back behind it.
-    async fn check_current(&self, c: &Client, auth: &Authenticated) -> Tx<TrustRevision> {
+    async fn check_current(&self, c: &Db<'_>, auth: &Authenticated) -> Tx<TrustRevision> {
         let Some(current) = Self::trust_at(c, &self.t, auth.environment.as_str(), None).await?
         else {
             return refuse(StoreCode::TrustMissing, "no trust revision is recorded");
@@ -621,7 +675,7 @@ impl PgControlStore {
         Ok(current)
     }
 
-    async fn check_clock(&self, c: &Client, environment: &str) -> Tx<()> {
+    async fn check_clock(&self, c: &Db<'_>, environment: &str) -> Tx<()> {
         let sql = format!(
             "SELECT clock_timestamp() < coalesce(max(recorded_at_utc), '-infinity') \
              FROM {} WHERE environment_id = $1::text::uuid",
@@ -637,7 +691,7 @@ impl PgControlStore {
         Ok(())
     }
 
-    async fn load_grant(&self, c: &Client, key: &GrantKey) -> Tx<Option<StoredGrant>> {
+    async fn load_grant(&self, c: &Db<'_>, key: &GrantKey) -> Tx<Option<StoredGrant>> {
         let sql = format!(
             "SELECT environment_id::text, campaign_id::text, phase, grant_digest, original_bytes, \
              revocation_epoch, {LIMIT_COLUMNS}, qualification_run_id::text, route, \
@@ -672,7 +726,7 @@ impl PgControlStore {
     /// its validity window by the database clock.
     async fn current_grant(
         &self,
-        c: &Client,
+        c: &Db<'_>,
         auth: &Authenticated,
         trust: &TrustRevision,
         key: &GrantKey,
@@ -717,7 +771,7 @@ impl PgControlStore {
         Ok(g)
     }
 
-    async fn trust_body(&self, c: &Client, r: &PolicyRecord) -> Tx<TrustRevision> {
+    async fn trust_body(&self, c: &Db<'_>, r: &PolicyRecord) -> Tx<TrustRevision> {
         let env = r.environment.as_str();
         let digest = Sha256Digest::of(&r.policy_bytes);
         let current = Self::trust_at(c, &self.t, env, None).await?;
@@ -776,7 +830,7 @@ impl PgControlStore {
 
     async fn register_body(
         &self,
-        c: &Client,
+        c: &Db<'_>,
         auth: &Authenticated,
         g: &GrantRegistration,
     ) -> Tx<Registered> {
@@ -946,7 +1000,7 @@ impl PgControlStore {
 
     async fn consume_body(
         &self,
-        c: &Client,
+        c: &Db<'_>,
         auth: &Authenticated,
         key: &GrantKey,
         bytes: &[u8],
@@ -1001,7 +1055,7 @@ impl PgControlStore {
         Ok(())
     }
 
-    async fn candidate_body(&self, c: &Client, r: &ActivationRequest) -> Tx<bool> {
+    async fn candidate_body(&self, c: &Db<'_>, r: &ActivationRequest) -> Tx<bool> {
         let digest = Sha256Digest::of(&r.request_bytes);
         let n = c
             .execute(
@@ -1023,7 +1077,7 @@ impl PgControlStore {
 
     async fn select_body(
         &self,
-        c: &Client,
+        c: &Db<'_>,
         auth: &Authenticated,
         key: &GrantKey,
         bytes: &[u8],
@@ -1092,7 +1146,7 @@ impl PgControlStore {
 
     async fn admit_body(
         &self,
-        c: &Client,
+        c: &Db<'_>,
         auth: &Authenticated,
         r: &AdmissionRequest,
     ) -> Tx<Reservation> {
@@ -1304,7 +1358,7 @@ impl PgControlStore {
         })
     }
 
-    async fn settle_body(&self, c: &Client, s: &Settlement) -> Tx<Settled> {
+    async fn settle_body(&self, c: &Db<'_>, s: &Settlement) -> Tx<Settled> {
         let Some(res) = Self::reservation_by_id(c, &self.t, s.reservation_id.as_str()).await?
         else {
             return refuse(StoreCode::ReservationUnknown, "no reservation has this id");
@@ -1358,7 +1412,7 @@ impl PgControlStore {
         Ok(Settled::Recorded)
     }
 
-    async fn reservation_by_id(c: &Client, t: &Names, id: &str) -> Tx<Option<Reservation>> {
+    async fn reservation_by_id(c: &Db<'_>, t: &Names, id: &str) -> Tx<Option<Reservation>> {
         let row = c
             .query_opt(
                 &format!(
@@ -1492,7 +1546,10 @@ macro_rules! read {
         let mut guard = $self.connected().await?;
         let r = match guard.as_ref() {
             Some(conn) => {
-                let $c = &conn.client;
+                let $c = &Db {
+                    client: &conn.client,
+                    cache: &conn.cache,
+                };
                 let $t = &$self.t;
                 $body.await
             }
