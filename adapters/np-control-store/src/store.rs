@@ -498,15 +498,14 @@ impl PgControlStore {
                             ));
                         };
                         probed = true;
-                        match self.resolve_lost(&mut guard, pid, &start, &mine).await? {
-                            Some(found) => {
-                                return Ok(Out::Reservation(Reservation {
-                                    resolved_by_probe: true,
-                                    ..found
-                                }));
-                            }
-                            // Not committed: retry under the same deterministic id.
-                            None => {}
+                        // Not found: it did not commit; retry under the same deterministic id.
+                        if let Some(found) =
+                            self.resolve_lost(&mut guard, pid, &start, &mine).await?
+                        {
+                            return Ok(Out::Reservation(Reservation {
+                                resolved_by_probe: true,
+                                ..found
+                            }));
                         }
                     }
                 },
