@@ -3,7 +3,8 @@
 //! signer workflow, signer digest, repository, runner environment, predicate type, subject
 //! digest, instance or missing timestamp is each refused with its own code.
 //!
-//! When the corpus is absent every test prints `SKIP: ...` and asserts nothing.
+//! The corpus is a required test input (`../shared` sits beside the checkout, in CI too): when it
+//! is absent every test fails rather than passing without checking anything.
 
 use dpone_trust::Sha256Digest;
 use dpone_trust::attestation::{
@@ -18,14 +19,13 @@ fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/github-attestations")
 }
 
-fn present() -> Option<PathBuf> {
+fn present() -> PathBuf {
     let dir = corpus();
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("SKIP: conformance corpus not found at {}", dir.display());
-        None
-    }
+    assert!(
+        dir.is_dir(),
+        "the conformance corpus ../shared/conformance/github-attestations is required beside the checkout"
+    );
+    dir
 }
 
 fn root(dir: &Path, file: &str) -> PinnedTrustedRoot {
@@ -211,7 +211,7 @@ fn rows() -> Vec<Row> {
 
 #[test]
 fn every_bundle_behaves_as_the_table_says() {
-    let Some(dir) = present() else { return };
+    let dir = present();
     let mut agreed = 0;
     let table = rows();
     for row in &table {
@@ -288,7 +288,7 @@ fn provenance_case(
 
 #[test]
 fn the_full_identity_policy_verifies_and_reports_the_canonical_signer() {
-    let Some(dir) = present() else { return };
+    let dir = present();
     let (root, subject, full, outcome) = provenance_case(&dir);
     let file = "github_provenance_demo-0.0.12-py3-none-any-bundle.jsonl";
     let again = verify_file(&dir, file, &subject, &full, &root).expect("full policy verifies");
@@ -312,7 +312,7 @@ fn the_full_identity_policy_verifies_and_reports_the_canonical_signer() {
 
 #[test]
 fn wrong_identity_claims_are_each_refused_with_their_own_code() {
-    let Some(dir) = present() else { return };
+    let dir = present();
     let (root, subject, full, _) = provenance_case(&dir);
     let file = "github_provenance_demo-0.0.12-py3-none-any-bundle.jsonl";
     let refused = |policy: &AttestationPolicy, subject: &SubjectDigest| {
@@ -367,7 +367,7 @@ fn wrong_identity_claims_are_each_refused_with_their_own_code() {
 
 #[test]
 fn runner_environment_is_enforced_on_a_real_certificate() {
-    let Some(dir) = present() else { return };
+    let dir = present();
     // The sigstore-js certificate predates the runner environment extension (.11): a policy
     // that requires a GitHub-hosted runner must refuse it, and accept it without the rule.
     let root = root(&dir, "trusted_root.json");
@@ -389,7 +389,7 @@ fn runner_environment_is_enforced_on_a_real_certificate() {
 
 #[test]
 fn instances_and_thresholds() {
-    let Some(dir) = present() else { return };
+    let dir = present();
     let subject = sha256(PROVENANCE_SUBJECT);
     let p = policy(PROVENANCE_SAN, ACTIONS_ISSUER);
     let file = "github_provenance_demo-0.0.12-py3-none-any-bundle.jsonl";
