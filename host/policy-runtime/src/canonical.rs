@@ -29,24 +29,30 @@ pub fn canonical_json<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Er
 /// sha256 of the canonical JSON of `value`, written into a per-thread buffer that is reused
 /// from one decision to the next. The same digest as `Sha256Digest::of(&canonical_json(value)?)`.
 pub(crate) fn canonical_sha256<T: Serialize>(value: &T) -> Result<Sha256Digest, serde_json::Error> {
-    thread_local! {
-        static WRITER: RefCell<direct::Writer> = RefCell::new(direct::Writer::default());
-    }
-    let direct = WRITER.with(|cell| {
-        // A `Serialize` impl that itself asks for a canonical digest finds the buffer borrowed
-        // and takes the plain path below.
-        let mut writer = cell.try_borrow_mut().ok()?;
-        let digest = writer
+    match with_thread_writer(|writer| {
+        writer
             .write(value)
             .ok()
-            .map(|()| Sha256Digest::of(writer.bytes()));
-        writer.clear();
-        digest
-    });
-    match direct {
+            .map(|()| Sha256Digest::of(writer.bytes()))
+    }) {
         Some(digest) => Ok(digest),
         None => canonical_json(value).map(|bytes| Sha256Digest::of(&bytes)),
     }
+}
+
+/// Runs `f` with this thread's direct writer (its buffers and learnt field orders are kept
+/// between calls), or returns `None` if the writer is in use further up the stack (a
+/// `Serialize` impl that itself asks for canonical JSON).
+fn with_thread_writer<R>(f: impl FnOnce(&mut direct::Writer) -> Option<R>) -> Option<R> {
+    thread_local! {
+        static WRITER: RefCell<direct::Writer> = RefCell::new(direct::Writer::default());
+    }
+    WRITER.with(|cell| {
+        let mut writer = cell.try_borrow_mut().ok()?;
+        let result = f(&mut writer);
+        writer.clear();
+        result
+    })
 }
 
 /// The reference path: through a `serde_json::Value`. Tests compare the direct writer with it.
@@ -210,7 +216,16 @@ mod tests {
         }
 
         #[derive(Serialize)]
+        pub struct Sometimes {
+            pub zz: u8,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub mm: Option<u8>,
+            pub aa: u8,
+        }
+
+        #[derive(Serialize)]
         pub struct Everything {
+            pub sometimes: Vec<Sometimes>,
             pub z_last: Vec<Shape>,
             pub a_first: Option<Newtype>,
             pub m_pair: Pair,
@@ -229,8 +244,15 @@ mod tests {
         let reference = canonical_json_via_value(value).map_err(|e| e.to_string());
         let direct = canonical_json(value).map_err(|e| e.to_string());
         assert_eq!(direct, reference);
-        if let Ok(bytes) = reference {
-            assert_eq!(canonical_sha256(value).ok(), Some(Sha256Digest::of(&bytes)));
+        if let Ok(bytes) = &reference {
+            assert_eq!(canonical_sha256(value).ok(), Some(Sha256Digest::of(bytes)));
+            // Twice with one writer: the second time with the field orders it learnt.
+            let mut writer = direct::Writer::default();
+            for _ in 0..2 {
+                if writer.write(value).is_ok() {
+                    assert_eq!(writer.bytes(), bytes.as_slice());
+                }
+            }
         }
     }
 
@@ -238,6 +260,23 @@ mod tests {
     fn the_direct_writer_writes_the_reference_bytes_for_every_shape() {
         use shapes::*;
         let everything = Everything {
+            sometimes: vec![
+                Sometimes {
+                    zz: 1,
+                    mm: None,
+                    aa: 2,
+                },
+                Sometimes {
+                    zz: 3,
+                    mm: Some(4),
+                    aa: 5,
+                },
+                Sometimes {
+                    zz: 6,
+                    mm: None,
+                    aa: 7,
+                },
+            ],
             z_last: vec![
                 Shape::Plain,
                 Shape::Wrapped(None),
@@ -292,6 +331,17 @@ mod tests {
             .map(|(i, k)| (k.as_str(), i))
             .collect();
         same_as_reference(&as_keys);
+        // Every escaped byte at every position of longer strings.
+        for special in ['"', '\\', '\u{0}', '\n', '\u{1f}', ' ', '\u{7f}', 'é'] {
+            let strings: Vec<String> = (0..40)
+                .map(|at| {
+                    let mut s: String = "abcdefghijklmnopqrstuvwxyz0123456789ABCD".into();
+                    s.insert(at, special);
+                    s
+                })
+                .collect();
+            same_as_reference(&strings);
+        }
     }
 
     #[test]

@@ -43,7 +43,36 @@ struct Entry {
     /// The key's first eight bytes, big-endian, zero-padded: byte order of simple keys decided
     /// in one comparison unless the prefixes are equal.
     prefix: u64,
+    /// The field name, for a struct field (whose name is `'static`).
+    field: Option<&'static str>,
+    /// Position of the entry in the order `Serialize` wrote it.
+    arrival: usize,
 }
+
+/// The key order of one sequence of struct fields, found once and then reused: a struct type
+/// writes the same fields in the same order every time, so its entries need not be compared
+/// again. A sequence matches only if every field name is the same `'static` string (same
+/// address and length, hence the same bytes), so a match can only give the order a sort would.
+struct FieldOrder {
+    fields: Vec<&'static str>,
+    /// Arrival positions in key order; `None` when the fields arrive in key order.
+    sorted: Option<Vec<usize>>,
+}
+
+impl FieldOrder {
+    fn matches(&self, entries: &[Entry]) -> bool {
+        self.fields.len() == entries.len()
+            && self.fields.iter().zip(entries).all(|(name, entry)| {
+                entry.field.is_some_and(|f| {
+                    std::ptr::eq(f.as_ptr(), name.as_ptr()) && f.len() == name.len()
+                })
+            })
+    }
+}
+
+/// Field orders remembered per writer; a bound, so a program with many struct types cannot
+/// grow a thread's writer without limit.
+const MAX_FIELD_ORDERS: usize = 64;
 
 /// The first eight bytes of `key` as a big-endian number, zero-padded. For any two keys, a
 /// smaller prefix means a smaller key in byte order; equal prefixes decide nothing.
@@ -61,6 +90,7 @@ pub(crate) struct Writer {
     scratch: Vec<u8>,
     entries: Vec<Entry>,
     keys: String,
+    orders: Vec<FieldOrder>,
 }
 
 impl Writer {
@@ -84,7 +114,7 @@ impl Writer {
         self.out
     }
 
-    /// Forgets what was written; keeps the buffers' capacity.
+    /// Forgets what was written; keeps the buffers' capacity and the field orders learnt.
     pub(crate) fn clear(&mut self) {
         self.out.clear();
         self.scratch.clear();
@@ -143,7 +173,11 @@ impl Writer {
 /// serde_json escapes only `"`, `\` and control characters below U+0020; a string without
 /// them is copied between quotes, anything else goes through serde_json itself.
 fn write_json_str(out: &mut Vec<u8>, s: &str) -> Result<(), GaveUp> {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    // Without early exit, so that the compiler checks many bytes per instruction.
+    let needs_escape = s.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if !needs_escape {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -207,8 +241,14 @@ pub(crate) struct Object<'a> {
 
 impl Object<'_> {
     /// Writes `"key":value` for a key already in `keys[key]`.
-    fn entry<T: Serialize + ?Sized>(&mut self, key: Range<usize>, value: &T) -> Result<(), GaveUp> {
+    fn entry<T: Serialize + ?Sized>(
+        &mut self,
+        key: Range<usize>,
+        field: Option<&'static str>,
+        value: &T,
+    ) -> Result<(), GaveUp> {
         let w = &mut *self.w;
+        let arrival = w.entries.len() - self.first_entry;
         if w.entries.len() > self.first_entry {
             w.out.push(b',');
         }
@@ -224,15 +264,17 @@ impl Object<'_> {
             bytes: start..w.out.len(),
             simple,
             prefix,
+            field,
+            arrival,
         });
         Ok(())
     }
 
-    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), GaveUp> {
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), GaveUp> {
         let start = self.w.keys.len();
         self.w.keys.push_str(key);
-        let key = start..self.w.keys.len();
-        self.entry(key, value)
+        let range = start..self.w.keys.len();
+        self.entry(range, Some(key), value)
     }
 
     /// Puts the entries into key order (refusing duplicate keys) and closes the object.
@@ -242,27 +284,32 @@ impl Object<'_> {
             scratch,
             entries,
             keys,
+            orders,
         } = &mut *self.w;
         let mine = &mut entries[self.first_entry..];
-        let mut in_order = true;
-        for pair in mine.windows(2) {
-            match key_order(keys, &pair[0], &pair[1]) {
-                Ordering::Less => {}
-                Ordering::Equal => return Err(GaveUp),
-                Ordering::Greater => in_order = false,
+        if let Some(known) = orders.iter().find(|o| o.matches(mine)) {
+            if let Some(sorted) = &known.sorted {
+                reorder(out, scratch, self.body, sorted.iter().map(|&i| &mine[i]));
             }
-        }
-        if !in_order {
-            mine.sort_unstable_by(|a, b| key_order(keys, a, b));
-            scratch.clear();
-            scratch.extend_from_slice(&out[self.body..]);
-            out.truncate(self.body);
-            for (i, entry) in mine.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
+        } else {
+            let mut in_order = true;
+            for pair in mine.windows(2) {
+                match key_order(keys, &pair[0], &pair[1]) {
+                    Ordering::Less => {}
+                    Ordering::Equal => return Err(GaveUp),
+                    Ordering::Greater => in_order = false,
                 }
-                let bytes = entry.bytes.start - self.body..entry.bytes.end - self.body;
-                out.extend_from_slice(&scratch[bytes]);
+            }
+            let fields: Option<Vec<&'static str>> = mine.iter().map(|e| e.field).collect();
+            if !in_order {
+                mine.sort_unstable_by(|a, b| key_order(keys, a, b));
+                reorder(out, scratch, self.body, mine.iter());
+            }
+            if let Some(fields) = fields
+                && orders.len() < MAX_FIELD_ORDERS
+            {
+                let sorted = (!in_order).then(|| mine.iter().map(|e| e.arrival).collect());
+                orders.push(FieldOrder { fields, sorted });
             }
         }
         out.push(b'}');
@@ -272,6 +319,25 @@ impl Object<'_> {
         entries.truncate(self.first_entry);
         keys.truncate(self.first_key);
         Ok(())
+    }
+}
+
+/// Rewrites the entries of an object whose body starts at `body` in `out` in the order given,
+/// comma-separated.
+fn reorder<'e>(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    body: usize,
+    in_key_order: impl Iterator<Item = &'e Entry>,
+) {
+    scratch.clear();
+    scratch.extend_from_slice(&out[body..]);
+    out.truncate(body);
+    for (i, entry) in in_key_order.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&scratch[entry.bytes.start - body..entry.bytes.end - body]);
     }
 }
 
@@ -540,7 +606,7 @@ impl ser::SerializeMap for Object<'_> {
 
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GaveUp> {
         let key = self.pending_key.take().ok_or(GaveUp)?;
-        self.entry(key, value)
+        self.entry(key, None, value)
     }
 
     fn end(self) -> Result<(), GaveUp> {
