@@ -337,6 +337,8 @@ fn prepare(kind: PolicyKind, pre: InstancePre<SandboxState>) -> Result<Prepared,
 /// `P` and `(R,)` must be the parameter and result types with which the generated bindings
 /// type-checked this export, and that check must have succeeded on an instance of the same
 /// `InstancePre` as `instance` (which is what [`LoadedPolicy::exports_checked`] records).
+// SAFETY: an `unsafe fn` because its soundness rests on the caller's promise stated above;
+// every caller states at the call why it holds.
 #[allow(unsafe_code)]
 unsafe fn call_checked_export<P, R>(
     store: &mut Store<SandboxState>,
