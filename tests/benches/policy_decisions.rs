@@ -1,7 +1,9 @@
 //! Benchmark of policy decisions, all in one run on the same machine:
 //! native decision (the plain Rust core), fresh-sandbox decision p50/p99 with the pooling
 //! allocator and, as the baseline, with on-demand allocation; warm load from the precompiled
-//! cache; cold compile. Prints one JSON document.
+//! cache; cold compile. Prints one JSON document, with the CPU model and the load average at the
+//! start and end of the run (timings on a busy machine are noise; see docs/performance.md for
+//! instruction counts, which are not).
 //!
 //! `cargo bench -p dpone-integration-tests --bench policy_decisions` (needs `cargo xtask policies`).
 
@@ -60,7 +62,20 @@ fn sandboxed_decisions(
     (summary(samples), fuel)
 }
 
+/// The 1-, 5- and 15-minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
 fn main() {
+    let load_at_start = load_average();
     let n: usize = std::env::var("DPONE_BENCH_SAMPLES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -188,6 +203,7 @@ fn main() {
 
     let report = serde_json::json!({
         "cpu": cpu,
+        "load_average": {"start": load_at_start, "end": load_average()},
         "policy": "guard",
         "fuel_per_decision": fuel,
         "native_decision": native,

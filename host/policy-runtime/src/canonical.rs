@@ -1,12 +1,63 @@
 //! Canonical JSON (RFC 8785 for the value space the contract uses: objects with sorted keys,
 //! no insignificant whitespace, integers, strings, booleans, null). Used for the input digest of
 //! decision evidence, independent of serde_json's feature flags.
+//!
+//! Two writers produce the same bytes. The reference one goes through a `serde_json::Value`
+//! (`canonical_value`); the direct one (`direct` below) writes straight from `Serialize` into a
+//! buffer, sorting each object's entries in place, without building a `Value`. The direct writer
+//! handles exactly the value space above with string keys; for anything else (floats, 128-bit
+//! integers, bytes, non-string map keys, duplicate keys, serde_json's private types, any error)
+//! it gives up and the value is written by the reference writer, so the bytes and errors are
+//! always those of the reference writer.
 
+use crate::digest::Sha256Digest;
 use serde::Serialize;
 use serde_json::Value;
+use std::cell::RefCell;
+
+mod direct;
 
 /// Serializes `value` as canonical JSON bytes.
 pub fn canonical_json<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    let mut writer = direct::Writer::default();
+    match writer.write(value) {
+        Ok(()) => Ok(writer.into_bytes()),
+        Err(direct::GaveUp) => canonical_value(&serde_json::to_value(value)?),
+    }
+}
+
+/// sha256 of the canonical JSON of `value`, written into a per-thread buffer that is reused
+/// from one decision to the next. The same digest as `Sha256Digest::of(&canonical_json(value)?)`.
+pub(crate) fn canonical_sha256<T: Serialize>(value: &T) -> Result<Sha256Digest, serde_json::Error> {
+    match with_thread_writer(|writer| {
+        writer
+            .write(value)
+            .ok()
+            .map(|()| Sha256Digest::of(writer.bytes()))
+    }) {
+        Some(digest) => Ok(digest),
+        None => canonical_json(value).map(|bytes| Sha256Digest::of(&bytes)),
+    }
+}
+
+/// Runs `f` with this thread's direct writer (its buffers and learnt field orders are kept
+/// between calls), or returns `None` if the writer is in use further up the stack (a
+/// `Serialize` impl that itself asks for canonical JSON).
+fn with_thread_writer<R>(f: impl FnOnce(&mut direct::Writer) -> Option<R>) -> Option<R> {
+    thread_local! {
+        static WRITER: RefCell<direct::Writer> = RefCell::new(direct::Writer::default());
+    }
+    WRITER.with(|cell| {
+        let mut writer = cell.try_borrow_mut().ok()?;
+        let result = f(&mut writer);
+        writer.clear();
+        result
+    })
+}
+
+/// The reference path: through a `serde_json::Value`. Tests compare the direct writer with it.
+#[cfg(test)]
+fn canonical_json_via_value<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
     canonical_value(&serde_json::to_value(value)?)
 }
 
@@ -41,7 +92,9 @@ impl std::io::Write for Counter {
 /// True when byte order of `key` against any other such key is RFC 8785's UTF-16 order: no
 /// character at or above U+E000 (where UTF-16 surrogate pairs sort before the BMP's top).
 fn byte_order_is_utf16_order(key: &str) -> bool {
-    key.chars().all(|c| (c as u32) < 0xE000)
+    // In UTF-8 a character at or above U+E000 starts with a byte at or above 0xEE; every other
+    // byte of such a key is below it.
+    key.bytes().all(|b| b < 0xEE)
 }
 
 /// RFC 8785 key order: UTF-16 code units. For keys without surrogate pairs this is the same as
@@ -126,6 +179,257 @@ mod tests {
         assert_eq!(
             canonical_len(&v).unwrap(),
             canonical_json(&v).unwrap().len()
+        );
+    }
+
+    /// Types of every serde shape the direct writer meets or refuses.
+    mod shapes {
+        use serde::Serialize;
+        use std::collections::BTreeMap;
+
+        #[derive(Serialize)]
+        pub struct Unit;
+
+        #[derive(Serialize)]
+        pub struct Newtype(pub u8);
+
+        #[derive(Serialize)]
+        pub struct Pair(pub i64, pub String);
+
+        #[derive(Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Shape {
+            Plain,
+            Wrapped(Option<u32>),
+            Tuple(i8, bool),
+            Record {
+                zeta: u16,
+                alpha: Vec<Shape>,
+                mid: Unit,
+            },
+        }
+
+        #[derive(Serialize)]
+        #[serde(tag = "type")]
+        pub enum Tagged {
+            One { value: i32 },
+        }
+
+        #[derive(Serialize)]
+        pub struct Sometimes {
+            pub zz: u8,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub mm: Option<u8>,
+            pub aa: u8,
+        }
+
+        #[derive(Serialize)]
+        pub struct Everything {
+            pub sometimes: Vec<Sometimes>,
+            pub z_last: Vec<Shape>,
+            pub a_first: Option<Newtype>,
+            pub m_pair: Pair,
+            pub tagged: Tagged,
+            pub map: BTreeMap<String, Option<bool>>,
+            pub chars: (char, char),
+            #[serde(rename = "\u{FF61}")]
+            pub high_bmp: u64,
+            #[serde(rename = "\u{1F600}")]
+            pub astral: i64,
+            pub empty: Vec<u8>,
+        }
+    }
+
+    fn same_as_reference<T: Serialize>(value: &T) {
+        let reference = canonical_json_via_value(value).map_err(|e| e.to_string());
+        let direct = canonical_json(value).map_err(|e| e.to_string());
+        assert_eq!(direct, reference);
+        if let Ok(bytes) = &reference {
+            assert_eq!(canonical_sha256(value).ok(), Some(Sha256Digest::of(bytes)));
+            // Twice with one writer: the second time with the field orders it learnt.
+            let mut writer = direct::Writer::default();
+            for _ in 0..2 {
+                if writer.write(value).is_ok() {
+                    assert_eq!(writer.bytes(), bytes.as_slice());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_direct_writer_writes_the_reference_bytes_for_every_shape() {
+        use shapes::*;
+        let everything = Everything {
+            sometimes: vec![
+                Sometimes {
+                    zz: 1,
+                    mm: None,
+                    aa: 2,
+                },
+                Sometimes {
+                    zz: 3,
+                    mm: Some(4),
+                    aa: 5,
+                },
+                Sometimes {
+                    zz: 6,
+                    mm: None,
+                    aa: 7,
+                },
+            ],
+            z_last: vec![
+                Shape::Plain,
+                Shape::Wrapped(None),
+                Shape::Wrapped(Some(7)),
+                Shape::Tuple(-128, true),
+                Shape::Record {
+                    zeta: 1,
+                    alpha: vec![Shape::Plain],
+                    mid: Unit,
+                },
+            ],
+            a_first: Some(Newtype(255)),
+            m_pair: Pair(
+                i64::MIN,
+                "quote \" backslash \\ nl \n ctl \u{1} \u{7f} é \u{1F600}".into(),
+            ),
+            tagged: Tagged::One { value: -1 },
+            map: [
+                ("b", Some(true)),
+                ("a", None),
+                ("\u{FF61}", Some(false)),
+                ("\u{1F600}", None),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+            chars: ('"', '\u{10FFFF}'),
+            high_bmp: u64::MAX,
+            astral: i64::MAX,
+            empty: Vec::new(),
+        };
+        // The direct writer must not give up on any of these.
+        let mut writer = direct::Writer::default();
+        writer.write(&everything).expect("handled directly");
+        same_as_reference(&everything);
+        same_as_reference(&json!({"b": [1, {"z": null, "a": "\u{FF61}\u{1F600}"}], "a": "x\n"}));
+        same_as_reference(&());
+        same_as_reference(&"plain");
+    }
+
+    #[test]
+    fn strings_and_keys_escape_as_serde_json_does() {
+        let every_char: Vec<String> = (0u32..0x800)
+            .chain([0xD7FF, 0xE000, 0xFEFF, 0xFFFF, 0x10000, 0x10FFFF])
+            .filter_map(char::from_u32)
+            .map(|c| format!("k{c}"))
+            .collect();
+        same_as_reference(&every_char);
+        let as_keys: std::collections::BTreeMap<&str, usize> = every_char
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_str(), i))
+            .collect();
+        same_as_reference(&as_keys);
+        // Every escaped byte at every position of longer strings.
+        for special in ['"', '\\', '\u{0}', '\n', '\u{1f}', ' ', '\u{7f}', 'é'] {
+            let strings: Vec<String> = (0..40)
+                .map(|at| {
+                    let mut s: String = "abcdefghijklmnopqrstuvwxyz0123456789ABCD".into();
+                    s.insert(at, special);
+                    s
+                })
+                .collect();
+            same_as_reference(&strings);
+        }
+    }
+
+    #[test]
+    fn outside_the_value_space_the_reference_decides() {
+        use std::collections::BTreeMap;
+        // Floats, 128-bit integers, bytes, non-string keys: the direct writer gives up and the
+        // result (bytes or error) is the reference writer's.
+        let mut writer = direct::Writer::default();
+        assert!(writer.write(&1.5f64).is_err());
+        same_as_reference(&1.5f64);
+        same_as_reference(&f64::NAN);
+        same_as_reference(&u128::MAX);
+        same_as_reference(&7u128);
+        let int_keys: BTreeMap<u32, &str> = [(10, "ten"), (9, "nine")].into_iter().collect();
+        assert!(writer.write(&int_keys).is_err());
+        same_as_reference(&int_keys);
+        let tuple_keys: BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into_iter().collect();
+        same_as_reference(&tuple_keys);
+        same_as_reference(&serde_json::from_str::<Value>("12345678901234567890123").ok());
+    }
+
+    #[test]
+    fn duplicate_keys_take_the_reference_path() {
+        struct Twice;
+        impl Serialize for Twice {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut map = s.serialize_map(None)?;
+                map.serialize_entry("k", &1)?;
+                map.serialize_entry("k", &2)?;
+                map.end()
+            }
+        }
+        let mut writer = direct::Writer::default();
+        assert!(writer.write(&Twice).is_err());
+        same_as_reference(&Twice);
+    }
+
+    #[test]
+    fn every_fixture_input_has_the_reference_bytes() {
+        use dpone_policy_model::{admission, delete_mode, guard, scope};
+        fn check<T: serde::de::DeserializeOwned + Serialize>(input: &Value) {
+            let typed: T = serde_json::from_value(input.clone()).expect("fixture parses");
+            let mut writer = direct::Writer::default();
+            writer
+                .write(&typed)
+                .expect("model types are handled directly");
+            same_as_reference(&typed);
+        }
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        let read = |path: std::path::PathBuf| -> Value {
+            serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("json")
+        };
+        let mut checked = 0;
+        for (file, function) in [
+            ("admission-runtime", "admit-runtime"),
+            ("admission-static", "admit-static"),
+            ("delete-mode", "plan"),
+            ("guard", "decide-guard"),
+            ("scope", "decide-scope"),
+        ] {
+            let sample = read(fixtures.join(format!("samples/{file}.json")));
+            let table = read(fixtures.join(format!("decision-tables/{file}.json")));
+            let rows = table["rows"].as_array().expect("rows");
+            for input in std::iter::once(&sample).chain(rows.iter().map(|r| &r["input"])) {
+                match function {
+                    "admit-runtime" => check::<admission::RuntimeFacts>(input),
+                    "admit-static" => check::<admission::StaticFacts>(input),
+                    "plan" => check::<delete_mode::DeleteModeFacts>(input),
+                    "decide-guard" => check::<guard::GuardFacts>(input),
+                    _ => check::<scope::ScopeFacts>(input),
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 10, "only {checked} fixture inputs");
+    }
+
+    #[test]
+    fn the_guard_sample_keeps_its_input_digest() {
+        // Recorded with the reference writer before the direct one existed.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/samples/guard.json");
+        let facts: dpone_policy_model::guard::GuardFacts =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses");
+        assert_eq!(
+            canonical_sha256(&facts).expect("digest").to_string(),
+            "sha256:ceea612ba64080cfb6f5c38443c7532e603489ae1cfd07bab69485463c2607ae"
         );
     }
 

@@ -7,7 +7,7 @@
 
 use crate::bindings;
 use crate::cache::{Lookup, PrecompiledCache};
-use crate::canonical::{canonical_json, canonical_len};
+use crate::canonical::{canonical_len, canonical_sha256};
 use crate::convert;
 use crate::digest::Sha256Digest;
 use crate::error::PolicyError;
@@ -18,13 +18,25 @@ use crate::sandbox::{
     run_in_fresh_store, spawn_thread,
 };
 use crate::validate;
+
+/// The generated types of each policy interface, for the direct call path.
+mod wit {
+    pub(super) use crate::bindings::admission::exports::dpone::policy::admission;
+    pub(super) use crate::bindings::delete_mode::exports::dpone::policy::delete_mode;
+    pub(super) use crate::bindings::guard::exports::dpone::policy::guard;
+    pub(super) use crate::bindings::scope::exports::dpone::policy::scope;
+}
 use dpone_policy_model::{admission, delete_mode, guard, scope};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-use wasmtime::Engine;
-use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Linker,
+    Lower, TypedFunc,
+};
+use wasmtime::{Engine, Store};
 
 /// Loads policy components and runs their decisions. Cheap to share behind a reference; one per
 /// process is enough.
@@ -91,11 +103,40 @@ pub struct Decided<T> {
     pub evidence: DecisionEvidence,
 }
 
+/// The prepared component of each kind, with the index of each exported function.
 enum Prepared {
-    Admission(bindings::admission::AdmissionPolicyPre<SandboxState>),
-    Guard(bindings::guard::GuardPolicyPre<SandboxState>),
-    DeleteMode(bindings::delete_mode::DeleteModePolicyPre<SandboxState>),
-    Scope(bindings::scope::ScopePolicyPre<SandboxState>),
+    Admission {
+        pre: bindings::admission::AdmissionPolicyPre<SandboxState>,
+        admit_static: ComponentExportIndex,
+        admit_runtime: ComponentExportIndex,
+    },
+    Guard {
+        pre: bindings::guard::GuardPolicyPre<SandboxState>,
+        decide: ComponentExportIndex,
+    },
+    DeleteMode {
+        pre: bindings::delete_mode::DeleteModePolicyPre<SandboxState>,
+        plan: ComponentExportIndex,
+    },
+    Scope {
+        pre: bindings::scope::ScopePolicyPre<SandboxState>,
+        decide: ComponentExportIndex,
+    },
+}
+
+/// An instance made for one decision, by one of two paths.
+///
+/// The generated bindings type-check every export of the interface against the host's types
+/// each time they make an instance (`*PolicyPre::instantiate`): about 4% of a decision's
+/// instructions. The type of an export is the component's, the same for every instance of one
+/// `InstancePre`, so after one successful check ([`LoadedPolicy::exports_checked`]) later
+/// decisions instantiate the same `InstancePre` directly and call the export through a
+/// `TypedFunc` of the types that were checked.
+enum Instantiated<B> {
+    /// Through the generated bindings, which type-checked the exports.
+    Checked(B),
+    /// Directly, after an earlier check succeeded.
+    Direct(Instance),
 }
 
 /// A component that passed every load check, ready to decide.
@@ -107,6 +148,8 @@ pub struct LoadedPolicy {
     engine: Engine,
     config: SandboxConfig,
     prepared: Prepared,
+    /// The generated bindings type-checked this component's exports on one of its instances.
+    exports_checked: AtomicBool,
 }
 
 impl PolicyRuntime {
@@ -179,6 +222,7 @@ impl PolicyRuntime {
             engine: self.engine.clone(),
             config: self.config.clone(),
             prepared,
+            exports_checked: AtomicBool::new(false),
         })
     }
 
@@ -255,20 +299,65 @@ fn check_surface(kind: PolicyKind, bytes: &[u8]) -> Result<(), PolicyError> {
 
 fn prepare(kind: PolicyKind, pre: InstancePre<SandboxState>) -> Result<Prepared, PolicyError> {
     let mismatch = |e: wasmtime::Error| PolicyError::ExportTypeMismatch(e.to_string());
+    let interface = kind.export_name();
+    let index = |function: &str| {
+        let component = pre.component();
+        component
+            .get_export_index(None, &interface)
+            .and_then(|instance| component.get_export_index(Some(&instance), function))
+            .ok_or_else(|| {
+                PolicyError::ExportTypeMismatch(format!("no export `{function}` in `{interface}`"))
+            })
+    };
     Ok(match kind {
-        PolicyKind::Admission => Prepared::Admission(
-            bindings::admission::AdmissionPolicyPre::new(pre).map_err(mismatch)?,
-        ),
-        PolicyKind::Guard => {
-            Prepared::Guard(bindings::guard::GuardPolicyPre::new(pre).map_err(mismatch)?)
-        }
-        PolicyKind::DeleteMode => Prepared::DeleteMode(
-            bindings::delete_mode::DeleteModePolicyPre::new(pre).map_err(mismatch)?,
-        ),
-        PolicyKind::Scope => {
-            Prepared::Scope(bindings::scope::ScopePolicyPre::new(pre).map_err(mismatch)?)
-        }
+        PolicyKind::Admission => Prepared::Admission {
+            admit_static: index("admit-static")?,
+            admit_runtime: index("admit-runtime")?,
+            pre: bindings::admission::AdmissionPolicyPre::new(pre.clone()).map_err(mismatch)?,
+        },
+        PolicyKind::Guard => Prepared::Guard {
+            decide: index("decide")?,
+            pre: bindings::guard::GuardPolicyPre::new(pre.clone()).map_err(mismatch)?,
+        },
+        PolicyKind::DeleteMode => Prepared::DeleteMode {
+            plan: index("plan")?,
+            pre: bindings::delete_mode::DeleteModePolicyPre::new(pre.clone()).map_err(mismatch)?,
+        },
+        PolicyKind::Scope => Prepared::Scope {
+            decide: index("decide")?,
+            pre: bindings::scope::ScopePolicyPre::new(pre.clone()).map_err(mismatch)?,
+        },
     })
+}
+
+/// Calls the export `index` of a directly made instance as a function from `P` to `(R,)`.
+///
+/// # Safety
+///
+/// `P` and `(R,)` must be the parameter and result types with which the generated bindings
+/// type-checked this export, and that check must have succeeded on an instance of the same
+/// `InstancePre` as `instance` (which is what [`LoadedPolicy::exports_checked`] records).
+// SAFETY: an `unsafe fn` because its soundness rests on the caller's promise stated above;
+// every caller states at the call why it holds.
+#[allow(unsafe_code)]
+unsafe fn call_checked_export<P, R>(
+    store: &mut Store<SandboxState>,
+    instance: &Instance,
+    index: &ComponentExportIndex,
+    params: P,
+) -> wasmtime::Result<R>
+where
+    P: ComponentNamedList + Lower,
+    (R,): ComponentNamedList + Lift,
+{
+    let func = instance
+        .get_func(&mut *store, index)
+        .ok_or_else(|| wasmtime::Error::msg("policy export is not a function"))?;
+    // SAFETY: the caller guarantees that the bindings type-checked this export, on an instance
+    // of the same component, as a function from `P` to `(R,)`.
+    let typed = unsafe { TypedFunc::<P, (R,)>::new_unchecked(func) };
+    let (result,) = typed.call(store, params)?;
+    Ok(result)
 }
 
 /// Tags a wasmtime error with the step of the decision it came from.
@@ -304,6 +393,22 @@ impl LoadedPolicy {
         &self.report
     }
 
+    /// Makes the decision's instance: through the generated bindings until they have
+    /// type-checked the exports once, directly afterwards (see [`Instantiated`]).
+    fn instantiate<B>(
+        &self,
+        pre: &InstancePre<SandboxState>,
+        store: &mut Store<SandboxState>,
+        checked: impl FnOnce(&mut Store<SandboxState>) -> wasmtime::Result<B>,
+    ) -> wasmtime::Result<Instantiated<B>> {
+        if self.exports_checked.load(Ordering::Acquire) {
+            return Ok(Instantiated::Direct(pre.instantiate(store)?));
+        }
+        let bindings = checked(store)?;
+        self.exports_checked.store(true, Ordering::Release);
+        Ok(Instantiated::Checked(bindings))
+    }
+
     /// Runs one call in a fresh sandbox, validates the output and records evidence.
     ///
     /// `instantiate` makes the instance from the prepared component; `call` invokes the export
@@ -324,7 +429,7 @@ impl LoadedPolicy {
             let instance = instantiate(&mut *store).map_err(at(Step::Instantiate))?;
             call(instance, store).map_err(at(Step::Call))
         };
-        let input_bytes = canonical_json(input).map_err(|e| PolicyError::InputInvalid {
+        let input_sha256 = canonical_sha256(input).map_err(|e| PolicyError::InputInvalid {
             function: function.to_owned(),
             message: e.to_string(),
         })?;
@@ -348,7 +453,7 @@ impl LoadedPolicy {
                 function,
                 component_sha256: self.digest,
                 wit_package: SUPPORTED_WIT_PACKAGE,
-                input_sha256: Sha256Digest::of(&input_bytes),
+                input_sha256,
                 output,
                 fuel_used,
             },
@@ -360,18 +465,30 @@ impl LoadedPolicy {
         &self,
         facts: &guard::GuardFacts,
     ) -> Result<Decided<guard::GuardDecision>, PolicyError> {
-        let Prepared::Guard(pre) = &self.prepared else {
+        let Prepared::Guard { pre, decide } = &self.prepared else {
             return Err(wrong_kind(self.kind, "decide"));
         };
         let wit_facts = convert::guard::facts_to_wit(facts);
         self.decide(
             "decide",
             facts,
-            |store| pre.instantiate(store),
+            |store| self.instantiate(pre.instance_pre(), store, |s| pre.instantiate(s)),
             |instance, store| {
-                let out = instance
-                    .dpone_policy_guard()
-                    .call_decide(store, &wit_facts)?;
+                let out =
+                    match instance {
+                        Instantiated::Checked(bindings) => bindings
+                            .dpone_policy_guard()
+                            .call_decide(store, &wit_facts)?,
+                        // SAFETY: the types are those of the generated `call_decide` above, which
+                        // type-checked them on an instance of `pre` before the direct path is taken.
+                        #[allow(unsafe_code)]
+                        Instantiated::Direct(instance) => unsafe {
+                            call_checked_export::<
+                                (&wit::guard::GuardFacts,),
+                                wit::guard::GuardDecision,
+                            >(store, &instance, decide, (&wit_facts,))?
+                        },
+                    };
                 Ok(convert::guard::decision_from_wit(out))
             },
             validate::guard,
@@ -383,18 +500,29 @@ impl LoadedPolicy {
         &self,
         facts: &delete_mode::DeleteModeFacts,
     ) -> Result<Decided<delete_mode::PlanDecision>, PolicyError> {
-        let Prepared::DeleteMode(pre) = &self.prepared else {
+        let Prepared::DeleteMode { pre, plan } = &self.prepared else {
             return Err(wrong_kind(self.kind, "plan"));
         };
         let wit_facts = convert::delete_mode::facts_to_wit(facts);
         self.decide(
             "plan",
             facts,
-            |store| pre.instantiate(store),
+            |store| self.instantiate(pre.instance_pre(), store, |s| pre.instantiate(s)),
             |instance, store| {
-                let out = instance
-                    .dpone_policy_delete_mode()
-                    .call_plan(store, &wit_facts)?;
+                let out = match instance {
+                    Instantiated::Checked(bindings) => bindings
+                        .dpone_policy_delete_mode()
+                        .call_plan(store, &wit_facts)?,
+                    // SAFETY: the types are those of the generated `call_plan` above, which
+                    // type-checked them on an instance of `pre` before the direct path is taken.
+                    #[allow(unsafe_code)]
+                    Instantiated::Direct(instance) => unsafe {
+                        call_checked_export::<
+                            (&wit::delete_mode::DeleteModeFacts,),
+                            wit::delete_mode::PlanDecision,
+                        >(store, &instance, plan, (&wit_facts,))?
+                    },
+                };
                 Ok(convert::delete_mode::decision_from_wit(out))
             },
             validate::delete_mode,
@@ -406,18 +534,33 @@ impl LoadedPolicy {
         &self,
         facts: &admission::StaticFacts,
     ) -> Result<Decided<admission::StaticDecision>, PolicyError> {
-        let Prepared::Admission(pre) = &self.prepared else {
+        let Prepared::Admission {
+            pre, admit_static, ..
+        } = &self.prepared
+        else {
             return Err(wrong_kind(self.kind, "admit-static"));
         };
         let wit_facts = convert::admission::static_facts_to_wit(facts);
         self.decide(
             "admit-static",
             facts,
-            |store| pre.instantiate(store),
+            |store| self.instantiate(pre.instance_pre(), store, |s| pre.instantiate(s)),
             |instance, store| {
-                let out = instance
-                    .dpone_policy_admission()
-                    .call_admit_static(store, &wit_facts)?;
+                let out = match instance {
+                    Instantiated::Checked(bindings) => bindings
+                        .dpone_policy_admission()
+                        .call_admit_static(store, &wit_facts)?,
+                    // SAFETY: the types are those of the generated `call_admit_static` above,
+                    // which type-checked them (with every other export of the interface) on an
+                    // instance of `pre` before the direct path is taken.
+                    #[allow(unsafe_code)]
+                    Instantiated::Direct(instance) => unsafe {
+                        call_checked_export::<
+                            (&wit::admission::StaticFacts,),
+                            wit::admission::StaticDecision,
+                        >(store, &instance, admit_static, (&wit_facts,))?
+                    },
+                };
                 Ok(convert::admission::static_decision_from_wit(out))
             },
             validate::admission_static,
@@ -429,18 +572,33 @@ impl LoadedPolicy {
         &self,
         facts: &admission::RuntimeFacts,
     ) -> Result<Decided<admission::RuntimeDecision>, PolicyError> {
-        let Prepared::Admission(pre) = &self.prepared else {
+        let Prepared::Admission {
+            pre, admit_runtime, ..
+        } = &self.prepared
+        else {
             return Err(wrong_kind(self.kind, "admit-runtime"));
         };
         let wit_facts = convert::admission::runtime_facts_to_wit(facts);
         self.decide(
             "admit-runtime",
             facts,
-            |store| pre.instantiate(store),
+            |store| self.instantiate(pre.instance_pre(), store, |s| pre.instantiate(s)),
             |instance, store| {
-                let out = instance
-                    .dpone_policy_admission()
-                    .call_admit_runtime(store, &wit_facts)?;
+                let out = match instance {
+                    Instantiated::Checked(bindings) => bindings
+                        .dpone_policy_admission()
+                        .call_admit_runtime(store, &wit_facts)?,
+                    // SAFETY: the types are those of the generated `call_admit_runtime` above,
+                    // which type-checked them (with every other export of the interface) on an
+                    // instance of `pre` before the direct path is taken.
+                    #[allow(unsafe_code)]
+                    Instantiated::Direct(instance) => unsafe {
+                        call_checked_export::<
+                            (&wit::admission::RuntimeFacts,),
+                            wit::admission::RuntimeDecision,
+                        >(store, &instance, admit_runtime, (&wit_facts,))?
+                    },
+                };
                 Ok(convert::admission::runtime_decision_from_wit(out))
             },
             validate::admission_runtime,
@@ -452,18 +610,30 @@ impl LoadedPolicy {
         &self,
         facts: &scope::ScopeFacts,
     ) -> Result<Decided<scope::ScopeDecision>, PolicyError> {
-        let Prepared::Scope(pre) = &self.prepared else {
+        let Prepared::Scope { pre, decide } = &self.prepared else {
             return Err(wrong_kind(self.kind, "decide"));
         };
         let wit_facts = convert::scope::facts_to_wit(facts);
         self.decide(
             "decide",
             facts,
-            |store| pre.instantiate(store),
+            |store| self.instantiate(pre.instance_pre(), store, |s| pre.instantiate(s)),
             |instance, store| {
-                let out = instance
-                    .dpone_policy_scope()
-                    .call_decide(store, &wit_facts)?;
+                let out =
+                    match instance {
+                        Instantiated::Checked(bindings) => bindings
+                            .dpone_policy_scope()
+                            .call_decide(store, &wit_facts)?,
+                        // SAFETY: the types are those of the generated `call_decide` above, which
+                        // type-checked them on an instance of `pre` before the direct path is taken.
+                        #[allow(unsafe_code)]
+                        Instantiated::Direct(instance) => unsafe {
+                            call_checked_export::<
+                                (&wit::scope::ScopeFacts,),
+                                wit::scope::ScopeDecision,
+                            >(store, &instance, decide, (&wit_facts,))?
+                        },
+                    };
                 Ok(convert::scope::decision_from_wit(out))
             },
             validate::scope,
