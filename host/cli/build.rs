@@ -15,12 +15,8 @@ use std::path::PathBuf;
 const KINDS: &[&str] = &["admission", "delete-mode", "guard", "scope"];
 
 fn main() {
-    live_pg(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
-    println!("cargo::rustc-check-cfg=cfg(dpone_live_clickhouse)");
-    println!("cargo::rerun-if-env-changed=DPONE_TEST_CLICKHOUSE_URL");
-    if std::env::var("DPONE_TEST_CLICKHOUSE_URL").is_ok_and(|v| !v.trim().is_empty()) {
-        println!("cargo::rustc-cfg=dpone_live_clickhouse");
-    }
+    dpone_live_test_cfg::live_pg(env!("CARGO_MANIFEST_DIR"));
+    dpone_live_test_cfg::live_clickhouse();
     embed_components();
 }
 
@@ -75,28 +71,4 @@ fn embed_components() {
     );
     std::fs::write(out.join("embedded_components.rs"), code)
         .unwrap_or_else(|e| panic!("cannot write embedded_components.rs: {e}"));
-}
-
-/// Sets `cfg(dpone_live_pg)` when a PostgreSQL server is configured for the tests: the variable
-/// `DPONE_TEST_PG_URL` is set, or `.ci/start-postgres` wrote its env file
-/// (`<workspace>/target/dpone-test-pg.env`). Without either, the PostgreSQL-backed tests are
-/// reported as ignored with their SKIP reason, never as passed; with either, a server that cannot
-/// be reached fails them.
-fn live_pg(workspace: &std::path::Path) {
-    println!("cargo::rustc-check-cfg=cfg(dpone_live_pg)");
-    println!("cargo::rerun-if-env-changed=DPONE_TEST_PG_URL");
-    let env_file = workspace.join("target/dpone-test-pg.env");
-    // A missing file keeps the build script rerunning, so the file's appearance is noticed.
-    println!("cargo::rerun-if-changed={}", env_file.display());
-    let from_var = std::env::var("DPONE_TEST_PG_URL").is_ok_and(|v| !v.trim().is_empty());
-    let from_file = std::fs::read_to_string(&env_file).is_ok_and(|t| {
-        t.lines().any(|l| {
-            l.trim()
-                .strip_prefix("export DPONE_TEST_PG_URL=")
-                .is_some_and(|u| !u.trim().is_empty())
-        })
-    });
-    if from_var || from_file {
-        println!("cargo::rustc-cfg=dpone_live_pg");
-    }
 }
