@@ -224,6 +224,29 @@ impl AttestationFault {
     }
 }
 
+/// Why the nonproduction authority's closed signature adapter refused, beyond the attestation
+/// checks it reuses (see [`crate::nonproduction_signature`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NpSignatureFault {
+    /// A pin is missing or malformed (empty repository, a signer digest that is not 40 hex, ...).
+    PinsInvalid,
+    /// The bundle's verification material is a public key (a cosign key bundle), not a
+    /// certificate: key possession does not authenticate the issuer and identity labels.
+    PublicKeyBundle,
+    /// The bundle verified but names no composite signer identity equal to the pins.
+    SignerIdentityMismatch,
+}
+
+impl NpSignatureFault {
+    fn code(self) -> &'static str {
+        match self {
+            Self::PinsInvalid => "DPONE_NP_SIGNATURE_PINS_INVALID",
+            Self::PublicKeyBundle => "DPONE_NP_SIGNATURE_PUBLIC_KEY_BUNDLE",
+            Self::SignerIdentityMismatch => "DPONE_NP_SIGNATURE_SIGNER_IDENTITY_MISMATCH",
+        }
+    }
+}
+
 /// Every way verification, signing or key handling can fail.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -422,6 +445,14 @@ pub enum TrustError {
         /// Details.
         detail: String,
     },
+    /// The nonproduction authority's signature adapter refused.
+    #[error("nonproduction signature refused: {detail}")]
+    NpSignature {
+        /// Why, as a category.
+        fault: NpSignatureFault,
+        /// Details.
+        detail: String,
+    },
     /// The bundle's signed validity window has ended.
     #[error("the bundle expired at {expires_at} (unix seconds); the clock reads {now}")]
     BundleExpired {
@@ -546,6 +577,7 @@ impl TrustError {
             Self::TrustedRootInvalid { .. } => "DPONE_TRUST_ROOT_INVALID",
             Self::Sigstore { fault, .. } => fault.code(),
             Self::Attestation { fault, .. } => fault.code(),
+            Self::NpSignature { fault, .. } => fault.code(),
             Self::BundleExpired { .. } => "DPONE_BUNDLE_EXPIRED",
             Self::BundleNotYetValid { .. } => "DPONE_BUNDLE_NOT_YET_VALID",
             Self::BundleRollback { .. } => "DPONE_BUNDLE_ROLLBACK",
@@ -576,6 +608,10 @@ impl TrustError {
             | Self::Io { .. } => ErrorClass::BadInput,
             Self::Attestation {
                 fault: AttestationFault::PolicyInvalid | AttestationFault::NoBundle,
+                ..
+            } => ErrorClass::BadInput,
+            Self::NpSignature {
+                fault: NpSignatureFault::PinsInvalid,
                 ..
             } => ErrorClass::BadInput,
             Self::Sigstore { fault, .. } => fault.class(),

@@ -12,6 +12,8 @@
 //!   the trust policy (accepted keys, threshold k of n, pinned Sigstore trusted roots).
 //! - [`trusted_root`], [`sigstore`], [`attestation`]: Sigstore bundles and GitHub Artifact
 //!   Attestations verified against a trusted root read from a file and pinned by its sha256.
+//! - [`nonproduction_signature`]: the nonproduction authority's signature adapter, closed to
+//!   GitHub Artifact Attestations with every signer pin required.
 //!
 //! Every failure is a [`TrustError`] with a stable machine code ([`TrustError::code`]).
 //! Verification never fails open: there is no code path that accepts a bundle without a
@@ -29,6 +31,7 @@ pub mod freshness;
 pub mod json;
 pub mod keys;
 pub mod manifest;
+pub mod nonproduction_signature;
 pub mod policy;
 pub mod signature;
 pub mod sigstore;

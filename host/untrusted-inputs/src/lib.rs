@@ -228,6 +228,52 @@ fn component_load(bytes: &[u8]) {
     }
 }
 
+/// A nonproduction authority document: refused with a safe error, or accepted only as its own
+/// exact canonical bytes (so an accepted input has one digest).
+fn nonproduction<T: dpone_engine_nonproduction::Document>(target: &str, bytes: &[u8]) {
+    match T::parse(bytes) {
+        Ok(doc) => assert!(
+            doc.canonical_bytes() == bytes,
+            "{target}: accepted bytes that are not the document's canonical encoding"
+        ),
+        Err(e) => {
+            assert!(e.code().starts_with("DPONE_NP_"), "{target}: foreign code");
+            assert_safe_error(target, &e.to_string());
+        }
+    }
+}
+
+fn np_policy(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::AuthorityPolicy>("np_policy", bytes);
+}
+
+fn np_authority(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::Authority>("np_authority", bytes);
+}
+
+fn np_route_qualification(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::RouteQualification>(
+        "np_route_qualification",
+        bytes,
+    );
+}
+
+fn np_release_set(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::DbtReleaseSet>("np_release_set", bytes);
+}
+
+fn np_producer_wire(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::ProducerWire>("np_producer_wire", bytes);
+}
+
+fn np_composition(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::Composition>("np_composition", bytes);
+}
+
+fn np_activation_request(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::ActivationRequest>("np_activation_request", bytes);
+}
+
 /// Every input kind.
 pub const TARGETS: &[Target] = &[
     Target {
@@ -354,6 +400,51 @@ pub const TARGETS: &[Target] = &[
         fixtures: &["host/fuzz/corpus/component_inspect"],
         run: component_load,
         expensive: true,
+    },
+    Target {
+        name: "np_policy",
+        fixtures: &["fixtures/nonproduction/policy.json"],
+        run: np_policy,
+        expensive: false,
+    },
+    Target {
+        name: "np_authority",
+        fixtures: &[
+            "fixtures/nonproduction/authority-qualification.json",
+            "fixtures/nonproduction/authority-execution.json",
+        ],
+        run: np_authority,
+        expensive: false,
+    },
+    Target {
+        name: "np_route_qualification",
+        fixtures: &["fixtures/nonproduction/route-qualification.json"],
+        run: np_route_qualification,
+        expensive: false,
+    },
+    Target {
+        name: "np_release_set",
+        fixtures: &["fixtures/nonproduction/release-set.json"],
+        run: np_release_set,
+        expensive: false,
+    },
+    Target {
+        name: "np_producer_wire",
+        fixtures: &["fixtures/nonproduction/producer-wire.json"],
+        run: np_producer_wire,
+        expensive: false,
+    },
+    Target {
+        name: "np_composition",
+        fixtures: &["fixtures/nonproduction/composition.json"],
+        run: np_composition,
+        expensive: false,
+    },
+    Target {
+        name: "np_activation_request",
+        fixtures: &["fixtures/nonproduction/activation-request.json"],
+        run: np_activation_request,
+        expensive: false,
     },
 ];
 
