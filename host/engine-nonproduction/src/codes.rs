@@ -105,6 +105,8 @@ pub const EFFECT_PARTICIPANT_ACCESS: &str = "DPONE_NP_EFFECT_PARTICIPANT_ACCESS"
 pub const EFFECT_SUBJECT_UNLISTED: &str = "DPONE_NP_EFFECT_SUBJECT_UNLISTED";
 /// A listed subject is used by no effect (the scope is exactly the effects).
 pub const SUBJECT_UNUSED: &str = "DPONE_NP_SUBJECT_UNUSED";
+/// A listed participant is used by no effect (the scope is exactly the effects).
+pub const PARTICIPANT_UNUSED: &str = "DPONE_NP_PARTICIPANT_UNUSED";
 /// A release workload's route is not one of the release's qualified routes.
 pub const ROUTE_UNQUALIFIED: &str = "DPONE_NP_ROUTE_UNQUALIFIED";
 
@@ -240,6 +242,7 @@ pub const ALL: &[&str] = &[
     EFFECT_PARTICIPANT_ACCESS,
     EFFECT_SUBJECT_UNLISTED,
     SUBJECT_UNUSED,
+    PARTICIPANT_UNUSED,
     ROUTE_UNQUALIFIED,
     VALIDITY_WINDOW_INVALID,
     VALIDITY_TOO_LONG,

@@ -11,7 +11,7 @@
 //!   either ([`codes::EFFECT_ACCESS_INVALID`]);
 //! - an effect's relation is a scope subject ([`codes::EFFECT_SUBJECT_UNLISTED`]) and every
 //!   scope subject is some effect's ([`codes::SUBJECT_UNUSED`]): the scope is exactly the
-//!   effects;
+//!   effects, and every listed participant is some effect's ([`codes::PARTICIPANT_UNUSED`]);
 //! - each workload's route lies inside the scope; its limits are within the ceilings.
 
 use crate::codes;
@@ -220,6 +220,16 @@ impl Document for Composition {
             return Err(NpError::new(
                 codes::SUBJECT_UNUSED,
                 format!("$.scope.subjects[{i}]: no effect touches the subject"),
+            ));
+        }
+        if let Some(i) = scope
+            .participants
+            .iter()
+            .position(|p| !used.iter().any(|s| s.participant_id == p.participant_id))
+        {
+            return Err(NpError::new(
+                codes::PARTICIPANT_UNUSED,
+                format!("$.scope.participants[{i}]: no effect uses the participant"),
             ));
         }
         let digest = |k: &str| Digest::parse(&o.path_of(k), o.str(k)?);

@@ -11,6 +11,7 @@
 //!   (`dpone.composition-activation-request.nonproduction.v1`). Each reads RFC 8785 canonical
 //!   JSON only ([`json`]), refuses unknown, duplicate and missing fields, and re-encodes
 //!   byte-exact; its digest is `sha256:<hex>` of those bytes.
+//! - [`any::AnyDocument`]: the closed dispatch on `schema` for tools handed any document.
 //! - [`reopen`]: the pure checks after signature verification.
 //! - [`facts`]: the mapping to the scope component's facts.
 //!
@@ -18,6 +19,7 @@
 //! are in `docs/nonproduction-authority.md`.
 
 pub mod activation;
+pub mod any;
 pub mod authority;
 pub mod codes;
 pub mod common;
@@ -33,6 +35,7 @@ pub mod release_set;
 pub mod reopen;
 
 pub use activation::ActivationRequest;
+pub use any::AnyDocument;
 pub use authority::Authority;
 pub use composition::Composition;
 pub use document::Document;

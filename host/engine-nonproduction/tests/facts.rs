@@ -106,10 +106,8 @@ impl World {
 fn decision(facts: &ScopeFacts) -> &str {
     match dpone_policy_scope::decide(facts) {
         ScopeDecision::Admit(_) => scope_codes::ADMITTED,
-        ScopeDecision::Deny(reason) => match reason.code.as_str() {
-            // Map the owned code back to the constant it names.
-            c => scope_code(c),
-        },
+        // Map the owned code back to the constant it names.
+        ScopeDecision::Deny(reason) => scope_code(&reason.code),
     }
 }
 

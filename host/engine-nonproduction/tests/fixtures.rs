@@ -108,3 +108,53 @@ fn the_signer_identity_is_the_composite_github_identity() {
         "https://github.com/acme/dpone-signing/.github/workflows/np-authority.yml@a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
     );
 }
+
+#[test]
+fn every_key_of_every_example_is_a_schema_key() {
+    fn walk(v: &serde_json::Value, missing: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, x) in map {
+                    if !json::SCHEMA_KEYS.contains(&k.as_str()) {
+                        missing.push(k.clone());
+                    }
+                    walk(x, missing);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|x| walk(x, missing)),
+            _ => {}
+        }
+    }
+    let mut missing = Vec::new();
+    for name in FIXTURES {
+        walk(&value(name), &mut missing);
+    }
+    assert!(missing.is_empty(), "not in json::SCHEMA_KEYS: {missing:?}");
+}
+
+#[test]
+fn any_document_dispatches_on_the_exact_schema() {
+    for name in FIXTURES {
+        let raw = bytes(name);
+        let any = AnyDocument::parse(&raw).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(any.canonical_bytes(), raw, "{name}");
+        assert_eq!(Ok(any.digest().as_str().to_owned()), parse_as(name, &raw));
+        assert_eq!(value(name)["schema"], any.schema(), "{name}");
+    }
+    let other = edited("policy.json", |v| {
+        v["schema"] = "dpone.policy-bundle.v2".into()
+    });
+    assert_eq!(
+        AnyDocument::parse(&other).err().map(|e| e.code()),
+        Some(codes::SCHEMA_UNSUPPORTED)
+    );
+    assert_eq!(
+        AnyDocument::parse(b"[]").err().map(|e| e.code()),
+        Some(codes::SCHEMA_MISSING)
+    );
+    let noncanonical = serde_json::to_vec_pretty(&value("composition.json")).expect("json");
+    assert_eq!(
+        AnyDocument::parse(&noncanonical).err().map(|e| e.code()),
+        Some(codes::NON_CANONICAL)
+    );
+}

@@ -27,6 +27,8 @@ pub enum Document {
     Signatures,
     /// A trust policy file.
     TrustPolicy,
+    /// The in-toto statement inside an attestation's DSSE envelope.
+    Statement,
 }
 
 impl fmt::Display for Document {
@@ -35,6 +37,7 @@ impl fmt::Display for Document {
             Self::Manifest => "manifest",
             Self::Signatures => "signatures file",
             Self::TrustPolicy => "trust policy",
+            Self::Statement => "attestation statement",
         })
     }
 }
@@ -201,6 +204,14 @@ pub enum AttestationFault {
     RepositoryMismatch,
     /// The runner environment (extension .11) is not `github-hosted` where that is required.
     RunnerEnvironmentMismatch,
+    /// The source repository ref (extension .14) is not the required ref.
+    RefMismatch,
+    /// The source repository's numeric id (extension .15) is not the required one.
+    RepositoryIdMismatch,
+    /// The source repository owner URI (extension .16) is not the required owner.
+    OwnerMismatch,
+    /// The source repository owner's numeric id (extension .17) is not the required one.
+    OwnerIdMismatch,
 }
 
 impl AttestationFault {
@@ -220,6 +231,10 @@ impl AttestationFault {
             Self::IssuerMismatch => "DPONE_ATTESTATION_ISSUER_MISMATCH",
             Self::RepositoryMismatch => "DPONE_ATTESTATION_REPOSITORY_MISMATCH",
             Self::RunnerEnvironmentMismatch => "DPONE_ATTESTATION_RUNNER_ENVIRONMENT_MISMATCH",
+            Self::RefMismatch => "DPONE_ATTESTATION_REF_MISMATCH",
+            Self::RepositoryIdMismatch => "DPONE_ATTESTATION_REPOSITORY_ID_MISMATCH",
+            Self::OwnerMismatch => "DPONE_ATTESTATION_OWNER_MISMATCH",
+            Self::OwnerIdMismatch => "DPONE_ATTESTATION_OWNER_ID_MISMATCH",
         }
     }
 }
@@ -548,7 +563,8 @@ impl TrustError {
             Self::Document { doc, fault, .. } => document_codes!(*doc, *fault,
                 Manifest => "DPONE_BUNDLE_MANIFEST",
                 Signatures => "DPONE_BUNDLE_SIGNATURES",
-                TrustPolicy => "DPONE_TRUST_POLICY"),
+                TrustPolicy => "DPONE_TRUST_POLICY",
+                Statement => "DPONE_ATTESTATION_STATEMENT"),
             Self::WitVersionUnsupported { .. } => "DPONE_BUNDLE_WIT_VERSION_UNSUPPORTED",
             Self::PathInvalid { .. } => "DPONE_BUNDLE_PATH_INVALID",
             Self::FileMissing { .. } => "DPONE_BUNDLE_FILE_MISSING",
@@ -668,6 +684,7 @@ mod tests {
             Document::Manifest,
             Document::Signatures,
             Document::TrustPolicy,
+            Document::Statement,
         ] {
             for fault in faults {
                 let code = TrustError::doc(doc, fault, "x").code();

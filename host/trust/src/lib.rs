@@ -9,7 +9,9 @@
 //!   every file against the manifest and yields a [`bundle::VerifiedBundle`] whose pins come
 //!   from the verified manifest.
 //! - [`keys`], [`signature`], [`policy`]: ed25519 keys, signatures over the manifest digest, and
-//!   the trust policy (accepted keys, threshold k of n, pinned Sigstore trusted roots).
+//!   the trust policy (accepted keys and attestation identities, threshold k of n, pinned
+//!   Sigstore trusted roots); [`bundle_attestation`]: GitHub attestations of a bundle's manifest
+//!   counted as signers.
 //! - [`trusted_root`], [`sigstore`], [`attestation`]: Sigstore bundles and GitHub Artifact
 //!   Attestations verified against a trusted root read from a file and pinned by its sha256.
 //! - [`nonproduction_signature`]: the nonproduction authority's signature adapter, closed to
@@ -25,6 +27,7 @@
 pub mod archive;
 pub mod attestation;
 pub mod bundle;
+pub mod bundle_attestation;
 pub mod digest;
 pub mod error;
 pub mod freshness;

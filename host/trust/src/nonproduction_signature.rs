@@ -132,14 +132,36 @@ fn is_name(segment: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-fn is_hex(text: &str, len: usize) -> bool {
+/// `owner/repo`, both GitHub names.
+pub(crate) fn is_repository(text: &str) -> bool {
+    text.split_once('/')
+        .is_some_and(|(owner, repo)| is_name(owner) && is_name(repo))
+}
+
+/// `owner/repo/.github/workflows/<file>.yml` (or `.yaml`), without a ref.
+pub(crate) fn is_workflow(text: &str) -> bool {
+    text.len() <= MAX_PIN_CHARS
+        && match text.splitn(3, '/').collect::<Vec<_>>()[..] {
+            [owner, repo, path] => {
+                is_name(owner)
+                    && is_name(repo)
+                    && path.strip_prefix(".github/workflows/").is_some_and(|file| {
+                        (file.ends_with(".yml") || file.ends_with(".yaml"))
+                            && file.split('/').all(is_name)
+                    })
+            }
+            _ => false,
+        }
+}
+
+pub(crate) fn is_hex(text: &str, len: usize) -> bool {
     text.len() == len
         && text
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn is_https_url(text: &str) -> bool {
+pub(crate) fn is_https_url(text: &str) -> bool {
     text.len() <= MAX_PIN_CHARS
         && text.strip_prefix("https://").is_some_and(|rest| {
             !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_graphic() && b != b'*')
@@ -154,31 +176,16 @@ impl SignaturePins {
         }
         let root = Sha256Digest::parse_hex(&self.trusted_root_sha256)
             .ok_or_else(|| pins_invalid("trusted_root_sha256", "must be 64 lowercase hex"))?;
-        match self.repository.split_once('/') {
-            Some((owner, repo)) if is_name(owner) && is_name(repo) => {}
-            _ => {
-                return Err(pins_invalid(
-                    "repository",
-                    "must be one repository `owner/repo`",
-                ));
-            }
+        if !is_repository(&self.repository) {
+            return Err(pins_invalid(
+                "repository",
+                "must be one repository `owner/repo`",
+            ));
         }
         if !is_https_url(&self.predicate_type) {
             return Err(pins_invalid("predicate_type", "must be an https URL"));
         }
-        let workflow_ok = self.signer_workflow.len() <= MAX_PIN_CHARS
-            && match self.signer_workflow.splitn(3, '/').collect::<Vec<_>>()[..] {
-                [owner, repo, path] => {
-                    is_name(owner)
-                        && is_name(repo)
-                        && path.strip_prefix(".github/workflows/").is_some_and(|file| {
-                            (file.ends_with(".yml") || file.ends_with(".yaml"))
-                                && file.split('/').all(is_name)
-                        })
-                }
-                _ => false,
-            };
-        if !workflow_ok {
+        if !is_workflow(&self.signer_workflow) {
             return Err(pins_invalid(
                 "signer_workflow",
                 "must be `owner/repo/.github/workflows/<file>.yml`",
@@ -230,6 +237,7 @@ pub fn verify(
         source_repository: Some(pins.repository.clone()),
         require_github_hosted_runner: pins.require_github_hosted_runner,
         predicate_type: pins.predicate_type.clone(),
+        ..AttestationPolicy::default()
     };
     let subject = SubjectDigest::Sha256(Sha256Digest::of(document));
     let outcome = attestation::verify(bundle, &subject, &policy, &root)?;

@@ -24,6 +24,7 @@ fn policy(identity: &WorkloadIdentity) -> AttestationPolicy {
         source_repository: Some(identity.repository.clone()),
         require_github_hosted_runner: true,
         predicate_type: SLSA_PROVENANCE_V1.into(),
+        ..AttestationPolicy::default()
     }
 }
 

@@ -274,6 +274,23 @@ fn np_activation_request(bytes: &[u8]) {
     nonproduction::<dpone_engine_nonproduction::ActivationRequest>("np_activation_request", bytes);
 }
 
+/// Any nonproduction document, dispatched on its exact `schema` (`campaign inspect`).
+fn np_any_document(bytes: &[u8]) {
+    match dpone_engine_nonproduction::AnyDocument::parse(bytes) {
+        Ok(doc) => assert!(
+            doc.canonical_bytes() == bytes,
+            "np_any_document: accepted bytes that are not the document's canonical encoding"
+        ),
+        Err(e) => {
+            assert!(
+                e.code().starts_with("DPONE_NP_"),
+                "np_any_document: foreign code"
+            );
+            assert_safe_error("np_any_document", &e.to_string());
+        }
+    }
+}
+
 /// Every input kind.
 pub const TARGETS: &[Target] = &[
     Target {
@@ -444,6 +461,12 @@ pub const TARGETS: &[Target] = &[
         name: "np_activation_request",
         fixtures: &["fixtures/nonproduction/activation-request.json"],
         run: np_activation_request,
+        expensive: false,
+    },
+    Target {
+        name: "np_any_document",
+        fixtures: &["fixtures/nonproduction"],
+        run: np_any_document,
         expensive: false,
     },
 ];

@@ -104,6 +104,7 @@ property!(
     np_producer_wire,
     np_composition,
     np_activation_request,
+    np_any_document,
 );
 
 /// A 1 MiB value, separators and bidi characters reach every text parser and come back short
