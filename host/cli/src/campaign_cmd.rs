@@ -23,10 +23,7 @@ use crate::exit::{Failure, POLICY_FAILED, print_json};
 use crate::input::{InputKind, read};
 use crate::shipped;
 use clap::{Args, Subcommand};
-use dpone_engine_nonproduction::{
-    ActivationRequest, Authority, AuthorityPolicy, Composition, DbtReleaseSet, Document, NpError,
-    ProducerWire, RouteQualification, codes, json as npjson,
-};
+use dpone_engine_nonproduction::AnyDocument;
 use dpone_policy_runtime::PolicyKind;
 use pipeline::{Class, Refusal};
 use serde_json::{Map, Value, json};
@@ -82,6 +79,10 @@ pub struct VerifyArgs {
     /// against the embedded pins).
     #[arg(long)]
     components_dir: Option<PathBuf>,
+    /// Precompiled-code cache directory (checked like ssh key directories; records are
+    /// authenticated with the key at `DPONE_CACHE_KEY`). Without it, the component is compiled.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
 }
 
 /// `campaign inspect` options.
@@ -248,7 +249,7 @@ fn verify(args: &VerifyArgs) -> Result<(), Failure> {
         .as_ref()
         .map(|p| read(p, InputKind::NonproductionDocument))
         .transpose()?;
-    let runtime = shipped::runtime(None)?;
+    let runtime = shipped::runtime(args.cache_dir.as_deref())?;
     let scope = shipped::load(&runtime, args.components_dir.as_deref(), PolicyKind::Scope)?;
     let inputs = pipeline::Inputs {
         policy: &policy,
@@ -308,48 +309,28 @@ fn summary(value: &Value) -> Value {
 
 fn inspect(args: &InspectArgs) -> Result<(), Failure> {
     let bytes = read(&args.document, InputKind::NonproductionDocument)?;
-    let bad = |e: NpError| {
+    let doc = AnyDocument::parse(&bytes).map_err(|e| {
         failure(Refusal {
             code: e.code().to_owned(),
             message: format!("document: {}", e.detail()),
             class: pipeline::np_class(e.code()),
             evidence: None,
         })
-    };
-    let value = npjson::parse_strict(&bytes).map_err(bad)?;
-    let schema = value
-        .get("schema")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad(NpError::new(codes::SCHEMA_MISSING, "$.schema: missing")))?
-        .to_owned();
-    fn digest_of<T: Document>(bytes: &[u8]) -> Result<String, NpError> {
-        T::parse(bytes).map(|d| d.digest().as_str().to_owned())
-    }
-    let digest = match schema.as_str() {
-        AuthorityPolicy::SCHEMA => digest_of::<AuthorityPolicy>(&bytes),
-        Authority::SCHEMA => digest_of::<Authority>(&bytes),
-        RouteQualification::SCHEMA => digest_of::<RouteQualification>(&bytes),
-        DbtReleaseSet::SCHEMA => digest_of::<DbtReleaseSet>(&bytes),
-        ProducerWire::SCHEMA => digest_of::<ProducerWire>(&bytes),
-        Composition::SCHEMA => digest_of::<Composition>(&bytes),
-        ActivationRequest::SCHEMA => digest_of::<ActivationRequest>(&bytes),
-        _ => Err(NpError::new(
-            codes::SCHEMA_UNSUPPORTED,
-            "$.schema: not a document of the nonproduction family",
-        )),
-    }
-    .map_err(bad)?;
-    let attestation = match schema.as_str() {
-        AuthorityPolicy::SCHEMA => "none: pinned by its digest (campaign verify --policy-digest)",
-        Authority::SCHEMA | RouteQualification::SCHEMA => {
+    })?;
+    let canonical = doc.canonical_bytes();
+    let value: Value = serde_json::from_slice(&canonical)
+        .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
+    let attestation = match doc {
+        AnyDocument::Policy(_) => "none: pinned by its digest (campaign verify --policy-digest)",
+        AnyDocument::Authority(_) | AnyDocument::RouteQualification(_) => {
             "required: a GitHub Artifact Attestation whose subject is this digest"
         }
         _ => "none: bound by digest through the grant and checked by the scope component",
     };
     print_json(&json!({
-        "schema": schema,
-        "digest": digest,
-        "size_bytes": bytes.len(),
+        "schema": doc.schema(),
+        "digest": doc.digest().as_str(),
+        "size_bytes": canonical.len(),
         "canonical": true,
         "attestation": attestation,
         "trust_decision": "none",

@@ -28,6 +28,8 @@ struct Scenario {
     now: u64,
     release_set: bool,
     extra: Vec<String>,
+    /// `--now` as text instead of `now`.
+    now_text: Option<String>,
 }
 
 fn qualification() -> Scenario {
@@ -42,6 +44,7 @@ fn qualification() -> Scenario {
         now: Q_NOW,
         release_set: false,
         extra: Vec::new(),
+        now_text: None,
     }
 }
 
@@ -139,14 +142,32 @@ impl Scenario {
                 .unwrap_or_else(|| self.docs.policy_digest()),
         );
         args.push("--now".into());
-        args.push(self.now.to_string());
+        args.push(
+            self.now_text
+                .clone()
+                .unwrap_or_else(|| self.now.to_string()),
+        );
         args.extend(self.extra.iter().cloned());
+        let (cache, key) = cache();
+        args.push("--cache-dir".into());
+        args.push(cache.display().to_string());
         let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+            .env("DPONE_CACHE_KEY", key)
             .args(&args)
             .output()
             .expect("run dpone-host");
         (out, dir.keep())
     }
+}
+
+/// One precompiled cache per test process (a fresh private directory), so each run does not
+/// recompile the scope component; its key lives beside it, never inside.
+fn cache() -> (PathBuf, PathBuf) {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"));
+    let cache = dir.path().join("cache");
+    std::fs::create_dir_all(&cache).expect("cache dir");
+    (cache, dir.path().join("cache.key"))
 }
 
 fn stdout_json(out: &Output) -> Value {
@@ -275,9 +296,10 @@ fn an_execution_grant_verifies_and_every_member_is_admitted() {
     assert_eq!(pg["max_source_rows"], 20_000);
     assert_eq!(pg["max_workloads"], 3);
 
-    // One workload only, and RFC 3339 time.
+    // One workload only, and RFC 3339 time (E_NOW).
     let mut one = execution();
     one.extra = vec!["--workload".into(), "pg-customers".into()];
+    one.now_text = Some("2026-12-02T00:01:00Z".into());
     let (out, _) = one.run();
     assert_verified(&out, "execution", &["pg-customers"]);
 }
@@ -449,6 +471,22 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
                 &[prod_participant("prod-mssql-write", "sqlserver", "write")],
             );
         }),
+        "DPONE_SCOPE_PARTICIPANT_OUT_OF_SCOPE",
+        1,
+    ));
+    rows.push((
+        "production participant named by the grant and the composition",
+        execution().edit(|d| {
+            let w = workload(&mut d.composition, "pg-customers");
+            w["effects"].as_array_mut().expect("effects").push(json!({
+                "access": "write", "effect": "write",
+                "participant_id": "prod-mssql-write", "relation": "prod_mssql.dbo.customers"}));
+            rescope(
+                &mut d.composition,
+                &[prod_participant("prod-mssql-write", "sqlserver", "write")],
+            );
+            d.egrant["scope"] = d.composition["scope"].clone();
+        }),
         "DPONE_SCOPE_PARTICIPANT_NOT_ENROLLED",
         1,
     ));
@@ -467,7 +505,7 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
                 &[prod_participant("prod-pg-read", "postgresql", "read")],
             );
         }),
-        "DPONE_SCOPE_PARTICIPANT_NOT_ENROLLED",
+        "DPONE_SCOPE_PARTICIPANT_OUT_OF_SCOPE",
         1,
     ));
 
@@ -681,8 +719,8 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
                 }
             }
         }),
-        "DPONE_SCOPE_ACCESS_MISMATCH",
-        1,
+        "DPONE_NP_ROUTE_PARTICIPANT_MISMATCH",
+        3,
     ));
     rows.push((
         "composition with one effect outside scope",
@@ -736,7 +774,7 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
 #[test]
 fn usage_errors_have_their_own_codes() {
     let mut s = execution();
-    s.extra = vec!["--now".into(), "yesterday".into()];
+    s.now_text = Some("yesterday".into());
     let (out, _) = s.run();
     assert_eq!(stderr_code(&out), "DPONE_CLI_CAMPAIGN_NOW_INVALID");
     assert_eq!(out.status.code(), Some(3));
