@@ -33,7 +33,7 @@ use std::path::PathBuf;
 #[derive(Subcommand)]
 pub enum CampaignCommand {
     /// Verify a signed nonproduction grant and decide its workloads' scope (stateless).
-    Verify(VerifyArgs),
+    Verify(Box<VerifyArgs>),
     /// Print the canonical summary and digest of one nonproduction document (no trust decision).
     Inspect(InspectArgs),
 }
