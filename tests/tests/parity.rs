@@ -40,6 +40,8 @@ fn every_table_agrees_natively_and_in_the_sandbox() {
         "every policy kind has a decision table: {kinds:?}"
     );
     let mut rows = 0;
+    // Rows of each kind that both the native core and the pinned component decided.
+    let mut decided: std::collections::BTreeMap<String, usize> = Default::default();
     let mut problems = Vec::new();
     for (name, table) in &tables {
         let kind: PolicyKind = table.kind.parse().expect("table kind");
@@ -53,6 +55,7 @@ fn every_table_agrees_natively_and_in_the_sandbox() {
                 .map_err(|e| e.code().to_owned());
             match (&native, &sandboxed) {
                 (Ok(n), Ok(s)) => {
+                    *decided.entry(table.kind.clone()).or_default() += 1;
                     if n != s {
                         problems.push(format!("{name} / {}: native {n} != wasm {s}", row.name));
                     } else if let Some(m) = first_mismatch(&row.expect, n, "$") {
@@ -66,12 +69,31 @@ fn every_table_agrees_natively_and_in_the_sandbox() {
             }
         }
     }
-    eprintln!("parity: {rows} rows across {} tables", tables.len());
+    eprintln!(
+        "parity: {rows} rows across {} tables, decided per kind: {decided:?}",
+        tables.len()
+    );
     assert!(rows > 0, "decision tables have rows");
+    // Issue 11: the scope decisions are checked on a table of at least 60 rows, every row
+    // decided by both the native core and the pinned component.
+    let scope_rows: usize = tables
+        .iter()
+        .filter(|(_, t)| t.kind == "scope")
+        .map(|(_, t)| t.rows.len())
+        .sum();
+    let scope_decided = decided.get("scope").copied().unwrap_or(0);
+    assert!(
+        scope_rows >= 60,
+        "the scope decision tables hold {scope_rows} rows, fewer than 60"
+    );
     assert!(
         problems.is_empty(),
         "{} disagreements:\n{}",
         problems.len(),
         problems.join("\n")
+    );
+    assert_eq!(
+        scope_decided, scope_rows,
+        "every scope row is decided natively and in the sandbox"
     );
 }

@@ -114,11 +114,27 @@ fn dependencies_point_one_way() {
         "trust verifies signatures and nothing else",
     );
     forbid(
+        "dpone-engine-nonproduction",
+        &|d| {
+            !matches!(
+                d,
+                "dpone-policy-model"
+                    | "serde"
+                    | "serde_json"
+                    | "serde_json_canonicalizer"
+                    | "sha2"
+                    | "hex"
+            )
+        },
+        "the nonproduction contracts are pure: no driver, tokio, wasmtime or dpone-trust",
+    );
+    forbid(
         "dpone-policy-model",
         &|d| d != "serde",
         "the model is plain data",
     );
     assert!(deps.contains_key("dpone-policy-model") && deps.contains_key("dpone-policy-runtime"));
+    assert!(deps.contains_key("dpone-engine-nonproduction"));
     assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
 

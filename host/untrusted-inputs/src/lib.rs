@@ -131,9 +131,18 @@ fn decision_facts(bytes: &[u8]) {
 }
 
 fn decision_table(bytes: &[u8]) {
-    if let Err(e) = dpone_decision_table::DecisionTable::from_json(&text(bytes)) {
-        let shown = dpone_boundary::text::clean_message(&e.to_string());
-        assert_safe_error("decision_table", &shown);
+    match dpone_decision_table::DecisionTable::from_json(&text(bytes)) {
+        Ok(table) => {
+            // The expectation check the activation gate and `policy test` run next.
+            if let Err(e) = table.check_expectations() {
+                let shown = dpone_boundary::text::clean_message(&e);
+                assert_safe_error("decision_table", &shown);
+            }
+        }
+        Err(e) => {
+            let shown = dpone_boundary::text::clean_message(&e.to_string());
+            assert_safe_error("decision_table", &shown);
+        }
     }
 }
 
@@ -231,6 +240,69 @@ fn component_load(bytes: &[u8]) {
     ) {
         let shown = dpone_boundary::text::clean_message(&e.to_string());
         assert_safe_error("component_load", &shown);
+    }
+}
+
+/// A nonproduction authority document: refused with a safe error, or accepted only as its own
+/// exact canonical bytes (so an accepted input has one digest).
+fn nonproduction<T: dpone_engine_nonproduction::Document>(target: &str, bytes: &[u8]) {
+    match T::parse(bytes) {
+        Ok(doc) => assert!(
+            doc.canonical_bytes() == bytes,
+            "{target}: accepted bytes that are not the document's canonical encoding"
+        ),
+        Err(e) => {
+            assert!(e.code().starts_with("DPONE_NP_"), "{target}: foreign code");
+            assert_safe_error(target, &e.to_string());
+        }
+    }
+}
+
+fn np_policy(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::AuthorityPolicy>("np_policy", bytes);
+}
+
+fn np_authority(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::Authority>("np_authority", bytes);
+}
+
+fn np_route_qualification(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::RouteQualification>(
+        "np_route_qualification",
+        bytes,
+    );
+}
+
+fn np_release_set(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::DbtReleaseSet>("np_release_set", bytes);
+}
+
+fn np_producer_wire(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::ProducerWire>("np_producer_wire", bytes);
+}
+
+fn np_composition(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::Composition>("np_composition", bytes);
+}
+
+fn np_activation_request(bytes: &[u8]) {
+    nonproduction::<dpone_engine_nonproduction::ActivationRequest>("np_activation_request", bytes);
+}
+
+/// Any nonproduction document, dispatched on its exact `schema` (`campaign inspect`).
+fn np_any_document(bytes: &[u8]) {
+    match dpone_engine_nonproduction::AnyDocument::parse(bytes) {
+        Ok(doc) => assert!(
+            doc.canonical_bytes() == bytes,
+            "np_any_document: accepted bytes that are not the document's canonical encoding"
+        ),
+        Err(e) => {
+            assert!(
+                e.code().starts_with("DPONE_NP_"),
+                "np_any_document: foreign code"
+            );
+            assert_safe_error("np_any_document", &e.to_string());
+        }
     }
 }
 
@@ -366,6 +438,57 @@ pub const TARGETS: &[Target] = &[
         fixtures: &["host/fuzz/corpus/component_inspect"],
         run: component_load,
         expensive: true,
+    },
+    Target {
+        name: "np_policy",
+        fixtures: &["fixtures/nonproduction/policy.json"],
+        run: np_policy,
+        expensive: false,
+    },
+    Target {
+        name: "np_authority",
+        fixtures: &[
+            "fixtures/nonproduction/authority-qualification.json",
+            "fixtures/nonproduction/authority-execution.json",
+        ],
+        run: np_authority,
+        expensive: false,
+    },
+    Target {
+        name: "np_route_qualification",
+        fixtures: &["fixtures/nonproduction/route-qualification.json"],
+        run: np_route_qualification,
+        expensive: false,
+    },
+    Target {
+        name: "np_release_set",
+        fixtures: &["fixtures/nonproduction/release-set.json"],
+        run: np_release_set,
+        expensive: false,
+    },
+    Target {
+        name: "np_producer_wire",
+        fixtures: &["fixtures/nonproduction/producer-wire.json"],
+        run: np_producer_wire,
+        expensive: false,
+    },
+    Target {
+        name: "np_composition",
+        fixtures: &["fixtures/nonproduction/composition.json"],
+        run: np_composition,
+        expensive: false,
+    },
+    Target {
+        name: "np_activation_request",
+        fixtures: &["fixtures/nonproduction/activation-request.json"],
+        run: np_activation_request,
+        expensive: false,
+    },
+    Target {
+        name: "np_any_document",
+        fixtures: &["fixtures/nonproduction"],
+        run: np_any_document,
+        expensive: false,
     },
 ];
 

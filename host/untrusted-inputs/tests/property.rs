@@ -98,6 +98,14 @@ property!(
     trusted_root,
     component_inspect,
     component_load,
+    np_policy,
+    np_authority,
+    np_route_qualification,
+    np_release_set,
+    np_producer_wire,
+    np_composition,
+    np_activation_request,
+    np_any_document,
 );
 
 /// A 1 MiB value, separators and bidi characters reach every text parser and come back short

@@ -9,7 +9,7 @@
 //! input. The rules, their order and the choices made where the spec is silent are documented in
 //! `docs/policies/scope.md`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dpone_policy_model::scope::{
     Admitted, Grant, Limits, Participant, Phase, PhaseClaims, ScopeDecision, ScopeFacts, Subject,
@@ -48,6 +48,11 @@ pub mod codes {
     pub const TRUST_TIER_MISMATCH: &str = "DPONE_SCOPE_TRUST_TIER_MISMATCH";
     /// A participant is (or is enrolled as) anything other than `non_production`.
     pub const PRODUCTION_ESCALATION: &str = "DPONE_SCOPE_PRODUCTION_ESCALATION";
+    /// One participant id appears with two accesses in the enrolment, the grant or the request.
+    pub const ACCESS_CONFLICT: &str = "DPONE_SCOPE_ACCESS_CONFLICT";
+    /// A participant id is granted with another access than it is enrolled with, or requested
+    /// with another access than it is granted with (e.g. a write on a read participant).
+    pub const ACCESS_MISMATCH: &str = "DPONE_SCOPE_ACCESS_MISMATCH";
     /// Grant identity, participants or subjects are missing.
     pub const GRANT_INCOMPLETE: &str = "DPONE_SCOPE_GRANT_INCOMPLETE";
     /// Grant environment differs from the pinned policy's.
@@ -100,6 +105,17 @@ pub mod codes {
     pub const SUBJECT_OUT_OF_SCOPE: &str = "DPONE_SCOPE_SUBJECT_OUT_OF_SCOPE";
     /// A request subject is held by a participant the request does not name.
     pub const SUBJECT_PARTICIPANT_ABSENT: &str = "DPONE_SCOPE_SUBJECT_PARTICIPANT_ABSENT";
+    /// A grant participant holds no grant subject.
+    pub const GRANT_PARTICIPANT_UNSCOPED: &str = "DPONE_SCOPE_GRANT_PARTICIPANT_UNSCOPED";
+    /// A request participant holds no request subject.
+    pub const PARTICIPANT_UNSCOPED: &str = "DPONE_SCOPE_PARTICIPANT_UNSCOPED";
+    /// A policy, grant or request limit is above the built-in ceiling.
+    pub const LIMIT_ABOVE_CEILING: &str = "DPONE_SCOPE_LIMIT_ABOVE_CEILING";
+    /// Execution membership is larger than the effective workload limit.
+    pub const MEMBERSHIP_EXCEEDS_LIMIT: &str = "DPONE_SCOPE_MEMBERSHIP_EXCEEDS_LIMIT";
+    /// Workload reservation is larger than the request may register (one workload for
+    /// qualification, the granted membership for execution).
+    pub const RESERVATION_WORKLOADS_INVALID: &str = "DPONE_SCOPE_RESERVATION_WORKLOADS_INVALID";
     /// An effective workload, attempt or attempt-seconds limit is zero.
     pub const LIMIT_ZERO: &str = "DPONE_SCOPE_LIMIT_ZERO";
     /// Request reserves no attempt.
@@ -145,13 +161,15 @@ fn evaluate(facts: &ScopeFacts) -> Result<Limits, Denied> {
     check_pool(facts)?;
     check_grant_scope(facts)?;
     check_request_scope(grant, request)?;
+    check_ceilings(facts)?;
     let limits = effective_limits(facts);
-    check_reservation(&limits, request)?;
+    check_membership(&limits, grant)?;
+    check_reservation(&limits, grant, request)?;
     check_budget(facts, &limits)?;
     Ok(limits)
 }
 
-/// Purpose, trust tier, production escalation and grant completeness.
+/// Purpose, trust tier, production escalation (tier and access) and grant completeness.
 fn check_identity(facts: &ScopeFacts) -> Result<(), Denied> {
     let grant = &facts.grant;
     if grant.purpose != PURPOSE {
@@ -187,20 +205,19 @@ fn check_identity(facts: &ScopeFacts) -> Result<(), Denied> {
             "request names a participant that is not non_production",
         ));
     }
-    // A participant the policy enrolls as anything else, under any access, cannot be granted.
-    let escalated = grant.participants.iter().any(|g| {
-        facts
-            .policy
-            .enrolled_participants
-            .iter()
-            .any(|e| e.participant_id == g.participant_id && e.trust_tier != TRUST_TIER)
-    });
-    if escalated {
+    // A nonproduction authority policy enrols nothing else, under any id or access.
+    if facts
+        .policy
+        .enrolled_participants
+        .iter()
+        .any(|e| e.trust_tier != TRUST_TIER)
+    {
         return Err((
             codes::PRODUCTION_ESCALATION,
-            "a granted participant is enrolled outside non_production",
+            "the policy enrols a participant that is not non_production",
         ));
     }
+    check_access(facts)?;
     if grant.grant_id.is_empty()
         || grant.environment_id.is_empty()
         || grant.campaign_id.is_empty()
@@ -215,6 +232,66 @@ fn check_identity(facts: &ScopeFacts) -> Result<(), Denied> {
         ));
     }
     Ok(())
+}
+
+/// One access per participant id in each list, and the same access down the chain
+/// enrolment -> grant -> request: a read participant never becomes a write one.
+fn check_access(facts: &ScopeFacts) -> Result<(), Denied> {
+    let enrolled = access_by_id(&facts.policy.enrolled_participants)?;
+    let granted = access_by_id(&facts.grant.participants)?;
+    access_by_id(&facts.request.participants)?;
+    if facts
+        .grant
+        .participants
+        .iter()
+        .any(|p| access_differs(&enrolled, p))
+    {
+        return Err((
+            codes::ACCESS_MISMATCH,
+            "a granted participant is enrolled with another access",
+        ));
+    }
+    if facts
+        .request
+        .participants
+        .iter()
+        .any(|p| access_differs(&granted, p) || access_differs(&enrolled, p))
+    {
+        return Err((
+            codes::ACCESS_MISMATCH,
+            "a request participant is granted or enrolled with another access",
+        ));
+    }
+    Ok(())
+}
+
+/// The access of each participant id; an id with two different accesses is a conflict.
+fn access_by_id(participants: &[Participant]) -> Result<BTreeMap<&str, &str>, Denied> {
+    let mut by_id = BTreeMap::new();
+    // An unknown access is no access at all; it is refused as invalid later.
+    for p in participants.iter().filter(|p| valid_access(p)) {
+        let previous = by_id.insert(p.participant_id.as_str(), p.access.as_str());
+        if previous.is_some_and(|access| access != p.access) {
+            return Err((
+                codes::ACCESS_CONFLICT,
+                "a participant id appears with two accesses",
+            ));
+        }
+    }
+    Ok(by_id)
+}
+
+/// True when `p`'s id is known with another access (an unknown id is judged later).
+fn access_differs(known: &BTreeMap<&str, &str>, p: &Participant) -> bool {
+    valid_access(p)
+        && known
+            .get(p.participant_id.as_str())
+            .is_some_and(|access| *access != p.access)
+}
+
+/// `read` or `write`, the only accesses a participant may have.
+fn valid_access(p: &Participant) -> bool {
+    matches!(p.access.as_str(), "read" | "write")
 }
 
 /// Environment, policy digest and revocation epoch.
@@ -381,7 +458,21 @@ fn check_grant_scope(facts: &ScopeFacts) -> Result<(), Denied> {
             "a granted subject has no granted participant",
         ));
     }
+    if !every_participant_scoped(&grant.participants, &grant.subjects) {
+        return Err((
+            codes::GRANT_PARTICIPANT_UNSCOPED,
+            "a granted participant holds no granted subject",
+        ));
+    }
     Ok(())
+}
+
+/// Every participant holds at least one subject: no effect without a physical scope.
+fn every_participant_scoped(participants: &[Participant], subjects: &[Subject]) -> bool {
+    let held: BTreeSet<&str> = subjects.iter().map(|s| s.participant_id.as_str()).collect();
+    participants
+        .iter()
+        .all(|p| held.contains(p.participant_id.as_str()))
 }
 
 /// The request's participants and subjects: present, well formed, unique and covered exactly.
@@ -425,14 +516,18 @@ fn check_request_scope(grant: &Grant, request: &WorkloadRequest) -> Result<(), D
             "a request subject's participant is not in the request",
         ));
     }
+    if !every_participant_scoped(&request.participants, &request.subjects) {
+        return Err((
+            codes::PARTICIPANT_UNSCOPED,
+            "a request participant holds no request subject",
+        ));
+    }
     Ok(())
 }
 
 /// Every participant has an id and a `read`/`write` access; no (id, access) repeats.
 fn check_participants(participants: &[Participant]) -> Result<(), Denied> {
-    let valid = |p: &Participant| {
-        !p.participant_id.is_empty() && matches!(p.access.as_str(), "read" | "write")
-    };
+    let valid = |p: &Participant| !p.participant_id.is_empty() && valid_access(p);
     if !participants.iter().all(valid) {
         return Err((
             codes::PARTICIPANT_INVALID,
@@ -497,8 +592,45 @@ pub fn effective_limits(facts: &ScopeFacts) -> Limits {
     })
 }
 
-/// Non-zero count limits; one reservation, on its own, within the effective limits.
-fn check_reservation(limits: &Limits, request: &WorkloadRequest) -> Result<(), Denied> {
+/// No layer (policy, grant, request) may carry a limit above the built-in ceilings.
+fn check_ceilings(facts: &ScopeFacts) -> Result<(), Denied> {
+    let above = |l: &Limits| {
+        l.max_workloads > BUILT_IN_CEILINGS.max_workloads
+            || l.max_attempts > BUILT_IN_CEILINGS.max_attempts
+            || l.max_source_rows > BUILT_IN_CEILINGS.max_source_rows
+            || l.max_source_bytes > BUILT_IN_CEILINGS.max_source_bytes
+            || l.max_attempt_seconds > BUILT_IN_CEILINGS.max_attempt_seconds
+    };
+    if above(&facts.policy.ceilings) || above(&facts.grant.limits) || above(&facts.request.limits) {
+        return Err((
+            codes::LIMIT_ABOVE_CEILING,
+            "a limit is above the built-in ceiling",
+        ));
+    }
+    Ok(())
+}
+
+/// Complete execution membership obeys the effective workload limit.
+fn check_membership(limits: &Limits, grant: &Grant) -> Result<(), Denied> {
+    if let PhaseClaims::Execution(claims) = &grant.claims {
+        let members = u64::try_from(claims.workload_membership.len()).unwrap_or(u64::MAX);
+        if members > u64::from(limits.max_workloads) {
+            return Err((
+                codes::MEMBERSHIP_EXCEEDS_LIMIT,
+                "workload membership exceeds the effective workload limit",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Non-zero count limits; one reservation, on its own, within the effective limits and within
+/// what the request may register (one workload for qualification, the membership for execution).
+fn check_reservation(
+    limits: &Limits,
+    grant: &Grant,
+    request: &WorkloadRequest,
+) -> Result<(), Denied> {
     if limits.max_workloads == 0 || limits.max_attempts == 0 || limits.max_attempt_seconds == 0 {
         return Err((
             codes::LIMIT_ZERO,
@@ -509,6 +641,18 @@ fn check_reservation(limits: &Limits, request: &WorkloadRequest) -> Result<(), D
         return Err((
             codes::RESERVATION_ATTEMPTS_ZERO,
             "request reserves no attempt",
+        ));
+    }
+    let registrable = match &grant.claims {
+        PhaseClaims::Qualification(_) => 1,
+        PhaseClaims::Execution(claims) => {
+            u64::try_from(claims.workload_membership.len()).unwrap_or(u64::MAX)
+        }
+    };
+    if u64::from(request.reserve_workloads) > registrable {
+        return Err((
+            codes::RESERVATION_WORKLOADS_INVALID,
+            "reservation names more workloads than the request may register",
         ));
     }
     if request.reserve_workloads > limits.max_workloads

@@ -1,0 +1,45 @@
+//! Nonproduction composition authority contracts (spec 004, issue 11 part 1): an engine-level
+//! crate, pure — no driver, no tokio, no wasmtime, no `dpone-trust`.
+//!
+//! - Six strict, bounded, canonical documents ([`Document`]): [`policy`]
+//!   (`dpone.nonproduction-authority-policy.v1`), [`authority`]
+//!   (`dpone.nonproduction-authority.v1`, closed phases), [`qualification`]
+//!   (`dpone.route-qualification.v1`), [`release_set`]
+//!   (`dpone.dbt-release-set.nonproduction.v1` and its producer wire
+//!   `dpone.dbt-airflow-self-service.nonproduction.v1`), [`composition`]
+//!   (`dpone.release-composition.nonproduction.v1`) and [`activation`]
+//!   (`dpone.composition-activation-request.nonproduction.v1`). Each reads RFC 8785 canonical
+//!   JSON only ([`json`]), refuses unknown, duplicate and missing fields, and re-encodes
+//!   byte-exact; its digest is `sha256:<hex>` of those bytes.
+//! - [`any::AnyDocument`]: the closed dispatch on `schema` for tools handed any document.
+//! - [`reopen`]: the pure checks after signature verification.
+//! - [`facts`]: the mapping to the scope component's facts.
+//!
+//! Every refusal is an [`NpError`] with one stable code of [`codes`]. The schemas with examples
+//! are in `docs/nonproduction-authority.md`.
+
+pub mod activation;
+pub mod any;
+pub mod authority;
+pub mod codes;
+pub mod common;
+pub mod composition;
+pub mod document;
+pub mod error;
+pub mod facts;
+pub mod fields;
+pub mod json;
+pub mod policy;
+pub mod qualification;
+pub mod release_set;
+pub mod reopen;
+
+pub use activation::ActivationRequest;
+pub use any::AnyDocument;
+pub use authority::Authority;
+pub use composition::Composition;
+pub use document::Document;
+pub use error::NpError;
+pub use policy::AuthorityPolicy;
+pub use qualification::RouteQualification;
+pub use release_set::{DbtReleaseSet, ProducerWire};
