@@ -40,6 +40,7 @@ const HOSTILE: &[(&str, &str)] = &[
     ("hostile-recurse", "recurse"),
     ("hostile-trap", "trap"),
     ("hostile-oversized", "oversized"),
+    ("hostile-permissive", "permissive"),
 ];
 
 fn main() -> Result<()> {

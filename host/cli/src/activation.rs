@@ -9,9 +9,18 @@
 //!    manifest** with the manifest's fuel and memory budget (codes `DPONE_POLICY_*`: pin,
 //!    imports, world, version, budget above the host's ceilings); a declared wasm stack larger
 //!    than the host's is refused;
-//! 4. every component has at least one decision table in the bundle, and every row of every
-//!    table is run against the loaded component; one disagreeing row refuses the whole bundle
+//! 4. every component passes the **host's** conformance tables for its kind and the supported
+//!    WIT package ([`dpone_decision_table::conformance`], compiled into the binary): properties
+//!    every correct policy has, which the bundle's author neither writes nor chooses; one failing
+//!    row refuses the whole bundle (`DPONE_ACTIVATION_CONFORMANCE_FAILED`);
+//! 5. every component has at least one decision table in the bundle, every row names the
+//!    decision variant it expects (`expect: {}` proves nothing and is refused,
+//!    `DPONE_ACTIVATION_TABLE_EXPECTATION_EMPTY`), and every row of every table is run against
+//!    the loaded component; one disagreeing row refuses the whole bundle
 //!    (`DPONE_ACTIVATION_TABLE_DISAGREES`).
+//!
+//! The activation evidence lists every host conformance row that ran (table, table version,
+//! row id, outcome) beside the bundle's own table results.
 //!
 //! Only then does the caller get an [`ActivatedBundle`], whose decisions carry the bundle's
 //! verification evidence (manifest digest, signers, trust policy digest) beside the runtime's
@@ -21,6 +30,7 @@
 //! `dpone-policy-runtime` and `dpone-decision-table`, and nothing of engines or adapters.
 
 use dpone_decision_table::DecisionTable;
+use dpone_decision_table::conformance::{self, ConformanceOutcome, ConformanceTable};
 use dpone_policy_runtime::{
     Budget, LoadReport, LoadedPolicy, PolicyError, PolicyKind, PolicyRuntime,
     SUPPORTED_WIT_PACKAGE, Sha256Digest,
@@ -101,6 +111,31 @@ pub enum ActivationError {
         /// Where and how.
         mismatch: String,
     },
+    /// A table row expects nothing a decision could fail (`expect: {}`, or no known variant).
+    #[error("table `{file}` is unusable: {detail}")]
+    TableExpectationEmpty {
+        /// Bundle-relative file.
+        file: String,
+        /// Which row and why.
+        detail: String,
+    },
+    /// A component fails a row of the host's conformance tables.
+    #[error(
+        "the {kind} component fails host conformance row {row} (table version {version}): {detail}"
+    )]
+    ConformanceFailed {
+        /// Policy kind.
+        kind: String,
+        /// Row id.
+        row: String,
+        /// Version of the host table.
+        version: u32,
+        /// What was wrong with the decision.
+        detail: String,
+    },
+    /// The host has no usable conformance table for a kind (fails closed).
+    #[error("no host conformance table: {0}")]
+    ConformanceUnavailable(String),
     /// A decision was asked of a policy kind the bundle does not ship.
     #[error("the bundle ships no {kind} policy")]
     PolicyAbsent {
@@ -124,6 +159,9 @@ impl ActivationError {
             Self::TableMalformed { .. } => "DPONE_ACTIVATION_TABLE_MALFORMED",
             Self::TableKindMismatch { .. } => "DPONE_ACTIVATION_TABLE_KIND_MISMATCH",
             Self::TableDisagrees { .. } => "DPONE_ACTIVATION_TABLE_DISAGREES",
+            Self::TableExpectationEmpty { .. } => "DPONE_ACTIVATION_TABLE_EXPECTATION_EMPTY",
+            Self::ConformanceFailed { .. } => "DPONE_ACTIVATION_CONFORMANCE_FAILED",
+            Self::ConformanceUnavailable(_) => "DPONE_ACTIVATION_CONFORMANCE_UNAVAILABLE",
             Self::PolicyAbsent { .. } => "DPONE_ACTIVATION_POLICY_ABSENT",
             Self::Internal(_) => "DPONE_ACTIVATION_INTERNAL",
         }
@@ -133,7 +171,7 @@ impl ActivationError {
     pub fn is_refusal(&self) -> bool {
         match self {
             Self::Trust(err) => err.class() == dpone_trust::ErrorClass::Refused,
-            Self::Internal(_) => false,
+            Self::Internal(_) | Self::ConformanceUnavailable(_) => false,
             _ => true,
         }
     }
@@ -276,6 +314,8 @@ pub fn activate_verified(
         policies.insert(kind, loaded);
     }
 
+    let host_conformance = run_host_conformance(&policies)?;
+
     for kind in policies.keys() {
         if !verified
             .tables()
@@ -313,6 +353,12 @@ pub fn activate_verified(
                 detail: "the table has no rows".into(),
             });
         }
+        parsed
+            .check_expectations()
+            .map_err(|detail| ActivationError::TableExpectationEmpty {
+                file: file.clone(),
+                detail,
+            })?;
         let kind: PolicyKind = parsed.kind.parse().map_err(ActivationError::Internal)?;
         let policy = policies
             .get(&kind)
@@ -354,10 +400,73 @@ pub fn activate_verified(
         "engine_fingerprint": runtime.engine_fingerprint().hex(),
         "loads": loads,
         "tables": table_results,
+        "host_conformance": host_conformance,
     });
     Ok(ActivatedBundle {
         policies,
         bundle_evidence,
         activation_evidence,
     })
+}
+
+/// The host conformance tables of `kind` at the supported WIT package, each run against
+/// `policy`: every table with the outcome of every row. Used by the activation gate and by
+/// `dpone-host policy test --conformance`.
+pub fn host_conformance(
+    kind: PolicyKind,
+    policy: &LoadedPolicy,
+) -> Result<Vec<(ConformanceTable, Vec<ConformanceOutcome>)>, ActivationError> {
+    let tables = conformance::host_tables(SUPPORTED_WIT_PACKAGE, kind.as_str())
+        .map_err(|err| ActivationError::ConformanceUnavailable(err.to_string()))?;
+    Ok(tables
+        .into_iter()
+        .map(|table| {
+            let outcomes = table.run(|input| {
+                policy
+                    .decide_json(&table.function, input)
+                    .map(|decided| decided.decision)
+                    .map_err(|err| format!("{}: {err}", err.code()))
+            });
+            (table, outcomes)
+        })
+        .collect())
+}
+
+/// The evidence of one host conformance table's run: table, version and every row's result.
+pub fn conformance_evidence(table: &ConformanceTable, outcomes: &[ConformanceOutcome]) -> Value {
+    json!({
+        "format": table.format,
+        "wit_package": table.wit_package,
+        "kind": table.kind,
+        "function": table.function,
+        "table_version": table.table_version,
+        "rows": outcomes,
+        "passed": outcomes.iter().filter(|o| o.passed).count(),
+        "failed": outcomes.iter().filter(|o| !o.passed).count(),
+    })
+}
+
+/// Step 4 of the gate: runs the host's conformance tables against every loaded component and
+/// refuses at the first failing row; returns the evidence of every row that ran.
+fn run_host_conformance(
+    policies: &BTreeMap<PolicyKind, LoadedPolicy>,
+) -> Result<Value, ActivationError> {
+    let mut tables = Vec::new();
+    for (kind, policy) in policies {
+        for (table, outcomes) in host_conformance(*kind, policy)? {
+            if let Some(failed) = outcomes.iter().find(|o| !o.passed) {
+                return Err(ActivationError::ConformanceFailed {
+                    kind: kind.as_str().to_owned(),
+                    row: failed.id.clone(),
+                    version: table.table_version,
+                    detail: failed.failure.clone().unwrap_or_default(),
+                });
+            }
+            tables.push(conformance_evidence(&table, &outcomes));
+        }
+    }
+    Ok(json!({
+        "wit_package": SUPPORTED_WIT_PACKAGE,
+        "tables": tables,
+    }))
 }

@@ -216,6 +216,7 @@ mod tests {
             include_str!("main.rs"),
             include_str!("policy_cmd.rs"),
             include_str!("route.rs"),
+            include_str!("scaffold.rs"),
             include_str!("shipped.rs"),
             include_str!("trust_cmd.rs"),
             include_str!("xmin_cmd.rs"),

@@ -14,6 +14,7 @@ mod exit;
 mod input;
 mod policy_cmd;
 mod route;
+mod scaffold;
 mod shipped;
 mod trust_cmd;
 mod xmin_cmd;

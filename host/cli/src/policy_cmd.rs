@@ -2,6 +2,7 @@
 
 use crate::exit::{Failure, print_json};
 use crate::input::InputKind;
+use crate::scaffold;
 use crate::shipped;
 use clap::{Args, Subcommand};
 use dpone_decision_table::DecisionTable;
@@ -17,15 +18,16 @@ use std::time::Instant;
 /// Policy subcommands.
 #[derive(Subcommand)]
 pub enum PolicyCommand {
+    /// Scaffold a standalone policy crate of KIND in DIR (its own workspace, the `policy`
+    /// profile, the model crate, the WIT, the shipped policy of the kind as a starting point,
+    /// its decision tables and a README).
+    New(NewArgs),
     /// Build a policy crate into a pure component (wasm32-unknown-unknown + component encoding).
     Build(BuildArgs),
     /// Pin components: write (or check) a lock file of their sha256 digests.
     Lock(LockArgs),
     /// Show a component's digest, size, imports, exports and which policy kinds it serves.
-    Inspect {
-        /// The component file.
-        component: PathBuf,
-    },
+    Inspect(InspectArgs),
     /// Evaluate one decision and print it with its evidence.
     Eval(EvalArgs),
     /// Run a decision table against a component of the table's kind.
@@ -34,18 +36,54 @@ pub enum PolicyCommand {
     Bench(BenchArgs),
 }
 
+/// `policy new`.
+#[derive(Args)]
+pub struct NewArgs {
+    /// Policy kind: admission, guard, delete-mode or scope.
+    kind: PolicyKind,
+    /// Cargo package name of the new crate.
+    #[arg(long)]
+    name: String,
+    /// Directory to create (absent or empty).
+    dir: PathBuf,
+    /// The `dpone-policy-model` crate directory to depend on; defaults to the model crate of the
+    /// checkout this binary was built from.
+    #[arg(long, conflicts_with = "model_git")]
+    model_path: Option<PathBuf>,
+    /// Depend on `dpone-policy-model` from this git repository instead of a path.
+    #[arg(long)]
+    model_git: Option<String>,
+    /// Revision of `--model-git` (commit, tag or branch).
+    #[arg(long, requires = "model_git")]
+    model_rev: Option<String>,
+}
+
 /// `policy build`.
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Cargo package of the policy crate.
+    /// Cargo package of the policy crate; defaults to the only package of `--dir`.
     #[arg(long)]
-    package: String,
+    package: Option<String>,
     /// Directory of the crate or its workspace.
     #[arg(long, default_value = ".")]
     dir: PathBuf,
-    /// Where to write the component.
+    /// Where to write the component; defaults to `target/policy.wasm` under `--dir`.
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
+    /// Cargo's target directory; defaults to `target/dpone-policy` under `--dir` (from the
+    /// environment: `CARGO_TARGET_DIR`).
+    #[arg(long, env = "CARGO_TARGET_DIR")]
+    target_dir: Option<PathBuf>,
+}
+
+/// `policy inspect`.
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The component file; with `--dir`, defaults to the crate's built component.
+    component: Option<PathBuf>,
+    /// A standalone policy crate (`policy new`) whose `target/policy.wasm` to inspect.
+    #[arg(long)]
+    dir: Option<PathBuf>,
 }
 
 /// `policy lock`.
@@ -88,10 +126,18 @@ pub struct EvalArgs {
 /// `policy test`.
 #[derive(Args)]
 pub struct TestArgs {
-    /// The component under test.
-    component: PathBuf,
-    /// The decision table (JSON).
-    table: PathBuf,
+    /// The component under test; with `--dir`, defaults to the directory's built component
+    /// (`target/policy.wasm`, what `policy build --dir` writes).
+    component: Option<PathBuf>,
+    /// Decision tables (JSON); with `--dir`, default to the directory's `tables/*.json`.
+    tables: Vec<PathBuf>,
+    /// A standalone policy crate (`policy new`): its component and tables are the defaults.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Also run the host's conformance tables for every kind the component serves (the
+    /// tables the activation gate runs on every bundle).
+    #[arg(long)]
+    conformance: bool,
     /// Required digest of the component; when absent, the digest of the bytes read is used and
     /// reported.
     #[arg(long)]
@@ -121,27 +167,93 @@ pub struct BenchArgs {
 /// Runs a policy subcommand.
 pub fn run(command: PolicyCommand, source: &shipped::PolicySourceArgs) -> Result<(), Failure> {
     match command {
+        PolicyCommand::New(args) => new(args),
         PolicyCommand::Build(args) => build(args),
         PolicyCommand::Lock(args) => lock(args),
-        PolicyCommand::Inspect { component } => inspect(&component),
+        PolicyCommand::Inspect(args) => inspect(args),
         PolicyCommand::Eval(args) => eval(args, source),
         PolicyCommand::Test(args) => test(args),
         PolicyCommand::Bench(args) => bench(args),
     }
 }
 
-fn build(args: BuildArgs) -> Result<(), Failure> {
-    let dir = std::fs::canonicalize(&args.dir).map_err(|e| {
+fn new(args: NewArgs) -> Result<(), Failure> {
+    let model = match (args.model_path, args.model_git) {
+        (Some(path), _) => scaffold::ModelSource::Path(path),
+        (None, Some(url)) => scaffold::ModelSource::Git {
+            url,
+            rev: args.model_rev,
+        },
+        (None, None) => scaffold::ModelSource::Default,
+    };
+    let files = scaffold::scaffold(args.kind, &args.name, &args.dir, &model)?;
+    print_json(&serde_json::json!({
+        "created": args.name,
+        "kind": args.kind,
+        "wit_package": SUPPORTED_WIT_PACKAGE,
+        "files": files,
+    }))
+}
+
+/// The only package of the workspace at `dir`, as `cargo metadata --no-deps` reports it.
+fn only_package(dir: &Path) -> Result<String, Failure> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = std::process::Command::new(cargo)
+        .current_dir(dir)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .output()
+        .map_err(|e| {
+            Failure::bad_input(
+                "DPONE_BUILD_COMMAND_FAILED",
+                format!("cargo metadata could not run: {}", e.kind()),
+            )
+        })?;
+    if !output.status.success() {
+        return Err(Failure::bad_input(
+            "DPONE_BUILD_COMMAND_FAILED",
+            "cargo metadata failed in --dir: is it a cargo crate?",
+        ));
+    }
+    #[derive(serde::Deserialize)]
+    struct Package {
+        name: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        packages: Vec<Package>,
+    }
+    let metadata: Metadata = serde_json::from_slice(&output.stdout).map_err(|_| {
         Failure::bad_input(
-            "DPONE_CLI_INPUT_UNREADABLE",
-            format!("cannot open --dir: {}", e.kind()),
+            "DPONE_BUILD_COMMAND_FAILED",
+            "cargo metadata printed no package list",
         )
     })?;
-    let mut env = BuildEnv::new(&dir, &dir.join("target").join("dpone-policy"));
+    match metadata.packages.as_slice() {
+        [only] => Ok(only.name.clone()),
+        _ => Err(Failure::bad_input(
+            "DPONE_CLI_PACKAGE_REQUIRED",
+            format!(
+                "--dir holds {} packages; choose one with --package",
+                metadata.packages.len()
+            ),
+        )),
+    }
+}
+
+fn build(args: BuildArgs) -> Result<(), Failure> {
+    let dir = open_dir(&args.dir)?;
+    let package = match args.package {
+        Some(package) => package,
+        None => only_package(&dir)?,
+    };
+    let target_dir = args
+        .target_dir
+        .unwrap_or_else(|| dir.join("target").join("dpone-policy"));
+    let mut env = BuildEnv::new(&dir, &target_dir);
     env.locked = false;
     let spec = BuildSpec {
-        name: args.package.clone(),
-        package: args.package,
+        name: package.clone(),
+        package,
         feature: None,
     };
     let built = dpone_policy_build::build_components(&env, &[spec])
@@ -150,7 +262,16 @@ fn build(args: BuildArgs) -> Result<(), Failure> {
         .into_iter()
         .next()
         .ok_or_else(|| Failure::internal("DPONE_CLI_BUILD_EMPTY", "the build produced nothing"))?;
-    std::fs::write(&args.out, &bytes).map_err(|e| {
+    let out = args.out.unwrap_or_else(|| dir.join(DIR_COMPONENT));
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_OUTPUT_UNWRITABLE",
+                format!("cannot write --out: {}", e.kind()),
+            )
+        })?;
+    }
+    std::fs::write(&out, &bytes).map_err(|e| {
         Failure::bad_input(
             "DPONE_CLI_OUTPUT_UNWRITABLE",
             format!("cannot write --out: {}", e.kind()),
@@ -221,8 +342,18 @@ struct Inspection {
     wit_package: &'static str,
 }
 
-fn inspect(path: &Path) -> Result<(), Failure> {
-    let bytes = shipped::read_input(path, InputKind::Component)?;
+fn inspect(args: InspectArgs) -> Result<(), Failure> {
+    let path = match (args.component, args.dir) {
+        (Some(path), _) => path,
+        (None, Some(dir)) => open_dir(&dir)?.join(DIR_COMPONENT),
+        (None, None) => {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_ARGUMENT",
+                "name the component, or a policy crate with --dir",
+            ));
+        }
+    };
+    let bytes = shipped::read_input(&path, InputKind::Component)?;
     let surface = component_surface(&bytes)?;
     let serves = PolicyKind::ALL
         .into_iter()
@@ -295,38 +426,191 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
     }))
 }
 
+/// The component a standalone policy crate's `policy build --dir` writes, relative to the crate.
+pub const DIR_COMPONENT: &str = "target/policy.wasm";
+/// Where a standalone policy crate keeps its decision tables, relative to the crate.
+pub const DIR_TABLES: &str = "tables";
+/// At most this many tables are read from a crate's `tables/` directory.
+const MAX_DIR_TABLES: usize = 64;
+
+fn open_dir(dir: &Path) -> Result<PathBuf, Failure> {
+    std::fs::canonicalize(dir).map_err(|e| {
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_UNREADABLE",
+            format!("cannot open --dir: {}", e.kind()),
+        )
+    })
+}
+
+/// The `*.json` files of a crate's `tables/` directory, in byte order of their names.
+fn dir_tables(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let entries = std::fs::read_dir(dir.join(DIR_TABLES)).map_err(|e| {
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_UNREADABLE",
+            format!("cannot list the tables of --dir: {}", e.kind()),
+        )
+    })?;
+    let mut tables = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_INPUT_UNREADABLE",
+                format!("cannot list the tables of --dir: {}", e.kind()),
+            )
+        })?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            tables.push(path);
+        }
+    }
+    if tables.len() > MAX_DIR_TABLES {
+        return Err(Failure::bad_input(
+            "DPONE_CLI_TABLE_MALFORMED",
+            format!("--dir holds more than {MAX_DIR_TABLES} tables"),
+        ));
+    }
+    tables.sort();
+    Ok(tables)
+}
+
+/// A table's name in reports: its file name, never its directory.
+fn table_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 fn test(args: TestArgs) -> Result<(), Failure> {
-    let bytes = shipped::read_input(&args.component, InputKind::Component)?;
-    let table_text = shipped::read_input(&args.table, InputKind::DecisionTable)?;
-    let table = DecisionTable::from_json(&String::from_utf8_lossy(&table_text))
-        .map_err(|e| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e.to_string()))?;
-    let kind: PolicyKind = table
-        .kind
-        .parse()
-        .map_err(|e: String| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e))?;
+    let dir = args.dir.as_deref().map(open_dir).transpose()?;
+    let component = match (&args.component, &dir) {
+        (Some(path), _) => path.clone(),
+        (None, Some(dir)) => dir.join(DIR_COMPONENT),
+        (None, None) => {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_ARGUMENT",
+                "name the component, or a policy crate with --dir",
+            ));
+        }
+    };
+    let table_paths = match (&dir, args.tables.is_empty()) {
+        (Some(dir), true) => dir_tables(dir)?,
+        _ => args.tables.clone(),
+    };
+    if table_paths.is_empty() && !args.conformance {
+        return Err(Failure::bad_input(
+            "DPONE_CLI_TABLE_REQUIRED",
+            "nothing to test: name a decision table, or pass --conformance",
+        ));
+    }
+    let bytes = shipped::read_input(&component, InputKind::Component)?;
+    let mut tables = Vec::new();
+    for path in &table_paths {
+        let text = shipped::read_input(path, InputKind::DecisionTable)?;
+        let table = DecisionTable::from_json(&String::from_utf8_lossy(&text))
+            .map_err(|e| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e.to_string()))?;
+        table.check_expectations().map_err(|e| {
+            Failure::bad_input(
+                "DPONE_CLI_TABLE_EXPECTATION_EMPTY",
+                format!("table {}: {e}", table_name(path)),
+            )
+        })?;
+        let kind: PolicyKind = table
+            .kind
+            .parse()
+            .map_err(|e: String| Failure::bad_input("DPONE_CLI_TABLE_MALFORMED", e))?;
+        tables.push((table_name(path), kind, table));
+    }
     let pin = args.pin.unwrap_or_else(|| Sha256Digest::of(&bytes));
     let runtime = shipped::runtime(None)?;
-    let loaded = runtime.load(kind, &bytes, pin, Budget::default())?;
-    let outcomes = table.run(|input| {
-        loaded
-            .decide_json(&table.function, input)
-            .map(|d| d.decision)
-            .map_err(|e| e.code().to_owned())
-    });
-    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    let mut loaded = BTreeMap::new();
+    let mut load = |kind: PolicyKind| -> Result<(), Failure> {
+        if let std::collections::btree_map::Entry::Vacant(slot) = loaded.entry(kind) {
+            slot.insert(runtime.load(kind, &bytes, pin, Budget::default())?);
+        }
+        Ok(())
+    };
+    for (_, kind, _) in &tables {
+        load(*kind)?;
+    }
+    if args.conformance {
+        let surface = component_surface(&bytes)?;
+        let served: Vec<PolicyKind> = PolicyKind::ALL
+            .into_iter()
+            .filter(|k| surface.exports.contains(&k.export_name()))
+            .collect();
+        if served.is_empty() {
+            // Loading as any kind reports why (world mismatch, version, imports).
+            load(tables.first().map_or(PolicyKind::Guard, |(_, k, _)| *k))?;
+        }
+        for kind in served {
+            load(kind)?;
+        }
+    }
+
+    let mut table_reports = Vec::new();
+    let mut failures = Vec::new();
+    let mut rows = 0;
+    for (name, kind, table) in &tables {
+        let policy = loaded.get(kind).ok_or_else(|| {
+            Failure::internal("DPONE_CLI_INTERNAL", "a table's kind was not loaded")
+        })?;
+        let outcomes = table.run(|input| {
+            policy
+                .decide_json(&table.function, input)
+                .map(|d| d.decision)
+                .map_err(|e| e.code().to_owned())
+        });
+        let failed: Vec<_> = outcomes.into_iter().filter(|o| !o.passed).collect();
+        rows += table.rows.len();
+        table_reports.push(serde_json::json!({
+            "table": name,
+            "kind": kind,
+            "function": table.function,
+            "rows": table.rows.len(),
+            "failed": failed.len(),
+        }));
+        failures.extend(failed);
+    }
+
+    let mut conformance_failed = 0;
+    let conformance = if args.conformance {
+        let mut evidence = Vec::new();
+        for (kind, policy) in &loaded {
+            let ran = crate::activation::host_conformance(*kind, policy)
+                .map_err(|e| Failure::internal(e.code(), e.to_string()))?;
+            for (table, outcomes) in ran {
+                conformance_failed += outcomes.iter().filter(|o| !o.passed).count();
+                evidence.push(crate::activation::conformance_evidence(&table, &outcomes));
+            }
+        }
+        serde_json::json!({ "wit_package": SUPPORTED_WIT_PACKAGE, "tables": evidence })
+    } else {
+        serde_json::Value::Null
+    };
+
+    let first = tables.first();
     print_json(&serde_json::json!({
         "component_sha256": pin,
-        "kind": kind,
-        "function": table.function,
-        "rows": outcomes.len(),
-        "passed": outcomes.len() - failed,
-        "failed": failed,
-        "failures": outcomes.iter().filter(|o| !o.passed).collect::<Vec<_>>(),
+        "kind": first.map(|(_, k, _)| *k),
+        "function": first.map(|(_, _, t)| t.function.clone()),
+        "rows": rows,
+        "passed": rows - failures.len(),
+        "failed": failures.len(),
+        "failures": failures,
+        "tables": table_reports,
+        "conformance": conformance,
+        "conformance_failed": conformance_failed,
     }))?;
-    if failed > 0 {
+    if !failures.is_empty() {
         return Err(Failure::refused(
             "DPONE_POLICY_TABLE_FAILED",
-            format!("{failed} of {} rows disagree", outcomes.len()),
+            format!("{} of {rows} rows disagree", failures.len()),
+        ));
+    }
+    if conformance_failed > 0 {
+        return Err(Failure::refused(
+            "DPONE_POLICY_CONFORMANCE_FAILED",
+            format!("{conformance_failed} host conformance rows fail"),
         ));
     }
     Ok(())

@@ -653,3 +653,127 @@ fn a_clock_earlier_than_the_last_activation_refuses() {
         "DPONE_BUNDLE_CLOCK_BEHIND"
     );
 }
+
+/// A built component the test cannot do without: a missing one fails the test, never passes it.
+fn required_component(name: &str) -> Vec<u8> {
+    component(name).unwrap_or_else(|| {
+        panic!(
+            "target/components/{name}.wasm is not built: run `cargo xtask policies` and `cargo xtask hostile`"
+        )
+    })
+}
+
+fn guard_table(expect: Value) -> Vec<u8> {
+    let sample: Value = serde_json::from_slice(
+        &std::fs::read(workspace().join("fixtures/samples/guard.json")).expect("sample"),
+    )
+    .expect("sample parses");
+    serde_json::to_vec(&serde_json::json!({
+        "kind": "guard",
+        "function": "decide",
+        "rows": [{"name": "the sample", "input": sample, "expect": expect}],
+    }))
+    .expect("table")
+}
+
+#[test]
+fn host_conformance_rows_run_on_every_activation_and_are_in_the_evidence() {
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    let files = signed(
+        BundleBuilder::new("shipped", "0.1.0")
+            .policy(PolicyKind::Guard, required_component("guard"), BUDGET)
+            .policy(
+                PolicyKind::DeleteMode,
+                required_component("delete-mode"),
+                BUDGET,
+            )
+            .table("guard", PolicyKind::Guard, table("guard"))
+            .table("delete-mode", PolicyKind::DeleteMode, table("delete-mode")),
+    );
+    let activated = activate_bundle(&runtime, &files, &trust()).expect("activates");
+    let host = &activated.activation_evidence()["host_conformance"];
+    assert_eq!(host["wit_package"], "dpone:policy@0.1.0");
+    let tables = host["tables"].as_array().expect("host tables");
+    let mut kinds: Vec<&str> = tables.iter().filter_map(|t| t["kind"].as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["delete-mode", "guard"]);
+    for table in tables {
+        assert!(table["table_version"].as_u64().is_some_and(|v| v >= 1));
+        assert_eq!(table["failed"], 0, "{table}");
+        let rows = table["rows"].as_array().expect("rows");
+        assert!(rows.len() >= 10, "{table}");
+        for row in rows {
+            assert_eq!(row["passed"], true, "{row}");
+            assert!(row["id"].as_str().is_some_and(|id| !id.is_empty()));
+        }
+    }
+    let ids: Vec<&str> = tables
+        .iter()
+        .flat_map(|t| t["rows"].as_array().into_iter().flatten())
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"guard.authority.expired"), "{ids:?}");
+    assert!(ids.contains(&"guard.authority.consumed"), "{ids:?}");
+}
+
+#[test]
+fn a_permissive_guard_is_refused_by_the_host_tables_whatever_its_own_table_says() {
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    // The author's table passes: the sample is an allowed run and the guard allows it.
+    let files = signed(
+        BundleBuilder::new("permissive", "0.1.0")
+            .policy(
+                PolicyKind::Guard,
+                required_component("hostile-permissive"),
+                BUDGET,
+            )
+            .table(
+                "guard",
+                PolicyKind::Guard,
+                guard_table(serde_json::json!({"allow": {"load": "incremental"}})),
+            ),
+    );
+    let err = activate_bundle(&runtime, &files, &trust())
+        .err()
+        .expect("a permissive guard is refused");
+    assert_eq!(err.code(), "DPONE_ACTIVATION_CONFORMANCE_FAILED");
+    assert!(
+        err.to_string()
+            .contains("row guard.max-delete-rows.no-authority"),
+        "{err}"
+    );
+    assert!(err.is_refusal());
+
+    // The same author table activates the shipped guard.
+    let files = signed(
+        BundleBuilder::new("shipped", "0.1.0")
+            .policy(PolicyKind::Guard, required_component("guard"), BUDGET)
+            .table(
+                "guard",
+                PolicyKind::Guard,
+                guard_table(serde_json::json!({"allow": {"load": "incremental"}})),
+            ),
+    );
+    assert_eq!(code(&runtime, &files), "OK");
+}
+
+#[test]
+fn bundle_tables_with_empty_expectations_are_refused() {
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    for expect in [
+        serde_json::json!({}),
+        serde_json::json!({"alow": {}}),
+        serde_json::json!({"allow": {}, "deny": {}}),
+    ] {
+        let files = signed(
+            BundleBuilder::new("vacuous", "0.1.0")
+                .policy(PolicyKind::Guard, required_component("guard"), BUDGET)
+                .table("guard", PolicyKind::Guard, guard_table(expect.clone())),
+        );
+        assert_eq!(
+            code(&runtime, &files),
+            "DPONE_ACTIVATION_TABLE_EXPECTATION_EMPTY",
+            "{expect}"
+        );
+    }
+}

@@ -27,6 +27,7 @@ use crate::document::Document;
 use crate::error::{NpError, Result};
 use crate::fields::Digest;
 use crate::policy::AuthorityPolicy;
+use crate::qualification::RouteQualification;
 
 /// What the signature adapter verified, as plain strings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,7 +70,7 @@ pub struct ReopenContext<'a> {
 pub struct Reopened {
     /// Digest of the pinned policy.
     pub policy_digest: Digest,
-    /// Digest of the grant.
+    /// Digest of the reopened document (the grant, or the route qualification).
     pub grant_digest: Digest,
     /// The signer identity that was matched.
     pub signer_identity: String,
@@ -81,13 +82,14 @@ fn refuse(code: &'static str, detail: &str) -> NpError {
     NpError::new(code, detail.to_owned())
 }
 
-/// Reopens a verified grant; see the module documentation for the order of checks.
-pub fn reopen(
+/// Steps 1 to 5: the pin, the trust revision, the verification's pins, the signer and the
+/// subject (`subject` is the digest of the signed document).
+fn check_signature(
     policy: &AuthorityPolicy,
-    grant: &Authority,
+    subject: &Digest,
     verified: &VerifiedSignature,
     ctx: &ReopenContext<'_>,
-) -> Result<Reopened> {
+) -> Result<(Digest, String)> {
     let policy_digest = policy.digest();
     if &policy_digest != ctx.pinned_policy_digest {
         return Err(refuse(
@@ -146,13 +148,73 @@ pub fn reopen(
             "the verified signer is not the policy's composite identity",
         ));
     }
-    let grant_digest = grant.digest();
-    if verified.subject_digest != grant_digest.as_str() {
+    if verified.subject_digest != subject.as_str() {
         return Err(refuse(
             codes::REOPEN_SUBJECT_MISMATCH,
             "the verified subject is not this document",
         ));
     }
+    Ok((policy_digest, identity))
+}
+
+/// The clock against the floor and the policy's own window.
+fn check_clock(policy: &AuthorityPolicy, ctx: &ReopenContext<'_>) -> Result<()> {
+    if ctx.now < ctx.clock_floor {
+        return Err(refuse(
+            codes::REOPEN_CLOCK_BACKWARDS,
+            "the clock is earlier than the last time seen",
+        ));
+    }
+    if ctx.now < policy.validity.not_before || ctx.now >= policy.validity.not_after {
+        return Err(refuse(
+            codes::REOPEN_POLICY_EXPIRED,
+            "the policy is outside its validity",
+        ));
+    }
+    Ok(())
+}
+
+/// Reopens a verified route qualification: the signature checks (1 to 5), the policy it names,
+/// and the clock against the floor and the policy's window. (Its grant is reopened on its own;
+/// [`crate::facts::bind_route_qualification`] binds the two.)
+pub fn reopen_route_qualification(
+    policy: &AuthorityPolicy,
+    qualification: &RouteQualification,
+    verified: &VerifiedSignature,
+    ctx: &ReopenContext<'_>,
+) -> Result<Reopened> {
+    let subject = qualification.digest();
+    let (policy_digest, signer_identity) = check_signature(policy, &subject, verified, ctx)?;
+    if qualification.policy_digest != policy_digest {
+        return Err(refuse(
+            codes::REOPEN_POLICY_CHANGED,
+            "the qualification was signed under another policy",
+        ));
+    }
+    if qualification.environment_id != policy.enrollment.environment_id {
+        return Err(refuse(
+            codes::REOPEN_ENVIRONMENT_CHANGED,
+            "the qualification is for another environment",
+        ));
+    }
+    check_clock(policy, ctx)?;
+    Ok(Reopened {
+        policy_digest,
+        grant_digest: subject,
+        signer_identity,
+        trust_revision: ctx.current_trust_revision,
+    })
+}
+
+/// Reopens a verified grant; see the module documentation for the order of checks.
+pub fn reopen(
+    policy: &AuthorityPolicy,
+    grant: &Authority,
+    verified: &VerifiedSignature,
+    ctx: &ReopenContext<'_>,
+) -> Result<Reopened> {
+    let grant_digest = grant.digest();
+    let (policy_digest, identity) = check_signature(policy, &grant_digest, verified, ctx)?;
     if grant.policy_digest != policy_digest {
         return Err(refuse(
             codes::REOPEN_POLICY_CHANGED,
@@ -171,18 +233,7 @@ pub fn reopen(
             "the grant is for another environment",
         ));
     }
-    if ctx.now < ctx.clock_floor {
-        return Err(refuse(
-            codes::REOPEN_CLOCK_BACKWARDS,
-            "the clock is earlier than the last time seen",
-        ));
-    }
-    if ctx.now < policy.validity.not_before || ctx.now >= policy.validity.not_after {
-        return Err(refuse(
-            codes::REOPEN_POLICY_EXPIRED,
-            "the policy is outside its validity",
-        ));
-    }
+    check_clock(policy, ctx)?;
     if grant.validity.not_after - grant.validity.not_before > policy.max_validity_seconds {
         return Err(refuse(
             codes::REOPEN_VALIDITY_ABOVE_POLICY,

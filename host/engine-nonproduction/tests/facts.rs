@@ -161,12 +161,13 @@ fn every_effect_is_a_fact_and_limits_are_the_minimum() {
     let ScopeDecision::Admit(admitted) = dpone_policy_scope::decide(&facts) else {
         panic!("admitted");
     };
-    // Workload limits (1, 8, 20000, 16 MiB, 900) are below the grant's and the policy's, except
-    // attempts where the grant's 24 and the workload's 8 give 8.
+    // Workload limits (3, 8, 20000, 16 MiB, 900) against the grant's (3, 24, 100000, 512 MiB,
+    // 3600) and the policy's built-in ceilings: the minimum of each.
     assert_eq!(admitted.effective_limits.max_source_rows, 20_000);
     assert_eq!(admitted.effective_limits.max_attempt_seconds, 900);
     assert_eq!(admitted.effective_limits.max_attempts, 8);
-    assert_eq!(admitted.effective_limits.max_workloads, 1);
+    assert_eq!(admitted.effective_limits.max_workloads, 3);
+    assert_eq!(admitted.effective_limits.max_source_bytes, 16 << 20);
 }
 
 #[test]
@@ -347,4 +348,23 @@ fn time_revocation_and_budget_reach_the_component() {
     let mut facts = w.execution("pg-customers").expect("facts");
     facts.pool.attempts = 8;
     assert_eq!(decision(&facts), scope_codes::BUDGET_ATTEMPTS_EXHAUSTED);
+}
+
+#[test]
+fn a_clock_beyond_signed_seconds_is_refused() {
+    let w = World::new();
+    let facts = scope_facts(
+        &w.policy,
+        &w.egrant,
+        ScopeTarget::Execution {
+            request: &w.request,
+            composition: &w.composition,
+        },
+        "pg-customers",
+        World::reservation(),
+        &w.pool(Phase::Execution),
+        u64::MAX,
+        3,
+    );
+    assert_eq!(facts.err().map(|e| e.code()), Some(SCOPE_TIME_INVALID));
 }

@@ -272,3 +272,66 @@ fn clock_validity_and_revocation() {
         REOPEN_EPOCH_BELOW_POLICY,
     );
 }
+
+#[test]
+fn a_grant_for_another_enrollment_or_environment_refuses() {
+    refused(
+        "enrollment",
+        |c| {
+            regrant(c, |v| {
+                v["enrollment_digest"] = json!(fields::Digest::of(b"x").as_str())
+            })
+        },
+        REOPEN_ENROLLMENT_CHANGED,
+    );
+    refused(
+        "environment",
+        |c| {
+            regrant(c, |v| {
+                v["environment_id"] = json!("0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f")
+            })
+        },
+        REOPEN_ENVIRONMENT_CHANGED,
+    );
+}
+
+#[test]
+fn route_qualifications_reopen_under_the_same_signer_rules() {
+    use dpone_engine_nonproduction::reopen::reopen_route_qualification;
+    let base = Case::valid("authority-qualification.json");
+    let rq: RouteQualification = doc("route-qualification.json");
+    let run = |c: &Case, q: &RouteQualification, subject: String| {
+        let mut verified = c.verified.clone();
+        verified.subject_digest = subject;
+        let ctx = ReopenContext {
+            pinned_policy_digest: &c.pin,
+            now: c.now,
+            clock_floor: c.floor,
+            current_revocation_epoch: c.epoch,
+            trust_revision_at_verification: c.rev_then,
+            current_trust_revision: c.rev_now,
+        };
+        reopen_route_qualification(&c.policy, q, &verified, &ctx).map_err(|e| e.code())
+    };
+    let ok = run(&base, &rq, rq.digest().as_str().into()).expect("reopens");
+    assert_eq!(ok.grant_digest, rq.digest());
+    // The grant's signature does not cover the qualification.
+    assert_eq!(
+        run(&base, &rq, base.grant.digest().as_str().into()).err(),
+        Some(REOPEN_SUBJECT_MISMATCH)
+    );
+    let mut late = Case::valid("authority-qualification.json");
+    late.floor = late.now + 1;
+    assert_eq!(
+        run(&late, &rq, rq.digest().as_str().into()).err(),
+        Some(REOPEN_CLOCK_BACKWARDS)
+    );
+    let other = RouteQualification::parse(&edited("route-qualification.json", |v| {
+        v["policy_digest"] = json!(fields::Digest::of(b"old policy").as_str());
+    }))
+    .expect("parses");
+    assert_eq!(
+        run(&base, &other, other.digest().as_str().into()).err(),
+        Some(REOPEN_POLICY_CHANGED)
+    );
+}

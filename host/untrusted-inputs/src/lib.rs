@@ -131,9 +131,18 @@ fn decision_facts(bytes: &[u8]) {
 }
 
 fn decision_table(bytes: &[u8]) {
-    if let Err(e) = dpone_decision_table::DecisionTable::from_json(&text(bytes)) {
-        let shown = dpone_boundary::text::clean_message(&e.to_string());
-        assert_safe_error("decision_table", &shown);
+    match dpone_decision_table::DecisionTable::from_json(&text(bytes)) {
+        Ok(table) => {
+            // The expectation check the activation gate and `policy test` run next.
+            if let Err(e) = table.check_expectations() {
+                let shown = dpone_boundary::text::clean_message(&e);
+                assert_safe_error("decision_table", &shown);
+            }
+        }
+        Err(e) => {
+            let shown = dpone_boundary::text::clean_message(&e.to_string());
+            assert_safe_error("decision_table", &shown);
+        }
     }
 }
 
@@ -187,6 +196,12 @@ fn secret_key(bytes: &[u8]) {
 fn sigstore_bundle(bytes: &[u8]) {
     if let Err(e) = dpone_trust::sigstore::parse_bundle(bytes) {
         assert_safe_error("sigstore_bundle", &e.to_string());
+    }
+}
+
+fn attestation_statement(bytes: &[u8]) {
+    if let Err(e) = dpone_trust::attestation::parse_statement(bytes) {
+        assert_safe_error("attestation_statement", &e.to_string());
     }
 }
 
@@ -398,6 +413,12 @@ pub const TARGETS: &[Target] = &[
         name: "sigstore_bundle",
         fixtures: &["host/fuzz/corpus/sigstore_bundle"],
         run: sigstore_bundle,
+        expensive: false,
+    },
+    Target {
+        name: "attestation_statement",
+        fixtures: &["host/fuzz/corpus/attestation_statement"],
+        run: attestation_statement,
         expensive: false,
     },
     Target {

@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod conformance;
+
 /// One decision table.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +59,27 @@ impl DecisionTable {
     /// Parses a table from JSON text.
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(text)
+    }
+
+    /// Refuses rows whose expectation cannot fail: every `expect` must be an object naming
+    /// exactly one decision variant of the table's kind (`{"deny": {…}}`, `{"allow": {}}`).
+    /// `expect: {}` matches every decision, and a misspelt variant never matches, so a table
+    /// with either proves nothing about the component. The error names the first such row.
+    pub fn check_expectations(&self) -> Result<(), String> {
+        let known = conformance::outcomes(&self.kind)
+            .ok_or_else(|| format!("unknown policy kind {:?}", self.kind))?;
+        for row in &self.rows {
+            match conformance::outcome_of(&row.expect) {
+                Some(variant) if known.contains(&variant) => {}
+                _ => {
+                    return Err(format!(
+                        "row {:?} expects nothing a decision can fail: `expect` must name one of {known:?}",
+                        row.name
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs every row through `decide`, which returns the decision as JSON or an error text.
@@ -137,6 +160,35 @@ mod tests {
             None
         );
         assert!(first_mismatch(&json!([{"code": "a"}]), &actual, "$").is_some());
+    }
+
+    #[test]
+    fn empty_or_unknown_expectations_are_refused() {
+        let table = |expect: Value| DecisionTable {
+            kind: "guard".into(),
+            function: "decide".into(),
+            description: String::new(),
+            rows: vec![Row {
+                name: "r".into(),
+                rule: String::new(),
+                input: json!({}),
+                expect,
+            }],
+        };
+        assert!(table(json!({})).check_expectations().is_err());
+        assert!(table(Value::Null).check_expectations().is_err());
+        assert!(table(json!({"admit": {}})).check_expectations().is_err());
+        assert!(
+            table(json!({"deny": {}, "allow": {}}))
+                .check_expectations()
+                .is_err()
+        );
+        assert!(table(json!({"allow": {}})).check_expectations().is_ok());
+        assert!(
+            table(json!({"deny": {"code": "X"}}))
+                .check_expectations()
+                .is_ok()
+        );
     }
 
     #[test]

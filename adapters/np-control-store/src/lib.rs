@@ -1,0 +1,40 @@
+//! The protected control store of the nonproduction composition authority on PostgreSQL
+//! (issue 12, §1 and §2, database side).
+//!
+//! The store keeps what the spec's "Shared protected ownership" and "Scope, phases and limits"
+//! sections require to be protected, in reviewed, append-only tables
+//! (`fixtures/nonproduction/control-store.sql`) that it verifies at run time and never creates
+//! ([`catalog`]):
+//!
+//! - monotonic **trust revisions** per environment (policy bytes digest, root digest,
+//!   revocation epoch, ceilings); restoring old policy bytes appends a new revision;
+//! - **immutable original registration bytes** per grant/phase key; an identical registration
+//!   reopens as history (no second membership charge, no executor permit), changed bytes
+//!   refuse;
+//! - **one-time qualification consumption** per run, never rebound to another grant;
+//! - **pools** per environment/campaign/phase for distinct membership and attempts, rows and
+//!   bytes per exact route (qualification) or per campaign (execution); no grant, policy,
+//!   deployment or activation column is part of a pool key, so replacement grants never reset
+//!   consumption;
+//! - **reservations** (each attempt's complete finite bound, charged forever) and separately
+//!   recorded **measured usage** that never frees a reservation;
+//! - the **activation coordinator**: one exact request per activation.
+//!
+//! Protected operations run in one SERIALIZABLE transaction that re-checks the trust revision of
+//! an [`port::Authenticated`] bracket, the exact original bytes, the database clock, revocation
+//! and ownership ([`store`]). Serialization failures retry with a bound; a lost commit
+//! acknowledgement is probed by the deterministic reservation id after the original backend has
+//! ended, never assumed.
+//!
+//! The typed keys and values and the [`port::ControlStorePort`] trait live in [`port`], so the
+//! nonproduction engine can drive the store without knowing PostgreSQL.
+//!
+//! Tier: the catalog contract and the typed values are unit-tested; everything else runs
+//! against a real PostgreSQL server (`tests/`, `cfg(dpone_live_pg)`).
+
+pub mod catalog;
+pub mod port;
+pub mod store;
+
+pub use port::*;
+pub use store::{CommitAck, CommitBoundary, HonestCommit, PgControlStore, StoreEndpoint};

@@ -1,0 +1,1810 @@
+//! The PostgreSQL implementation of [`ControlStorePort`].
+//!
+//! Every protected operation is one SERIALIZABLE transaction. Before `BEGIN` the connection
+//! takes a session advisory lock on the environment (every operation but recording a
+//! documentary candidate), so contenders queue instead of failing serialization en masse (and
+//! the snapshot is taken after the lock, so it sees the previous holder's commit); correctness
+//! rests on SERIALIZABLE alone, the lock only reduces retries. (Measured with the race test:
+//! without the lock its attempt round still admitted exactly the ceiling, but 64 clients then
+//! exhausted their retries; under READ COMMITTED without the lock it admitted 25 attempts
+//! against a ceiling of 10.)
+//! Serialization failures (`40001`, `40P01`) and unique violations (`23505`, re-read and
+//! classified on retry) retry up to a bound; then
+//! `DPONE_NP_STORE_SERIALIZATION_RETRIES_EXHAUSTED`.
+//!
+//! COMMIT goes through a [`CommitBoundary`]. When its acknowledgement is lost (the connection
+//! closed after COMMIT was sent), an admission keeps its deterministic reservation id and probes:
+//! a fresh connection terminates the original backend and waits until it has ended, so its
+//! transaction is final, then reads the reservation by id. Found and equal: admitted (marked
+//! `resolved_by_probe`); absent: the transaction did not commit and the admission is retried
+//! under the same id; the probe itself failing: `DPONE_NP_STORE_OUTCOME_UNKNOWN` carrying the id.
+//! Other operations report `DPONE_NP_STORE_OUTCOME_UNKNOWN` after a lost acknowledgement.
+//!
+//! The reviewed DDL is verified on the store's first connection (and on demand with
+//! `verify_catalog`): a store over a missing or deviating catalog refuses every operation with
+//! `DPONE_NP_STORE_CATALOG_INVALID` and creates nothing.
+//!
+//! Errors carry a code and the SQLSTATE or a classified TLS reason only (no endpoint, no
+//! credential, no value).
+
+use crate::catalog::{CONTRACT, TableFacts, verify_table};
+use crate::port::*;
+use sha2::{Digest as _, Sha256};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex as StdMutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+
+/// Where the store connects: the driver config (credentials stay in it), the TLS mode and the
+/// pinned CA bundle, and the schema the reviewed DDL was provisioned in.
+#[derive(Clone)]
+pub struct StoreEndpoint {
+    /// The driver configuration.
+    pub config: Config,
+    /// TLS per `sslmode`.
+    pub tls: dpone_pg_tls::Mode,
+    /// The pinned CA bundle (`sslrootcert`), if any.
+    pub root_cert: Option<String>,
+    /// The schema of the reviewed DDL (`[a-z_][a-z0-9_]{0,62}`).
+    pub schema: String,
+}
+
+/// What the server said to COMMIT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommitAck {
+    /// Committed.
+    Acknowledged,
+    /// Refused with a SQLSTATE (the transaction rolled back).
+    Refused(String),
+    /// No acknowledgement: the outcome is unknown.
+    Lost,
+}
+
+/// The commit boundary: sends COMMIT and reports the acknowledgement. Tests wrap it to lose the
+/// acknowledgement after COMMIT was sent.
+pub trait CommitBoundary: Send + Sync {
+    /// Sends COMMIT on `client`.
+    fn commit<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> Pin<Box<dyn Future<Output = CommitAck> + Send + 'a>>;
+}
+
+/// The real boundary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HonestCommit;
+
+impl CommitBoundary for HonestCommit {
+    fn commit<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> Pin<Box<dyn Future<Output = CommitAck> + Send + 'a>> {
+        Box::pin(async move {
+            match client.batch_execute("COMMIT").await {
+                Ok(()) => CommitAck::Acknowledged,
+                Err(e) => match e.code() {
+                    Some(state) => CommitAck::Refused(state.code().to_owned()),
+                    None => CommitAck::Lost,
+                },
+            }
+        })
+    }
+}
+
+struct Conn {
+    client: Client,
+    /// Statements prepared on this connection, by SQL text.
+    cache: StdMutex<HashMap<String, Statement>>,
+    task: JoinHandle<()>,
+    pid: i32,
+    backend_start: String,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A connection's client with the statements prepared on it: each SQL text is prepared once
+/// per connection, so a protected transaction costs one round trip per statement.
+struct Db<'a> {
+    client: &'a Client,
+    cache: &'a StdMutex<HashMap<String, Statement>>,
+}
+
+type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+type PgResult<T> = std::result::Result<T, tokio_postgres::Error>;
+
+impl Db<'_> {
+    async fn statement(&self, sql: &str) -> PgResult<Statement> {
+        let cached = self.cache.lock().ok().and_then(|m| m.get(sql).cloned());
+        if let Some(s) = cached {
+            return Ok(s);
+        }
+        let s = self.client.prepare(sql).await?;
+        if let Ok(mut m) = self.cache.lock() {
+            m.insert(sql.to_owned(), s.clone());
+        }
+        Ok(s)
+    }
+
+    async fn query_one(&self, sql: &str, p: Params<'_>) -> PgResult<Row> {
+        let s = self.statement(sql).await?;
+        self.client.query_one(&s, p).await
+    }
+
+    async fn query_opt(&self, sql: &str, p: Params<'_>) -> PgResult<Option<Row>> {
+        let s = self.statement(sql).await?;
+        self.client.query_opt(&s, p).await
+    }
+
+    async fn execute(&self, sql: &str, p: Params<'_>) -> PgResult<u64> {
+        let s = self.statement(sql).await?;
+        self.client.execute(&s, p).await
+    }
+}
+
+/// Table names, quoted with the schema.
+struct Names {
+    trust: String,
+    registration: String,
+    workload: String,
+    membership: String,
+    consumption: String,
+    candidate: String,
+    selection: String,
+    reservation: String,
+    settlement: String,
+}
+
+/// The PostgreSQL control store: one connection, reopened when lost.
+pub struct PgControlStore {
+    endpoint: StoreEndpoint,
+    t: Names,
+    conn: Mutex<Option<Conn>>,
+    commit: Arc<dyn CommitBoundary>,
+    max_retries: u32,
+    /// Whether the reviewed DDL was verified (on the first connection; again on demand).
+    verified: AtomicBool,
+}
+
+enum TxError {
+    Refuse(StoreError),
+    Db(tokio_postgres::Error),
+}
+
+impl From<tokio_postgres::Error> for TxError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+impl From<StoreError> for TxError {
+    fn from(e: StoreError) -> Self {
+        Self::Refuse(e)
+    }
+}
+
+type Tx<T> = std::result::Result<T, TxError>;
+
+fn refuse<T>(code: StoreCode, message: &str) -> Tx<T> {
+    Err(TxError::Refuse(StoreError::new(code, message)))
+}
+
+fn db_error(step: &str, e: &tokio_postgres::Error) -> StoreError {
+    let how = match e.code() {
+        Some(s) => format!("SQLSTATE {}", s.code()),
+        None if e.is_closed() => "connection closed".to_owned(),
+        None => match dpone_pg_tls::failure(e) {
+            Some(why) => format!("TLS: {why}"),
+            None => "no SQLSTATE".to_owned(),
+        },
+    };
+    StoreError::new(StoreCode::Unavailable, format!("{step} failed ({how})"))
+}
+
+fn retryable(state: &str) -> bool {
+    matches!(state, "40001" | "40P01" | "23505")
+}
+
+enum Op<'r> {
+    Trust(&'r PolicyRecord),
+    Register(&'r Authenticated, &'r GrantRegistration),
+    Consume(&'r Authenticated, &'r GrantKey, &'r [u8]),
+    Candidate(&'r ActivationRequest),
+    Select(
+        &'r Authenticated,
+        &'r GrantKey,
+        &'r [u8],
+        &'r ActivationRequest,
+    ),
+    Admit(&'r Authenticated, &'r AdmissionRequest),
+    /// A settlement, with the environment of its (immutable) reservation for the lock.
+    Settle(&'r Settlement, Option<&'r str>),
+}
+
+enum Out {
+    Trust(TrustRevision),
+    Registered(Registered),
+    Unit,
+    New(bool),
+    Selected(Selected),
+    Reservation(Reservation),
+    Settled(Settled),
+}
+
+/// A registration as stored, with the clock checks done by the database.
+struct StoredGrant {
+    environment: String,
+    campaign: String,
+    phase: Phase,
+    digest: String,
+    bytes: Vec<u8>,
+    revocation_epoch: i64,
+    limits: Limits,
+    run_id: Option<String>,
+    route: Option<Vec<String>>,
+    activation_id: Option<String>,
+    expired: bool,
+    not_yet_valid: bool,
+}
+
+const LIMIT_COLUMNS: &str =
+    "max_workloads, max_attempts, max_source_rows, max_source_bytes, max_attempt_seconds";
+
+fn limits_at(row: &Row, first: usize) -> Limits {
+    Limits {
+        workloads: row.get(first),
+        attempts: row.get(first + 1),
+        source_rows: row.get(first + 2),
+        source_bytes: row.get(first + 3),
+        attempt_seconds: row.get(first + 4),
+    }
+}
+
+fn env_lock_key(environment: &str) -> i64 {
+    let d = Sha256::digest(format!("dpone.np-control-store.lock:{environment}").as_bytes());
+    i64::from_be_bytes(d[..8].try_into().unwrap_or([0; 8]))
+}
+
+fn phase_of(s: &str) -> Tx<Phase> {
+    match s {
+        "qualification" => Ok(Phase::Qualification),
+        "execution" => Ok(Phase::Execution),
+        _ => refuse(StoreCode::StoredStateInvalid, "stored phase is not a phase"),
+    }
+}
+
+fn stored<T>(r: Result<T>) -> Tx<T> {
+    r.map_err(|e| {
+        TxError::Refuse(StoreError::new(
+            StoreCode::StoredStateInvalid,
+            format!("stored value does not validate ({})", e.code),
+        ))
+    })
+}
+
+impl PgControlStore {
+    /// A store over `endpoint`; validates the schema name. Connects lazily.
+    pub fn new(endpoint: StoreEndpoint) -> Result<Self> {
+        Self::with_commit_boundary(endpoint, Arc::new(HonestCommit))
+    }
+
+    /// A store whose COMMIT goes through `commit` (fault injection in tests).
+    pub fn with_commit_boundary(
+        endpoint: StoreEndpoint,
+        commit: Arc<dyn CommitBoundary>,
+    ) -> Result<Self> {
+        let s = endpoint.schema.as_str();
+        let ok = !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .next()
+                .is_some_and(|b| b == b'_' || b.is_ascii_lowercase())
+            && s.bytes()
+                .all(|b| b == b'_' || b.is_ascii_lowercase() || b.is_ascii_digit());
+        if !ok {
+            return Err(StoreError::new(
+                StoreCode::InvalidInput,
+                "schema: not a lower-case identifier of at most 63 characters",
+            ));
+        }
+        let q = |t: &str| format!("\"{s}\".\"{t}\"");
+        let t = Names {
+            trust: q("np_trust_revision"),
+            registration: q("np_registration"),
+            workload: q("np_grant_workload"),
+            membership: q("np_membership"),
+            consumption: q("np_qualification_consumption"),
+            candidate: q("np_activation_candidate"),
+            selection: q("np_activation_selection"),
+            reservation: q("np_reservation"),
+            settlement: q("np_settlement"),
+        };
+        Ok(Self {
+            endpoint,
+            t,
+            conn: Mutex::new(None),
+            commit,
+            max_retries: 16,
+            verified: AtomicBool::new(false),
+        })
+    }
+
+    /// Sets the bound on serialization retries (default 16).
+    pub fn set_max_retries(&mut self, retries: u32) {
+        self.max_retries = retries;
+    }
+
+    async fn open(&self) -> Result<Conn> {
+        let tls = dpone_pg_tls::connector(self.endpoint.tls, self.endpoint.root_cert.as_deref())
+            .map_err(|e| StoreError::new(StoreCode::Unavailable, e.to_string()))?;
+        let cfg = &self.endpoint.config;
+        let (client, task) = match tls {
+            None => {
+                let (client, connection) = cfg
+                    .connect(NoTls)
+                    .await
+                    .map_err(|e| db_error("connect", &e))?;
+                (
+                    client,
+                    tokio::spawn(async move {
+                        let _ = connection.await;
+                    }),
+                )
+            }
+            Some(tls) => {
+                let (client, connection) = cfg
+                    .connect(tls)
+                    .await
+                    .map_err(|e| db_error("connect", &e))?;
+                (
+                    client,
+                    tokio::spawn(async move {
+                        let _ = connection.await;
+                    }),
+                )
+            }
+        };
+        let row = client
+            .query_one(
+                "SELECT pg_backend_pid(), backend_start::text FROM pg_catalog.pg_stat_activity \
+                 WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await
+            .map_err(|e| db_error("identify backend", &e))?;
+        if !self.verified.load(Ordering::SeqCst) {
+            self.check_catalog(&client).await?;
+            self.verified.store(true, Ordering::SeqCst);
+        }
+        Ok(Conn {
+            pid: row.get(0),
+            backend_start: row.get(1),
+            cache: StdMutex::new(HashMap::new()),
+            client,
+            task,
+        })
+    }
+
+    /// The reviewed DDL against the catalog, on `c`.
+    async fn check_catalog(&self, c: &Client) -> Result<()> {
+        let mut all = Vec::new();
+        for table in &CONTRACT {
+            let facts = Self::table_facts(c, &self.endpoint.schema, table.name)
+                .await
+                .map_err(|e| match e {
+                    TxError::Refuse(e) => e,
+                    TxError::Db(e) => db_error("read the control catalog", &e),
+                })?;
+            all.push(facts);
+        }
+        for (table, facts) in CONTRACT.iter().zip(&all) {
+            verify_table(table, facts)
+                .map_err(|m| StoreError::new(StoreCode::CatalogInvalid, m))?;
+        }
+        Ok(())
+    }
+
+    /// The store's connection, opened when missing.
+    async fn connected(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Conn>>> {
+        let mut guard = self.conn.lock().await;
+        if guard.is_none() {
+            *guard = Some(self.open().await?);
+        }
+        Ok(guard)
+    }
+
+    async fn transact(&self, op: Op<'_>) -> Result<Out> {
+        let lock = match &op {
+            Op::Trust(r) => Some(r.environment.as_str()),
+            Op::Register(a, _)
+            | Op::Consume(a, _, _)
+            | Op::Select(a, _, _, _)
+            | Op::Admit(a, _) => Some(a.environment.as_str()),
+            Op::Settle(_, environment) => *environment,
+            Op::Candidate(_) => None,
+        }
+        .map(env_lock_key);
+        let mut probed = false;
+        let mut guard = self.conn.lock().await;
+        for attempt in 0..=self.max_retries {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
+            }
+            if guard.is_none() {
+                *guard = Some(self.open().await?);
+            }
+            let Some(conn) = guard.as_ref() else {
+                return Err(StoreError::new(StoreCode::Unavailable, "no connection"));
+            };
+            let c = &conn.client;
+            let db = Db {
+                client: c,
+                cache: &conn.cache,
+            };
+            if let Some(key) = lock
+                && let Err(e) = c.execute("SELECT pg_advisory_lock($1)", &[&key]).await
+            {
+                *guard = None;
+                return Err(db_error("take the environment lock", &e));
+            }
+            let body = async {
+                c.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                    .await?;
+                self.body(&db, &op).await
+            }
+            .await;
+            match body {
+                Ok(mut out) => match self.commit.commit(c).await {
+                    CommitAck::Acknowledged => {
+                        if !unlock(c, lock).await {
+                            *guard = None;
+                        }
+                        if let Out::Reservation(r) = &mut out {
+                            r.resolved_by_probe = probed;
+                        }
+                        return Ok(out);
+                    }
+                    CommitAck::Refused(state) if retryable(&state) => {
+                        if !release(c, lock).await {
+                            *guard = None;
+                        }
+                    }
+                    CommitAck::Refused(state) => {
+                        if !release(c, lock).await {
+                            *guard = None;
+                        }
+                        return Err(StoreError::new(
+                            StoreCode::Unavailable,
+                            format!("commit failed (SQLSTATE {state})"),
+                        ));
+                    }
+                    CommitAck::Lost => {
+                        let (pid, start) = (conn.pid, conn.backend_start.clone());
+                        *guard = None;
+                        let Op::Admit(..) = &op else {
+                            return Err(StoreError::new(
+                                StoreCode::OutcomeUnknown,
+                                "the commit acknowledgement was lost; probe before retrying",
+                            ));
+                        };
+                        let Out::Reservation(mine) = out else {
+                            return Err(StoreError::new(
+                                StoreCode::StoredStateInvalid,
+                                "admission produced no reservation",
+                            ));
+                        };
+                        probed = true;
+                        // Not found: it did not commit; retry under the same deterministic id.
+                        if let Some(found) =
+                            self.resolve_lost(&mut guard, pid, &start, &mine).await?
+                        {
+                            return Ok(Out::Reservation(Reservation {
+                                resolved_by_probe: true,
+                                ..found
+                            }));
+                        }
+                    }
+                },
+                Err(TxError::Refuse(e)) => {
+                    if !release(c, lock).await {
+                        *guard = None;
+                    }
+                    return Err(e);
+                }
+                Err(TxError::Db(e)) => match e.code() {
+                    Some(state) if retryable(state.code()) => {
+                        if !release(c, lock).await {
+                            *guard = None;
+                        }
+                    }
+                    Some(_) => {
+                        if !release(c, lock).await {
+                            *guard = None;
+                        }
+                        return Err(db_error("protected transaction", &e));
+                    }
+                    None => {
+                        // COMMIT was never sent: the server rolls the transaction back.
+                        *guard = None;
+                        return Err(db_error("protected transaction", &e));
+                    }
+                },
+            }
+        }
+        Err(StoreError::new(
+            StoreCode::SerializationRetriesExhausted,
+            format!(
+                "serialization conflicts outlasted {} retries",
+                self.max_retries
+            ),
+        ))
+    }
+
+    /// After a lost acknowledgement: end the original backend, then read the reservation by its
+    /// deterministic id. `Ok(None)`: it did not commit.
+    async fn resolve_lost(
+        &self,
+        guard: &mut Option<Conn>,
+        pid: i32,
+        start: &str,
+        mine: &Reservation,
+    ) -> Result<Option<Reservation>> {
+        let unknown = |why: &str| StoreError {
+            code: StoreCode::OutcomeUnknown,
+            message: format!("the commit acknowledgement was lost and {why}; probe again"),
+            reservation_id: Some(mine.reservation_id.clone()),
+        };
+        let conn = self
+            .open()
+            .await
+            .map_err(|_| unknown("the store cannot be reached"))?;
+        let c = &conn.client;
+        let alive = "SELECT count(*) FROM pg_catalog.pg_stat_activity \
+                     WHERE pid = $1 AND backend_start::text = $2";
+        let _ = c
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity \
+                 WHERE pid = $1 AND backend_start::text = $2",
+                &[&pid, &start],
+            )
+            .await;
+        let mut ended = false;
+        for _ in 0..400 {
+            match c.query_one(alive, &[&pid, &start]).await {
+                Ok(r) if r.get::<_, i64>(0) == 0 => {
+                    ended = true;
+                    break;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+                Err(_) => return Err(unknown("the probe failed")),
+            }
+        }
+        if !ended {
+            return Err(unknown("the original backend has not ended"));
+        }
+        let db = Db {
+            client: c,
+            cache: &conn.cache,
+        };
+        let found = match Self::reservation_by_id(&db, &self.t, mine.reservation_id.as_str()).await
+        {
+            Ok(f) => f,
+            Err(TxError::Refuse(e)) => return Err(e),
+            Err(TxError::Db(_)) => return Err(unknown("the probe failed")),
+        };
+        *guard = Some(conn);
+        match found {
+            None => Ok(None),
+            Some(r)
+                if r.grant == mine.grant
+                    && r.grant_digest == mine.grant_digest
+                    && r.source_rows == mine.source_rows
+                    && r.source_bytes == mine.source_bytes
+                    && r.attempt_seconds == mine.attempt_seconds =>
+            {
+                Ok(Some(r))
+            }
+            Some(_) => Err(StoreError::new(
+                StoreCode::AttemptDuplicate,
+                "the attempt was admitted with another bound",
+            )),
+        }
+    }
+
+    async fn body(&self, c: &Db<'_>, op: &Op<'_>) -> Tx<Out> {
+        match *op {
+            Op::Trust(r) => self.trust_body(c, r).await.map(Out::Trust),
+            Op::Register(a, g) => self.register_body(c, a, g).await.map(Out::Registered),
+            Op::Consume(a, k, b) => self.consume_body(c, a, k, b).await.map(|()| Out::Unit),
+            Op::Candidate(r) => self.candidate_body(c, r).await.map(Out::New),
+            Op::Select(a, k, b, r) => self.select_body(c, a, k, b, r).await.map(Out::Selected),
+            Op::Admit(a, r) => self.admit_body(c, a, r).await.map(Out::Reservation),
+            Op::Settle(s, _) => self.settle_body(c, s).await.map(Out::Settled),
+        }
+    }
+
+    async fn trust_at(
+        c: &Db<'_>,
+        t: &Names,
+        environment: &str,
+        revision: Option<i64>,
+    ) -> Tx<Option<TrustRevision>> {
+        let sql = format!(
+            "SELECT revision, policy_digest, policy_bytes, root_digest, revocation_epoch, \
+             {LIMIT_COLUMNS}, max_validity_seconds, \
+             extract(epoch FROM recorded_at_utc)::bigint \
+             FROM {} WHERE environment_id = $1::text::uuid AND ($2::bigint IS NULL OR revision = $2) \
+             ORDER BY revision DESC LIMIT 1",
+            t.trust
+        );
+        let Some(row) = c.query_opt(&sql, &[&environment, &revision]).await? else {
+            return Ok(None);
+        };
+        Ok(Some(TrustRevision {
+            environment: stored(Uuid::parse("environment", environment))?,
+            revision: row.get(0),
+            policy_digest: stored(Sha256Digest::parse("policy_digest", row.get(1)))?,
+            policy_bytes: row.get(2),
+            root_digest: stored(Sha256Digest::parse("root_digest", row.get(3)))?,
+            revocation_epoch: row.get(4),
+            limits: limits_at(&row, 5),
+            max_validity_seconds: row.get(10),
+            recorded_at_unix: row.get(11),
+        }))
+    }
+
+    /// Inside the transaction: the authenticated revision is still current, and the database
+    /// clock has not gone back behind it.
+    async fn check_current(&self, c: &Db<'_>, auth: &Authenticated) -> Tx<TrustRevision> {
+        let Some(current) = Self::trust_at(c, &self.t, auth.environment.as_str(), None).await?
+        else {
+            return refuse(StoreCode::TrustMissing, "no trust revision is recorded");
+        };
+        if current.revision != auth.revision {
+            return refuse(
+                StoreCode::TrustRevisionChanged,
+                "the trust revision changed after authentication; authenticate again",
+            );
+        }
+        self.check_clock(c, auth.environment.as_str()).await?;
+        Ok(current)
+    }
+
+    async fn check_clock(&self, c: &Db<'_>, environment: &str) -> Tx<()> {
+        let sql = format!(
+            "SELECT clock_timestamp() < coalesce(max(recorded_at_utc), '-infinity') \
+             FROM {} WHERE environment_id = $1::text::uuid",
+            self.t.trust
+        );
+        let back: bool = c.query_one(&sql, &[&environment]).await?.get(0);
+        if back {
+            return refuse(
+                StoreCode::ClockBackwards,
+                "the database clock is earlier than the newest trust revision",
+            );
+        }
+        Ok(())
+    }
+
+    async fn load_grant(&self, c: &Db<'_>, key: &GrantKey) -> Tx<Option<StoredGrant>> {
+        let sql = format!(
+            "SELECT environment_id::text, campaign_id::text, phase, grant_digest, original_bytes, \
+             revocation_epoch, {LIMIT_COLUMNS}, qualification_run_id::text, route, \
+             activation_id::text, clock_timestamp() >= not_after_utc, \
+             clock_timestamp() < not_before_utc \
+             FROM {} WHERE grant_id = $1::text::uuid AND phase = $2",
+            self.t.registration
+        );
+        let Some(row) = c
+            .query_opt(&sql, &[&key.grant_id.as_str(), &key.phase.as_str()])
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(StoredGrant {
+            environment: row.get(0),
+            campaign: row.get(1),
+            phase: phase_of(row.get(2))?,
+            digest: row.get(3),
+            bytes: row.get(4),
+            revocation_epoch: row.get(5),
+            limits: limits_at(&row, 6),
+            run_id: row.get(11),
+            route: row.get(12),
+            activation_id: row.get(13),
+            expired: row.get(14),
+            not_yet_valid: row.get(15),
+        }))
+    }
+
+    /// The registered original, re-checked: same environment, exact bytes, not revoked, inside
+    /// its validity window by the database clock.
+    async fn current_grant(
+        &self,
+        c: &Db<'_>,
+        auth: &Authenticated,
+        trust: &TrustRevision,
+        key: &GrantKey,
+        bytes: &[u8],
+    ) -> Tx<StoredGrant> {
+        let Some(g) = self.load_grant(c, key).await? else {
+            return refuse(
+                StoreCode::GrantNotRegistered,
+                "the grant/phase key is not registered",
+            );
+        };
+        if g.environment != auth.environment.as_str() {
+            return refuse(
+                StoreCode::GrantNotRegistered,
+                "the grant is registered for another environment",
+            );
+        }
+        if g.bytes != bytes {
+            return refuse(
+                StoreCode::GrantBytesMismatch,
+                "the presented grant bytes differ from the registered original",
+            );
+        }
+        if g.revocation_epoch < trust.revocation_epoch {
+            return refuse(
+                StoreCode::GrantRevoked,
+                "the grant's revocation epoch is revoked",
+            );
+        }
+        if g.expired {
+            return refuse(
+                StoreCode::GrantExpired,
+                "the grant's validity window has ended",
+            );
+        }
+        if g.not_yet_valid {
+            return refuse(
+                StoreCode::GrantNotYetValid,
+                "the grant's validity window has not started",
+            );
+        }
+        Ok(g)
+    }
+
+    async fn trust_body(&self, c: &Db<'_>, r: &PolicyRecord) -> Tx<TrustRevision> {
+        let env = r.environment.as_str();
+        let digest = Sha256Digest::of(&r.policy_bytes);
+        let current = Self::trust_at(c, &self.t, env, None).await?;
+        self.check_clock(c, env).await?;
+        if let Some(cur) = &current {
+            if cur.policy_digest == digest
+                && cur.root_digest == r.root_digest
+                && cur.revocation_epoch == r.revocation_epoch
+                && cur.limits == r.limits
+                && cur.max_validity_seconds == r.max_validity_seconds
+            {
+                return Ok(cur.clone());
+            }
+            if r.revocation_epoch < cur.revocation_epoch {
+                return refuse(
+                    StoreCode::RevocationEpochBackwards,
+                    "the revocation epoch is below the current revision's",
+                );
+            }
+        }
+        let next = current.as_ref().map_or(1, |c| c.revision + 1);
+        let sql = format!(
+            "INSERT INTO {} (environment_id, revision, policy_digest, policy_bytes, root_digest, \
+             revocation_epoch, {LIMIT_COLUMNS}, max_validity_seconds, recorded_at_utc) \
+             VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, clock_timestamp())",
+            self.t.trust
+        );
+        let l = &r.limits;
+        c.execute(
+            &sql,
+            &[
+                &env,
+                &next,
+                &digest.as_str(),
+                &r.policy_bytes,
+                &r.root_digest.as_str(),
+                &r.revocation_epoch,
+                &l.workloads,
+                &l.attempts,
+                &l.source_rows,
+                &l.source_bytes,
+                &l.attempt_seconds,
+                &r.max_validity_seconds,
+            ],
+        )
+        .await?;
+        Self::trust_at(c, &self.t, env, Some(next))
+            .await?
+            .ok_or_else(|| {
+                TxError::Refuse(StoreError::new(
+                    StoreCode::StoredStateInvalid,
+                    "the new trust revision cannot be read back",
+                ))
+            })
+    }
+
+    async fn register_body(
+        &self,
+        c: &Db<'_>,
+        auth: &Authenticated,
+        g: &GrantRegistration,
+    ) -> Tx<Registered> {
+        if g.environment != auth.environment {
+            return refuse(
+                StoreCode::InvalidInput,
+                "the registration names another environment than the authentication",
+            );
+        }
+        let trust = self.check_current(c, auth).await?;
+        let key = g.key();
+        if let Some(existing) = self.load_grant(c, &key).await? {
+            if existing.bytes == g.original_bytes && existing.environment == g.environment.as_str()
+            {
+                return Ok(Registered::Reopened);
+            }
+            return refuse(
+                StoreCode::RegistrationBytesChanged,
+                "another original is registered under this grant/phase key",
+            );
+        }
+        if g.not_after_unix - g.not_before_unix > trust.max_validity_seconds {
+            return refuse(
+                StoreCode::ValidityAbovePolicy,
+                "the grant's validity exceeds the policy's",
+            );
+        }
+        if g.revocation_epoch < trust.revocation_epoch {
+            return refuse(
+                StoreCode::GrantRevoked,
+                "the grant's revocation epoch is revoked",
+            );
+        }
+        let window: (bool, bool) = {
+            let r = c
+                .query_one(
+                    "SELECT clock_timestamp() >= to_timestamp($1::bigint), \
+                     clock_timestamp() < to_timestamp($2::bigint)",
+                    &[&g.not_after_unix, &g.not_before_unix],
+                )
+                .await?;
+            (r.get(0), r.get(1))
+        };
+        if window.0 {
+            return refuse(
+                StoreCode::GrantExpired,
+                "the grant's validity window has ended",
+            );
+        }
+        if window.1 {
+            return refuse(
+                StoreCode::GrantNotYetValid,
+                "the grant's validity window has not started",
+            );
+        }
+        let (run_id, route, activation_id): (Option<&str>, Option<Vec<String>>, Option<&str>) =
+            match &g.subject {
+                PhaseSubject::Qualification { run_id, route } => {
+                    (Some(run_id.as_str()), Some(route.dims().to_vec()), None)
+                }
+                PhaseSubject::Execution { activation_id } => {
+                    (None, None, Some(activation_id.as_str()))
+                }
+            };
+        let l = &g.limits;
+        let digest = Sha256Digest::of(&g.original_bytes);
+        let phase = key.phase.as_str();
+        c.execute(
+            &format!(
+                "INSERT INTO {} (grant_id, phase, environment_id, campaign_id, grant_digest, \
+                 original_bytes, trust_revision, revocation_epoch, not_before_utc, not_after_utc, \
+                 {LIMIT_COLUMNS}, qualification_run_id, route, activation_id, registered_at_utc) \
+                 VALUES ($1::text::uuid, $2, $3::text::uuid, $4::text::uuid, $5, $6, $7, $8, \
+                 to_timestamp($9::bigint), to_timestamp($10::bigint), $11, $12, $13, $14, $15, \
+                 $16::text::uuid, $17, $18::text::uuid, clock_timestamp())",
+                self.t.registration
+            ),
+            &[
+                &g.grant_id.as_str(),
+                &phase,
+                &g.environment.as_str(),
+                &g.campaign.as_str(),
+                &digest.as_str(),
+                &g.original_bytes,
+                &trust.revision,
+                &g.revocation_epoch,
+                &g.not_before_unix,
+                &g.not_after_unix,
+                &l.workloads,
+                &l.attempts,
+                &l.source_rows,
+                &l.source_bytes,
+                &l.attempt_seconds,
+                &run_id,
+                &route,
+                &activation_id,
+            ],
+        )
+        .await?;
+        let insert_workload = format!(
+            "INSERT INTO {} (grant_id, phase, workload_id, {LIMIT_COLUMNS}) \
+             VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8)",
+            self.t.workload
+        );
+        let insert_member = format!(
+            "INSERT INTO {} (environment_id, campaign_id, phase, workload_id, grant_id, \
+             charged_at_utc) VALUES ($1::text::uuid, $2::text::uuid, $3, $4, $5::text::uuid, \
+             clock_timestamp()) ON CONFLICT DO NOTHING",
+            self.t.membership
+        );
+        let mut charged = 0i64;
+        let mut membership_ceiling = trust.limits.workloads.min(l.workloads);
+        for w in &g.workloads {
+            let wl = &w.limits;
+            membership_ceiling = membership_ceiling.min(wl.workloads);
+            c.execute(
+                &insert_workload,
+                &[
+                    &g.grant_id.as_str(),
+                    &phase,
+                    &w.workload.as_str(),
+                    &wl.workloads,
+                    &wl.attempts,
+                    &wl.source_rows,
+                    &wl.source_bytes,
+                    &wl.attempt_seconds,
+                ],
+            )
+            .await?;
+            charged += i64::try_from(
+                c.execute(
+                    &insert_member,
+                    &[
+                        &g.environment.as_str(),
+                        &g.campaign.as_str(),
+                        &phase,
+                        &w.workload.as_str(),
+                        &g.grant_id.as_str(),
+                    ],
+                )
+                .await?,
+            )
+            .unwrap_or(i64::MAX);
+        }
+        let members: i64 = c
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM {} WHERE environment_id = $1::text::uuid \
+                     AND campaign_id = $2::text::uuid AND phase = $3",
+                    self.t.membership
+                ),
+                &[&g.environment.as_str(), &g.campaign.as_str(), &phase],
+            )
+            .await?
+            .get(0);
+        if members > membership_ceiling {
+            return refuse(
+                StoreCode::MembershipExceeded,
+                "the grant's membership would exceed the pool's effective workload ceiling",
+            );
+        }
+        Ok(Registered::New {
+            membership_charged: charged,
+            executor_permit: key.phase == Phase::Execution,
+        })
+    }
+
+    async fn consume_body(
+        &self,
+        c: &Db<'_>,
+        auth: &Authenticated,
+        key: &GrantKey,
+        bytes: &[u8],
+    ) -> Tx<()> {
+        if key.phase != Phase::Qualification {
+            return refuse(
+                StoreCode::PhaseMismatch,
+                "only a qualification grant is consumed",
+            );
+        }
+        let trust = self.check_current(c, auth).await?;
+        let g = self.current_grant(c, auth, &trust, key, bytes).await?;
+        let Some(run) = g.run_id else {
+            return refuse(
+                StoreCode::StoredStateInvalid,
+                "a qualification grant lacks its run",
+            );
+        };
+        let existing = c
+            .query_opt(
+                &format!(
+                    "SELECT grant_id::text FROM {} WHERE run_id = $1::text::uuid",
+                    self.t.consumption
+                ),
+                &[&run],
+            )
+            .await?;
+        if let Some(row) = existing {
+            let by: String = row.get(0);
+            return if by == key.grant_id.as_str() {
+                refuse(
+                    StoreCode::QualificationReplayed,
+                    "the qualification run was already consumed",
+                )
+            } else {
+                refuse(
+                    StoreCode::QualificationRebound,
+                    "the qualification run was consumed by another grant",
+                )
+            };
+        }
+        c.execute(
+            &format!(
+                "INSERT INTO {} (run_id, grant_id, phase, grant_digest, trust_revision, \
+                 consumed_at_utc) VALUES ($1::text::uuid, $2::text::uuid, 'qualification', $3, $4, \
+                 clock_timestamp())",
+                self.t.consumption
+            ),
+            &[&run, &key.grant_id.as_str(), &g.digest, &trust.revision],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn candidate_body(&self, c: &Db<'_>, r: &ActivationRequest) -> Tx<bool> {
+        let digest = Sha256Digest::of(&r.request_bytes);
+        let n = c
+            .execute(
+                &format!(
+                    "INSERT INTO {} (activation_id, request_digest, request_bytes, \
+                     recorded_at_utc) VALUES ($1::text::uuid, $2, $3, clock_timestamp()) \
+                     ON CONFLICT DO NOTHING",
+                    self.t.candidate
+                ),
+                &[
+                    &r.activation_id.as_str(),
+                    &digest.as_str(),
+                    &r.request_bytes,
+                ],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn select_body(
+        &self,
+        c: &Db<'_>,
+        auth: &Authenticated,
+        key: &GrantKey,
+        bytes: &[u8],
+        r: &ActivationRequest,
+    ) -> Tx<Selected> {
+        if key.phase != Phase::Execution {
+            return refuse(
+                StoreCode::PhaseMismatch,
+                "only an execution grant selects a request",
+            );
+        }
+        let trust = self.check_current(c, auth).await?;
+        let g = self.current_grant(c, auth, &trust, key, bytes).await?;
+        if g.activation_id.as_deref() != Some(r.activation_id.as_str()) {
+            return refuse(
+                StoreCode::ActivationMismatch,
+                "the request names another activation than the grant",
+            );
+        }
+        if r.grant_digest.as_str() != g.digest {
+            return refuse(
+                StoreCode::GrantBytesMismatch,
+                "the request binds another execution-grant digest",
+            );
+        }
+        let digest = Sha256Digest::of(&r.request_bytes);
+        let existing = c
+            .query_opt(
+                &format!(
+                    "SELECT request_digest, grant_id::text FROM {} \
+                     WHERE activation_id = $1::text::uuid",
+                    self.t.selection
+                ),
+                &[&r.activation_id.as_str()],
+            )
+            .await?;
+        if let Some(row) = existing {
+            let (d, by): (String, String) = (row.get(0), row.get(1));
+            if d == digest.as_str() && by == key.grant_id.as_str() {
+                return Ok(Selected::Reopened);
+            }
+            return refuse(
+                StoreCode::ActivationAlreadySelected,
+                "the activation already has its single exact request",
+            );
+        }
+        c.execute(
+            &format!(
+                "INSERT INTO {} (activation_id, request_digest, request_bytes, grant_id, phase, \
+                 grant_digest, trust_revision, selected_at_utc) VALUES ($1::text::uuid, $2, $3, \
+                 $4::text::uuid, 'execution', $5, $6, clock_timestamp())",
+                self.t.selection
+            ),
+            &[
+                &r.activation_id.as_str(),
+                &digest.as_str(),
+                &r.request_bytes,
+                &key.grant_id.as_str(),
+                &g.digest,
+                &trust.revision,
+            ],
+        )
+        .await?;
+        Ok(Selected::Selected)
+    }
+
+    async fn admit_body(
+        &self,
+        c: &Db<'_>,
+        auth: &Authenticated,
+        r: &AdmissionRequest,
+    ) -> Tx<Reservation> {
+        let trust = self.check_current(c, auth).await?;
+        let g = self
+            .current_grant(c, auth, &trust, &r.grant, &r.original_bytes)
+            .await?;
+        let phase = g.phase.as_str();
+        // Ownership: the run consumed by this grant, or the activation's selected request
+        // bound to this grant's exact original.
+        let owner_sql = match g.phase {
+            Phase::Qualification => format!(
+                "SELECT count(*) FROM {} WHERE run_id = $1::text::uuid \
+                 AND grant_id = $2::text::uuid AND grant_digest = $3",
+                self.t.consumption
+            ),
+            Phase::Execution => format!(
+                "SELECT count(*) FROM {} WHERE activation_id = $1::text::uuid \
+                 AND grant_id = $2::text::uuid AND grant_digest = $3",
+                self.t.selection
+            ),
+        };
+        let subject = match g.phase {
+            Phase::Qualification => g.run_id.clone(),
+            Phase::Execution => g.activation_id.clone(),
+        };
+        let owned: i64 = c
+            .query_one(
+                &owner_sql,
+                &[&subject, &r.grant.grant_id.as_str(), &g.digest],
+            )
+            .await?
+            .get(0);
+        if owned != 1 {
+            return match g.phase {
+                Phase::Qualification => refuse(
+                    StoreCode::QualificationNotConsumed,
+                    "the grant has not consumed its qualification run",
+                ),
+                Phase::Execution => refuse(
+                    StoreCode::ActivationNotSelected,
+                    "the activation's selected request is not bound to this grant",
+                ),
+            };
+        }
+        let Some(w) = c
+            .query_opt(
+                &format!(
+                    "SELECT {LIMIT_COLUMNS} FROM {} WHERE grant_id = $1::text::uuid \
+                     AND phase = $2 AND workload_id = $3",
+                    self.t.workload
+                ),
+                &[&r.grant.grant_id.as_str(), &phase, &r.workload.as_str()],
+            )
+            .await?
+        else {
+            return refuse(
+                StoreCode::WorkloadNotInGrant,
+                "the workload is not in the grant's membership",
+            );
+        };
+        let workload_limits = limits_at(&w, 0);
+        let membership_ceiling: i64 = c
+            .query_one(
+                &format!(
+                    "SELECT coalesce(min(max_workloads), 0) FROM {} \
+                     WHERE grant_id = $1::text::uuid AND phase = $2",
+                    self.t.workload
+                ),
+                &[&r.grant.grant_id.as_str(), &phase],
+            )
+            .await?
+            .get(0);
+        let id = reservation_id(
+            &auth.environment,
+            &stored(Uuid::parse("campaign", &g.campaign))?,
+            g.phase,
+            &r.workload,
+            &r.attempt,
+        );
+        let pool =
+            "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid AND phase = $3";
+        let sql = format!(
+            "SELECT \
+             (SELECT count(*) FROM {m} WHERE {pool}), \
+             (SELECT count(*) FROM {m} WHERE {pool} AND workload_id = $4), \
+             (SELECT count(*) FROM {res} WHERE {pool}), \
+             (SELECT count(*) FROM {res} WHERE {pool} AND workload_id = $4), \
+             (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {res} \
+                WHERE {pool} AND route IS NOT DISTINCT FROM $5::text[]), \
+             (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {res} \
+                WHERE {pool} AND route IS NOT DISTINCT FROM $5::text[]), \
+             (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {res} \
+                WHERE {pool} AND workload_id = $4), \
+             (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {res} \
+                WHERE {pool} AND workload_id = $4), \
+             EXISTS (SELECT 1 FROM {res} r WHERE {pool} AND workload_id = $4 \
+                AND NOT EXISTS (SELECT 1 FROM {s} s WHERE s.reservation_id = r.reservation_id)), \
+             EXISTS (SELECT 1 FROM {res} WHERE reservation_id = $6 \
+                OR ({pool} AND workload_id = $4 AND attempt_id = $7))",
+            m = self.t.membership,
+            res = self.t.reservation,
+            s = self.t.settlement,
+        );
+        let row = c
+            .query_one(
+                &sql,
+                &[
+                    &auth.environment.as_str(),
+                    &g.campaign,
+                    &phase,
+                    &r.workload.as_str(),
+                    &g.route,
+                    &id.as_str(),
+                    &r.attempt.as_str(),
+                ],
+            )
+            .await?;
+        let (members, is_member, attempts, w_attempts): (i64, i64, i64, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (rows, bytes, w_rows, w_bytes): (i64, i64, i64, i64) =
+            (row.get(4), row.get(5), row.get(6), row.get(7));
+        let (running, duplicate): (bool, bool) = (row.get(8), row.get(9));
+        if duplicate {
+            return refuse(
+                StoreCode::AttemptDuplicate,
+                "the attempt was already admitted",
+            );
+        }
+        if running {
+            return refuse(
+                StoreCode::AttemptRunning,
+                "another attempt of the workload is still running",
+            );
+        }
+        let pool_limits = trust.limits.min(&g.limits);
+        let attempt_limits = pool_limits.min(&workload_limits);
+        if r.attempt_seconds > attempt_limits.attempt_seconds {
+            return refuse(
+                StoreCode::AttemptSecondsExceeded,
+                "the attempt's duration bound exceeds the effective ceiling",
+            );
+        }
+        if is_member != 1 || members > pool_limits.workloads.min(membership_ceiling) {
+            return refuse(
+                StoreCode::MembershipExceeded,
+                "the pool's membership exceeds the current effective workload ceiling",
+            );
+        }
+        if attempts + 1 > pool_limits.attempts || w_attempts + 1 > workload_limits.attempts {
+            return refuse(
+                StoreCode::AttemptsExceeded,
+                "the attempt would exceed the effective attempt ceiling",
+            );
+        }
+        if rows + r.source_rows > pool_limits.source_rows
+            || w_rows + r.source_rows > workload_limits.source_rows
+        {
+            return refuse(
+                StoreCode::SourceRowsExceeded,
+                "the reservation would exceed the effective source-row ceiling",
+            );
+        }
+        if bytes + r.source_bytes > pool_limits.source_bytes
+            || w_bytes + r.source_bytes > workload_limits.source_bytes
+        {
+            return refuse(
+                StoreCode::SourceBytesExceeded,
+                "the reservation would exceed the effective source-byte ceiling",
+            );
+        }
+        c.execute(
+            &format!(
+                "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
+                 grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
+                 reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
+                 VALUES ($1, $2::text::uuid, $3::text::uuid, $4, $5, $6::text::uuid, $7, $8, $9, \
+                 $10, $11, $12, $13, clock_timestamp())",
+                self.t.reservation
+            ),
+            &[
+                &id.as_str(),
+                &auth.environment.as_str(),
+                &g.campaign,
+                &phase,
+                &g.route,
+                &r.grant.grant_id.as_str(),
+                &g.digest,
+                &trust.revision,
+                &r.workload.as_str(),
+                &r.attempt.as_str(),
+                &r.source_rows,
+                &r.source_bytes,
+                &r.attempt_seconds,
+            ],
+        )
+        .await?;
+        Ok(Reservation {
+            reservation_id: id,
+            grant: r.grant.clone(),
+            grant_digest: stored(Sha256Digest::parse("grant_digest", &g.digest))?,
+            trust_revision: trust.revision,
+            workload: r.workload.clone(),
+            attempt: r.attempt.clone(),
+            source_rows: r.source_rows,
+            source_bytes: r.source_bytes,
+            attempt_seconds: r.attempt_seconds,
+            resolved_by_probe: false,
+        })
+    }
+
+    async fn settle_body(&self, c: &Db<'_>, s: &Settlement) -> Tx<Settled> {
+        let Some(res) = Self::reservation_by_id(c, &self.t, s.reservation_id.as_str()).await?
+        else {
+            return refuse(StoreCode::ReservationUnknown, "no reservation has this id");
+        };
+        if s.measured_source_rows > res.source_rows || s.measured_source_bytes > res.source_bytes {
+            return refuse(
+                StoreCode::SettleExceedsReservation,
+                "measured source usage exceeds the reservation",
+            );
+        }
+        let existing = c
+            .query_opt(
+                &format!(
+                    "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, \
+                     outcome FROM {} WHERE reservation_id = $1",
+                    self.t.settlement
+                ),
+                &[&s.reservation_id.as_str()],
+            )
+            .await?;
+        if let Some(row) = existing {
+            let same = row.get::<_, i64>(0) == s.measured_source_rows
+                && row.get::<_, i64>(1) == s.measured_source_bytes
+                && row.get::<_, i64>(2) == s.measured_http_bytes
+                && row.get::<_, &str>(3) == s.outcome.as_str();
+            return if same {
+                Ok(Settled::Reopened)
+            } else {
+                refuse(
+                    StoreCode::SettlementConflict,
+                    "the reservation was settled with other measurements",
+                )
+            };
+        }
+        c.execute(
+            &format!(
+                "INSERT INTO {} (reservation_id, measured_source_rows, measured_source_bytes, \
+                 measured_http_bytes, outcome, settled_at_utc) \
+                 VALUES ($1, $2, $3, $4, $5, clock_timestamp())",
+                self.t.settlement
+            ),
+            &[
+                &s.reservation_id.as_str(),
+                &s.measured_source_rows,
+                &s.measured_source_bytes,
+                &s.measured_http_bytes,
+                &s.outcome.as_str(),
+            ],
+        )
+        .await?;
+        Ok(Settled::Recorded)
+    }
+
+    async fn reservation_by_id(c: &Db<'_>, t: &Names, id: &str) -> Tx<Option<Reservation>> {
+        let row = c
+            .query_opt(
+                &format!(
+                    "SELECT reservation_id, grant_id::text, phase, grant_digest, trust_revision, \
+                     workload_id, attempt_id, reserved_source_rows, reserved_source_bytes, \
+                     reserved_seconds FROM {} WHERE reservation_id = $1",
+                    t.reservation
+                ),
+                &[&id],
+            )
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(Reservation {
+            reservation_id: stored(Sha256Digest::parse("reservation_id", row.get(0)))?,
+            grant: GrantKey {
+                grant_id: stored(Uuid::parse("grant_id", row.get(1)))?,
+                phase: phase_of(row.get(2))?,
+            },
+            grant_digest: stored(Sha256Digest::parse("grant_digest", row.get(3)))?,
+            trust_revision: row.get(4),
+            workload: stored(WorkloadId::new(row.get(5)))?,
+            attempt: stored(AttemptId::new(row.get(6)))?,
+            source_rows: row.get(7),
+            source_bytes: row.get(8),
+            attempt_seconds: row.get(9),
+            resolved_by_probe: false,
+        }))
+    }
+
+    async fn table_facts(c: &Client, schema: &str, name: &str) -> Tx<TableFacts> {
+        let Some(oid) = c
+            .query_opt(
+                "SELECT cl.oid FROM pg_catalog.pg_class cl \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = cl.relnamespace \
+                 WHERE n.nspname = $1 AND cl.relname = $2 AND cl.relkind = 'r'",
+                &[&schema, &name],
+            )
+            .await?
+            .map(|r| r.get::<_, u32>(0))
+        else {
+            return Ok(TableFacts::default());
+        };
+        let columns = c
+            .query(
+                "SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod), \
+                 a.attnotnull FROM pg_catalog.pg_attribute a \
+                 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                &[&oid],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        let unique = c
+            .query(
+                "SELECT ARRAY(SELECT a.attname::text \
+                   FROM unnest((ix.indkey::int2[])[0:ix.indnkeyatts - 1]) \
+                     WITH ORDINALITY k(attnum, ord) \
+                   JOIN pg_catalog.pg_attribute a ON a.attrelid = ix.indrelid \
+                     AND a.attnum = k.attnum ORDER BY k.ord), \
+                 pg_catalog.pg_get_expr(ix.indpred, ix.indrelid) \
+                 FROM pg_catalog.pg_index ix \
+                 WHERE ix.indrelid = $1 AND ix.indisunique AND ix.indisvalid AND ix.indisready \
+                   AND ix.indexprs IS NULL",
+                &[&oid],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let triggers = c
+            .query(
+                "SELECT t.tgtype, p.prosrc ~* 'raise\\s+exception' \
+                 FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid \
+                 WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'",
+                &[&oid],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        Ok(TableFacts {
+            columns,
+            unique,
+            triggers,
+        })
+    }
+
+    fn expect<T>(out: Out, pick: impl FnOnce(Out) -> Option<T>) -> Result<T> {
+        pick(out).ok_or_else(|| {
+            StoreError::new(StoreCode::StoredStateInvalid, "unexpected operation result")
+        })
+    }
+}
+
+/// Ends a protected transaction that did not commit and releases the environment lock; `false`
+/// when the connection can no longer be trusted (then it is dropped).
+async fn release(c: &Client, lock: Option<i64>) -> bool {
+    let rolled = c.batch_execute("ROLLBACK").await;
+    rolled.is_ok() && unlock(c, lock).await
+}
+
+/// Releases the environment lock after a commit; `false` when the connection failed.
+async fn unlock(c: &Client, lock: Option<i64>) -> bool {
+    match lock {
+        Some(key) => c
+            .execute("SELECT pg_advisory_unlock($1)", &[&key])
+            .await
+            .is_ok(),
+        None => true,
+    }
+}
+
+/// Ends a read: a lost connection is dropped so the next call reopens it.
+fn finish<T>(guard: &mut Option<Conn>, step: &str, r: Tx<T>) -> Result<T> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(TxError::Refuse(e)) => Err(e),
+        Err(TxError::Db(e)) => {
+            if e.code().is_none() {
+                *guard = None;
+            }
+            Err(db_error(step, &e))
+        }
+    }
+}
+
+/// Runs one read (outside any protected transaction) on the store's connection.
+macro_rules! read {
+    ($self:ident, $step:expr, |$c:ident, $t:ident| $body:expr) => {{
+        let mut guard = $self.connected().await?;
+        let r = match guard.as_ref() {
+            Some(conn) => {
+                let $c = &Db {
+                    client: &conn.client,
+                    cache: &conn.cache,
+                };
+                let $t = &$self.t;
+                $body.await
+            }
+            None => Err(TxError::Refuse(StoreError::new(
+                StoreCode::Unavailable,
+                "no connection",
+            ))),
+        };
+        finish(&mut guard, $step, r)
+    }};
+}
+
+impl ControlStorePort for PgControlStore {
+    async fn verify_catalog(&self) -> Result<()> {
+        let guard = self.connected().await?;
+        let Some(conn) = guard.as_ref() else {
+            return Err(StoreError::new(StoreCode::Unavailable, "no connection"));
+        };
+        self.check_catalog(&conn.client).await
+    }
+
+    async fn record_trust(&self, record: &PolicyRecord) -> Result<TrustRevision> {
+        record.validate()?;
+        let out = self.transact(Op::Trust(record)).await?;
+        Self::expect(out, |o| match o {
+            Out::Trust(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    async fn current_trust(&self, environment: &Uuid) -> Result<Option<TrustRevision>> {
+        let env = environment.as_str().to_owned();
+        read!(self, "read the trust revision", |c, t| async {
+            Self::trust_at(c, t, &env, None).await
+        })
+    }
+
+    async fn authenticate<F>(&self, environment: &Uuid, verify: F) -> Result<Authenticated>
+    where
+        F: FnOnce(&TrustRevision) -> std::result::Result<(), String> + Send,
+    {
+        let before = self.current_trust(environment).await?.ok_or_else(|| {
+            StoreError::new(StoreCode::TrustMissing, "no trust revision is recorded")
+        })?;
+        if verify(&before).is_err() {
+            return Err(StoreError::new(
+                StoreCode::AuthenticationFailed,
+                "verification refused under the current trust revision",
+            ));
+        }
+        let after = self.current_trust(environment).await?;
+        if after.as_ref().map(|t| t.revision) != Some(before.revision) {
+            return Err(StoreError::new(
+                StoreCode::TrustRevisionChanged,
+                "the trust revision changed during verification; authenticate again",
+            ));
+        }
+        Ok(Authenticated {
+            environment: environment.clone(),
+            revision: before.revision,
+        })
+    }
+
+    async fn register(
+        &self,
+        auth: &Authenticated,
+        grant: &GrantRegistration,
+    ) -> Result<Registered> {
+        grant.validate()?;
+        let out = self.transact(Op::Register(auth, grant)).await?;
+        Self::expect(out, |o| match o {
+            Out::Registered(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    async fn consume_qualification(
+        &self,
+        auth: &Authenticated,
+        grant: &GrantKey,
+        original_bytes: &[u8],
+    ) -> Result<()> {
+        let out = self
+            .transact(Op::Consume(auth, grant, original_bytes))
+            .await?;
+        Self::expect(out, |o| match o {
+            Out::Unit => Some(()),
+            _ => None,
+        })
+    }
+
+    async fn record_activation_candidate(&self, request: &ActivationRequest) -> Result<bool> {
+        request.validate()?;
+        let out = self.transact(Op::Candidate(request)).await?;
+        Self::expect(out, |o| match o {
+            Out::New(b) => Some(b),
+            _ => None,
+        })
+    }
+
+    async fn select_activation_request(
+        &self,
+        auth: &Authenticated,
+        grant: &GrantKey,
+        original_bytes: &[u8],
+        request: &ActivationRequest,
+    ) -> Result<Selected> {
+        request.validate()?;
+        let out = self
+            .transact(Op::Select(auth, grant, original_bytes, request))
+            .await?;
+        Self::expect(out, |o| match o {
+            Out::Selected(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    async fn admit(&self, auth: &Authenticated, request: &AdmissionRequest) -> Result<Reservation> {
+        request.validate()?;
+        let out = self.transact(Op::Admit(auth, request)).await?;
+        Self::expect(out, |o| match o {
+            Out::Reservation(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    async fn probe(&self, reservation_id: &Sha256Digest) -> Result<Option<Reservation>> {
+        let id = reservation_id.as_str().to_owned();
+        read!(self, "probe the reservation", |c, t| async {
+            Self::reservation_by_id(c, t, &id).await
+        })
+    }
+
+    async fn settle(&self, settlement: &Settlement) -> Result<Settled> {
+        for v in [
+            settlement.measured_source_rows,
+            settlement.measured_source_bytes,
+            settlement.measured_http_bytes,
+        ] {
+            if v < 0 {
+                return Err(StoreError::new(
+                    StoreCode::InvalidInput,
+                    "measured usage is negative",
+                ));
+            }
+        }
+        // The reservation's environment (immutable) picks the lock, so settlements queue with
+        // admissions instead of aborting them; the transaction re-reads the reservation.
+        let id = settlement.reservation_id.as_str().to_owned();
+        let environment: Option<String> = read!(self, "read the reservation", |c, t| async {
+            let sql = format!(
+                "SELECT environment_id::text FROM {} WHERE reservation_id = $1",
+                t.reservation
+            );
+            Ok(c.query_opt(&sql, &[&id]).await?.map(|r| r.get(0)))
+        })?;
+        let out = self
+            .transact(Op::Settle(settlement, environment.as_deref()))
+            .await?;
+        Self::expect(out, |o| match o {
+            Out::Settled(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    async fn pool_status(&self, pool: &PoolKey) -> Result<PoolStatus> {
+        let (env, campaign, phase) = (
+            pool.environment.as_str().to_owned(),
+            pool.campaign.as_str().to_owned(),
+            pool.phase.as_str(),
+        );
+        let route: Option<Vec<String>> = pool.route.as_ref().map(|r| r.dims().to_vec());
+        read!(self, "read the pool", |c, t| async {
+            let p = "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid \
+                     AND phase = $3";
+            let sql = format!(
+                "SELECT (SELECT count(*) FROM {m} WHERE {p}), \
+                 (SELECT count(*) FROM {r} WHERE {p}), \
+                 (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {r} \
+                    WHERE {p} AND route IS NOT DISTINCT FROM $4::text[]), \
+                 (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {r} \
+                    WHERE {p} AND route IS NOT DISTINCT FROM $4::text[]), \
+                 (SELECT count(*) FROM {r} x WHERE {p} AND NOT EXISTS \
+                    (SELECT 1 FROM {s} s WHERE s.reservation_id = x.reservation_id)), \
+                 (SELECT coalesce(sum(s.measured_source_rows), 0)::bigint FROM {s} s \
+                    JOIN {r} x USING (reservation_id) WHERE {p} \
+                    AND route IS NOT DISTINCT FROM $4::text[]), \
+                 (SELECT coalesce(sum(s.measured_source_bytes), 0)::bigint FROM {s} s \
+                    JOIN {r} x USING (reservation_id) WHERE {p} \
+                    AND route IS NOT DISTINCT FROM $4::text[]), \
+                 (SELECT coalesce(sum(s.measured_http_bytes), 0)::bigint FROM {s} s \
+                    JOIN {r} x USING (reservation_id) WHERE {p} \
+                    AND route IS NOT DISTINCT FROM $4::text[])",
+                m = t.membership,
+                r = t.reservation,
+                s = t.settlement,
+            );
+            let row = c
+                .query_one(&sql, &[&env, &campaign, &phase, &route])
+                .await?;
+            Ok(PoolStatus {
+                members: row.get(0),
+                attempts: row.get(1),
+                reserved_source_rows: row.get(2),
+                reserved_source_bytes: row.get(3),
+                unresolved: row.get(4),
+                measured_source_rows: row.get(5),
+                measured_source_bytes: row.get(6),
+                measured_http_bytes: row.get(7),
+            })
+        })
+    }
+
+    async fn history(&self, grant: &GrantKey) -> Result<Option<RegistrationHistory>> {
+        let (id, phase) = (grant.grant_id.as_str().to_owned(), grant.phase);
+        read!(self, "read the registration", |c, t| async {
+            let Some(row) = c
+                .query_opt(
+                    &format!(
+                        "SELECT environment_id::text, trust_revision, grant_digest, \
+                         original_bytes, extract(epoch FROM registered_at_utc)::bigint, \
+                         extract(epoch FROM not_after_utc)::bigint, revocation_epoch \
+                         FROM {} WHERE grant_id = $1::text::uuid AND phase = $2",
+                        t.registration
+                    ),
+                    &[&id, &phase.as_str()],
+                )
+                .await?
+            else {
+                return Ok(None);
+            };
+            let env: String = row.get(0);
+            let Some(trust) = Self::trust_at(c, t, &env, Some(row.get(1))).await? else {
+                return refuse(
+                    StoreCode::StoredStateInvalid,
+                    "a registration's trust revision is missing",
+                );
+            };
+            Ok(Some(RegistrationHistory {
+                key: GrantKey {
+                    grant_id: stored(Uuid::parse("grant_id", &id))?,
+                    phase,
+                },
+                grant_digest: stored(Sha256Digest::parse("grant_digest", row.get(2)))?,
+                original_bytes: row.get(3),
+                trust,
+                registered_at_unix: row.get(4),
+                not_after_unix: row.get(5),
+                revocation_epoch: row.get(6),
+            }))
+        })
+    }
+}
