@@ -766,6 +766,14 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
             !stderr.contains(&dir.display().to_string()),
             "{name}: the report names a local path"
         );
+        // A denial of the scope component carries its decision evidence on stdout.
+        if code.starts_with("DPONE_SCOPE_") && got == *code {
+            let v = stdout_json(&out);
+            assert_eq!(v["result"], "refused", "{name}");
+            assert_eq!(v["decision"], "deny", "{name}");
+            assert_eq!(v["code"], *code, "{name}");
+            assert_eq!(v["evidence"]["component_sha256"], scope_pin(), "{name}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
