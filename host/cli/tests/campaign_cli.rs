@@ -613,6 +613,14 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
         "DPONE_ATTESTATION_SUBJECT_DIGEST_MISMATCH",
         1,
     ));
+    let mut not_a_grant = execution();
+    not_a_grant.grant = Some(c::canon(&not_a_grant.docs.composition));
+    rows.push((
+        "an attested document that is not a grant",
+        not_a_grant,
+        "DPONE_NP_SCHEMA_UNSUPPORTED",
+        3,
+    ));
     let mut unsigned = execution();
     unsigned.attested = false;
     rows.push((
