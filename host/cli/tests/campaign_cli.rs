@@ -100,7 +100,7 @@ impl Scenario {
         self
     }
 
-    fn run(&self) -> (Output, PathBuf) {
+    fn run(&self) -> (Output, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let grant = self.grant_bytes();
@@ -156,7 +156,7 @@ impl Scenario {
             .args(&args)
             .output()
             .expect("run dpone-host");
-        (out, dir.keep())
+        (out, dir)
     }
 }
 
@@ -771,7 +771,7 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
             ));
         }
         assert!(
-            !stderr.contains(&dir.display().to_string()),
+            !stderr.contains(&dir.path().display().to_string()),
             "{name}: the report names a local path"
         );
         // A denial of the scope component carries its decision evidence on stdout.
@@ -782,7 +782,6 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
             assert_eq!(v["code"], *code, "{name}");
             assert_eq!(v["evidence"]["component_sha256"], scope_pin(), "{name}");
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
