@@ -2,7 +2,10 @@
 //! test server is configured, so the live tests run (and fail if the server cannot be reached);
 //! without one they are reported as ignored with their SKIP reason, never as passed.
 //!
-//! Only build scripts use it (a `[build-dependencies]` entry); it has no dependencies.
+//! Only build scripts use it (a `[build-dependencies]` entry); it has no dependencies. It speaks to
+//! cargo the only way a build script can, on stdout.
+
+#![allow(clippy::print_stdout)]
 
 use std::path::Path;
 
