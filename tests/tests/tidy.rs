@@ -138,6 +138,90 @@ fn dependencies_point_one_way() {
     assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
 
+/// The test signer issues attestations from a made-up certificate authority: it must never be
+/// compiled into the product. Walks `dpone-host`'s resolved dependency graph along normal and
+/// build edges (dev-dependencies are not part of the binary) and refuses any path to it.
+#[test]
+fn the_product_binary_never_depends_on_the_test_signer() {
+    const TEST_ONLY: &str = "dpone-test-attest-signer";
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .current_dir(workspace())
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let name_of: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
+        .collect();
+    assert!(
+        name_of.values().any(|n| *n == TEST_ONLY),
+        "{TEST_ONLY} is a workspace package, so this check can see it"
+    );
+    let nodes: BTreeMap<&str, &Value> = meta["resolve"]["nodes"]
+        .as_array()
+        .expect("resolve graph")
+        .iter()
+        .filter_map(|n| Some((n["id"].as_str()?, n)))
+        .collect();
+    let host = name_of
+        .iter()
+        .find(|(_, name)| **name == "dpone-host")
+        .map(|(id, _)| *id)
+        .expect("dpone-host is a workspace package");
+    // Breadth-first over non-dev edges, remembering how each package was reached.
+    let mut reached_from: BTreeMap<&str, &str> = BTreeMap::from([(host, host)]);
+    let mut queue = std::collections::VecDeque::from([host]);
+    let mut dev_edges_seen = 0;
+    while let Some(id) = queue.pop_front() {
+        for dep in nodes[id]["deps"].as_array().into_iter().flatten() {
+            let kinds = dep["dep_kinds"].as_array().cloned().unwrap_or_default();
+            let linked = kinds
+                .iter()
+                .any(|k| k["kind"].is_null() || k["kind"] == "build");
+            let Some(dep_id) = dep["pkg"].as_str() else {
+                continue;
+            };
+            if !linked {
+                dev_edges_seen += 1;
+                continue;
+            }
+            if !reached_from.contains_key(dep_id) {
+                reached_from.insert(dep_id, id);
+                queue.push_back(dep_id);
+            }
+        }
+    }
+    assert!(dev_edges_seen > 0, "dev-dependency edges are told apart");
+    assert!(
+        reached_from.len() > 50,
+        "the walk covers the dependency graph"
+    );
+    if let Some((id, _)) = reached_from
+        .iter()
+        .find(|(id, _)| name_of.get(*id) == Some(&TEST_ONLY))
+    {
+        let mut path = vec![name_of[id]];
+        let mut at = *id;
+        while at != host {
+            at = reached_from[at];
+            path.push(name_of[at]);
+        }
+        path.reverse();
+        panic!(
+            "dpone-host depends on the test signer: {}",
+            path.join(" -> ")
+        );
+    }
+}
+
 fn rust_sources(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

@@ -8,8 +8,12 @@
 //! - `cargo xtask test`: `policies --check`, `hostile`, start the local PostgreSQL server the
 //!   database tests use (`.ci/start-postgres`) and the real-engine ClickHouse tier the live
 //!   ClickHouse tests use (`.ci/start-clickhouse`), then `cargo test --workspace`.
+//! - `cargo xtask attest --subject FILE --out BUNDLE --trusted-root-out ROOT [...]`: issue one
+//!   GitHub-style attestation offline with the test signer (see `attest.rs`).
 //!
 //! Built components land in `target/components/`.
+
+mod attest;
 
 use anyhow::{Context, Result, bail, ensure};
 use dpone_policy_build::{BuildEnv, BuildSpec, ComponentLock, build_components};
@@ -49,6 +53,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("policies") => policies(&root, args.iter().any(|a| a == "--check")),
         Some("hostile") => hostile(&root),
+        Some("attest") => attest::attest(&args[1..]),
         Some("demo") => {
             policies(&root, true)?;
             run(Command::new(&cargo)
@@ -97,7 +102,7 @@ fn main() -> Result<()> {
             run(&mut test)
         }
         _ => bail!(
-            "usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args]>"
+            "usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args] | attest ...>"
         ),
     }
 }

@@ -205,6 +205,7 @@ mod tests {
     fn raised_by_the_cli() -> BTreeMap<String, u8> {
         let sources = [
             include_str!("activation.rs"),
+            include_str!("campaign_cmd.rs"),
             include_str!("clickhouse_cmd.rs"),
             include_str!("clickhouse_cmd/resolve.rs"),
             include_str!("clickhouse_cmd/wiring.rs"),

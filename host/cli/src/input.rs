@@ -35,12 +35,14 @@ pub enum InputKind {
     SigstoreBundle,
     /// A PEM public key (`verify-bundle --key`).
     PublicKey,
+    /// A nonproduction authority document (`campaign verify`, `campaign inspect`).
+    NonproductionDocument,
 }
 
 impl InputKind {
     /// Every kind, in documentation order.
     #[cfg(test)]
-    pub const ALL: [InputKind; 11] = [
+    pub const ALL: [InputKind; 12] = [
         Self::Manifest,
         Self::ConnectionRegistry,
         Self::AuthorityDocument,
@@ -52,6 +54,7 @@ impl InputKind {
         Self::BundleArchive,
         Self::SigstoreBundle,
         Self::PublicKey,
+        Self::NonproductionDocument,
     ];
 
     /// How errors name the file.
@@ -68,6 +71,7 @@ impl InputKind {
             Self::BundleArchive => "bundle archive",
             Self::SigstoreBundle => "Sigstore bundle",
             Self::PublicKey => "public key",
+            Self::NonproductionDocument => "nonproduction document",
         }
     }
 
@@ -83,6 +87,9 @@ impl InputKind {
             Self::BundleArchive => dpone_trust::archive::MAX_ARCHIVE_BYTES,
             Self::SigstoreBundle => dpone_trust::sigstore::MAX_SIGSTORE_BUNDLE_BYTES as u64,
             Self::PublicKey => 16 * KIB,
+            Self::NonproductionDocument => {
+                dpone_engine_nonproduction::json::MAX_DOCUMENT_BYTES as u64
+            }
         }
     }
 }

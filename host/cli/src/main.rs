@@ -6,6 +6,7 @@
 //! 5 internal error; 75 not finished, retry the same invocation.
 
 mod activation;
+mod campaign_cmd;
 mod clickhouse_cmd;
 mod connections_cmd;
 mod demo;
@@ -76,6 +77,12 @@ enum Command {
     /// Verify a Sigstore bundle offline (Sigstore conformance client protocol); exit 0 only on
     /// success.
     VerifyBundle(trust_cmd::VerifyBundleArgs),
+    /// Nonproduction composition authority: verify a signed grant and decide its scope through
+    /// the pinned scope component (stateless), or inspect one document (no trust decision).
+    Campaign {
+        #[command(subcommand)]
+        command: campaign_cmd::CampaignCommand,
+    },
 }
 
 /// Reads the manifest, picks its route and runs the route's command.
@@ -127,6 +134,7 @@ fn main() -> ExitCode {
         }
         Command::Resolve(args) => clickhouse_cmd::resolve(&args),
         Command::Authority { command } => xmin_cmd::authority(command, &cli.source),
+        Command::Campaign { command } => campaign_cmd::run(command),
         Command::State {
             command: StateCommand::Show(args),
         } => route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status),

@@ -71,7 +71,7 @@ fn cases(scratch: &Path) -> Vec<(&'static str, Vec<String>)> {
         "0".repeat(64) // any pin: the component is refused before its digest is compared
     );
     let v = |args: &[&str]| args.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-    vec![
+    let mut cases = vec![
         ("check --manifest", v(&["check", "--manifest", "@"])),
         ("plan --manifest", v(&["plan", "--manifest", "@"])),
         ("run --manifest", v(&["run", "--manifest", "@"])),
@@ -229,20 +229,49 @@ fn cases(scratch: &Path) -> Vec<(&'static str, Vec<String>)> {
             "--trust-policy",
             v(&["--trust-policy", "@", "--bundle", "@", "demo"]),
         ),
-        (
-            "verify-bundle --bundle",
-            v(&[
-                "verify-bundle",
-                "--bundle",
-                "@",
-                "--key",
-                "@",
-                "--trusted-root",
-                "@",
-                "@",
-            ]),
-        ),
-    ]
+        ("campaign inspect", v(&["campaign", "inspect", "@"])),
+    ];
+    // `campaign verify` reads every file before parsing any, so one special file per option,
+    // with regular files for the others, reaches that option's read.
+    let regular = "fixtures/nonproduction/policy.json";
+    for (name, option) in [
+        ("campaign verify --policy", "--policy"),
+        ("campaign verify --document", "--document"),
+        ("campaign verify --attestation", "--attestation"),
+        ("campaign verify --trusted-root", "--trusted-root"),
+        ("campaign verify --composition", "--composition"),
+        ("campaign verify --request", "--request"),
+        ("campaign verify --release-set", "--release-set"),
+    ] {
+        let mut args = v(&["campaign", "verify", "--policy-digest", &pin, "--now", "0"]);
+        for flag in [
+            "--policy",
+            "--document",
+            "--attestation",
+            "--trusted-root",
+            "--composition",
+            "--request",
+            "--release-set",
+        ] {
+            args.push(flag.to_owned());
+            args.push(if flag == option { "@" } else { regular }.to_owned());
+        }
+        cases.push((name, args));
+    }
+    cases.extend([(
+        "verify-bundle --bundle",
+        v(&[
+            "verify-bundle",
+            "--bundle",
+            "@",
+            "--key",
+            "@",
+            "--trusted-root",
+            "@",
+            "@",
+        ]),
+    )]);
+    cases
 }
 
 fn run_all(bad: &Path, what: &str) {
@@ -339,6 +368,22 @@ fn a_file_over_its_ceiling_is_refused_before_parsing() {
     let args = vec![
         "check".to_owned(),
         "--manifest".to_owned(),
+        big.display().to_string(),
+    ];
+    let out = dpone_with_deadline(&args, Duration::from_secs(30)).expect("finishes");
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(code_of(&out), "DPONE_CLI_INPUT_TOO_LARGE");
+}
+
+#[test]
+fn a_nonproduction_document_over_its_ceiling_is_refused_before_parsing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("grant.json");
+    // One byte over the nonproduction document limit (256 KiB).
+    std::fs::write(&big, vec![b' '; (256 << 10) + 1]).expect("write");
+    let args = vec![
+        "campaign".to_owned(),
+        "inspect".to_owned(),
         big.display().to_string(),
     ];
     let out = dpone_with_deadline(&args, Duration::from_secs(30)).expect("finishes");

@@ -18,11 +18,18 @@
 //!    A bundle lacking what its instance requires is `DPONE_ATTESTATION_THRESHOLD_NOT_MET`.
 //!    Every timestamp present must verify in any case.
 //! 2. **Statement.** The DSSE payload must be an in-toto Statement v1 with the required
-//!    predicate type and a subject carrying the required digest (sha256 or sha512).
+//!    predicate type and a subject carrying the required digest (sha256 or sha512). It is read
+//!    with the crate's strict JSON reader ([`crate::json`]): a duplicate key at any depth, a
+//!    float, a negative or oversized integer, trailing data, or a top-level field other than
+//!    `_type`, `subject`, `predicateType`, `predicate` is refused
+//!    (`DPONE_ATTESTATION_STATEMENT_*`), so the statement this module checks is the one every
+//!    other reader of the payload sees.
 //! 3. **Identity** from the Fulcio certificate extensions `1.3.6.1.4.1.57264.1.x`, each compared
 //!    for equality: OIDC issuer (.8), build signer URI (.9) as a workflow (`owner/repo/path`)
 //!    followed by `@<ref>`, build signer digest (.10), source repository URI (.12), runner
-//!    environment `github-hosted` (.11) when required, and optionally the certificate SAN. The
+//!    environment `github-hosted` (.11) when required, and, each when the policy names it, the
+//!    exact runner environment (.11), ref (.14), repository id (.15), owner (.16) and owner id
+//!    (.17), and the certificate SAN. The
 //!    canonical signer identity reported in the evidence is
 //!    `https://github.com/{signer_workflow}@{signer_digest}`.
 //!
@@ -31,7 +38,8 @@
 
 use crate::Result;
 use crate::digest::Sha256Digest;
-use crate::error::{AttestationFault, SigstoreFault, TrustError, shown};
+use crate::error::{AttestationFault, Document, SigstoreFault, TrustError, shown};
+use crate::json::{self, Fields};
 use crate::sigstore::{self, Artifact, SigstoreOutcome};
 use crate::trusted_root::PinnedTrustedRoot;
 use serde_json::{Value, json};
@@ -55,6 +63,8 @@ pub const SLSA_PROVENANCE_V1: &str = "https://slsa.dev/provenance/v1";
 pub const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 /// The runner environment of GitHub-hosted runners (extension .11).
 pub const GITHUB_HOSTED: &str = "github-hosted";
+/// Largest accepted in-toto statement (the DSSE payload).
+pub const MAX_STATEMENT_BYTES: usize = 4 * 1024 * 1024;
 
 const ORGANIZATION_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
 
@@ -137,6 +147,16 @@ pub struct AttestationPolicy {
     pub source_repository: Option<String>,
     /// Require the runner environment (.11) to be `github-hosted`.
     pub require_github_hosted_runner: bool,
+    /// Exact runner environment (.11), e.g. `self-hosted`, if required.
+    pub runner_environment: Option<String>,
+    /// Source repository ref (.14), e.g. `refs/heads/main`, if required.
+    pub source_repository_ref: Option<String>,
+    /// Source repository numeric id (.15), if required.
+    pub source_repository_id: Option<String>,
+    /// Source repository owner (.16): an owner name or a full URL, if required.
+    pub source_repository_owner: Option<String>,
+    /// Source repository owner numeric id (.17), if required.
+    pub source_repository_owner_id: Option<String>,
     /// Predicate type of the statement, e.g. [`SLSA_PROVENANCE_V1`].
     pub predicate_type: String,
 }
@@ -158,6 +178,8 @@ pub struct AttestationOutcome {
     pub source_repository: Option<String>,
     /// Runner environment (.11).
     pub runner_environment: Option<String>,
+    /// Source repository ref (.14).
+    pub source_repository_ref: Option<String>,
     /// The statement's predicate type.
     pub predicate_type: String,
     /// The matched subject digest, `<alg>:<hex>`.
@@ -174,6 +196,7 @@ impl AttestationOutcome {
             "build_signer_digest": self.build_signer_digest,
             "source_repository": self.source_repository,
             "runner_environment": self.runner_environment,
+            "source_repository_ref": self.source_repository_ref,
             "predicate_type": self.predicate_type,
             "subject_digest": self.subject_digest,
             "sigstore": self.sigstore.to_json(),
@@ -319,6 +342,7 @@ pub fn verify(
         build_signer_digest: claims.build_signer_digest.clone(),
         source_repository: claims.source_repository_uri.clone(),
         runner_environment: claims.runner_environment.clone(),
+        source_repository_ref: claims.source_repository_ref.clone(),
         predicate_type,
         subject_digest: format!("{}:{}", subject.algorithm(), subject.hex()),
     })
@@ -417,6 +441,53 @@ pub fn check_claims(claims: &FulcioCiClaims, policy: &AttestationPolicy) -> Resu
             ),
         ));
     }
+    let owner_uri = policy.source_repository_owner.as_deref().map(github_url);
+    let exact = [
+        (
+            policy.runner_environment.as_deref(),
+            &claims.runner_environment,
+            AttestationFault::RunnerEnvironmentMismatch,
+            "runner environment",
+        ),
+        (
+            policy.source_repository_ref.as_deref(),
+            &claims.source_repository_ref,
+            AttestationFault::RefMismatch,
+            "source repository ref",
+        ),
+        (
+            policy.source_repository_id.as_deref(),
+            &claims.source_repository_identifier,
+            AttestationFault::RepositoryIdMismatch,
+            "source repository id",
+        ),
+        (
+            owner_uri.as_deref(),
+            &claims.source_repository_owner_uri,
+            AttestationFault::OwnerMismatch,
+            "source repository owner",
+        ),
+        (
+            policy.source_repository_owner_id.as_deref(),
+            &claims.source_repository_owner_identifier,
+            AttestationFault::OwnerIdMismatch,
+            "source repository owner id",
+        ),
+    ];
+    for (required, actual, mismatch, what) in exact {
+        if let Some(required) = required
+            && actual.as_deref() != Some(required)
+        {
+            return Err(fault(
+                mismatch,
+                format!(
+                    "{what} is {:?}, the policy requires {:?}",
+                    actual.as_deref().map(shown),
+                    shown(required)
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -438,8 +509,18 @@ fn check_statement(
             format!("payload type is {:?}", shown(&envelope.payload_type)),
         ));
     }
-    let statement: Value = serde_json::from_slice(envelope.payload.as_bytes())
-        .map_err(|err| fault(AttestationFault::StatementMalformed, err.to_string()))?;
+    let statement = json::parse_strict(
+        Document::Statement,
+        envelope.payload.as_bytes(),
+        MAX_STATEMENT_BYTES,
+        false,
+    )?;
+    Fields::new(
+        Document::Statement,
+        "$",
+        &statement,
+        &["_type", "subject", "predicateType", "predicate"],
+    )?;
     if statement.get("_type").and_then(Value::as_str) != Some(IN_TOTO_STATEMENT_V1) {
         return Err(fault(
             AttestationFault::StatementMalformed,

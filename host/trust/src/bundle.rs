@@ -7,17 +7,21 @@
 //!   signatures.json      see crate::signature (absent until signed)
 //!   admission.wasm  delete-mode.wasm  guard.wasm  scope.wasm     any non-empty subset
 //!   tables/<stem>.json   decision tables
+//!   attestations/        GitHub attestations of the manifest and their trusted roots,
+//!                        see crate::bundle_attestation (optional)
 //! ```
 //!
 //! Reading ([`BundleFiles::read_dir`]) admits only those names, only regular files (no
 //! symlinks), each under the size limit of its role, at most [`MAX_BUNDLE_FILES`] files and
 //! [`MAX_BUNDLE_BYTES`] bytes. [`verify`] then checks, in this order, and refuses at the first
 //! failure with its own code: the manifest parses under every rule; the signatures satisfy the
-//! trust policy; every listed file is present with the declared size and sha256; no file is
-//! present that the manifest does not list. Only a [`VerifiedBundle`] hands out component
+//! trust policy (ed25519 signatures and, under a v2 trust policy, attestations of the manifest,
+//! counted together); every listed file is present with the declared size and sha256; no file
+//! is present that the manifest does not list, except the signatures and attestation files. Only a [`VerifiedBundle`] hands out component
 //! bytes, and the pins it hands out are the digests of the verified manifest.
 
 use crate::Result;
+use crate::bundle_attestation::AttestedSigner;
 use crate::digest::Sha256Digest;
 use crate::error::{TrustError, shown};
 use crate::keys::{KeyId, SecretKey};
@@ -39,8 +43,16 @@ pub const SIGNATURES_FILE: &str = "signatures.json";
 /// The directory of decision tables.
 pub const TABLES_DIR: &str = "tables";
 
-/// Most files a bundle may hold: manifest, signatures, four components and the tables.
-pub const MAX_BUNDLE_FILES: usize = 2 + PolicyKind::ALL.len() + MAX_TABLES;
+/// The directory of attestation files.
+pub const ATTESTATIONS_DIR: &str = crate::bundle_attestation::ATTESTATIONS_DIR;
+
+/// Most files a bundle may hold: manifest, signatures, four components, the tables, the
+/// attestations and their trusted roots.
+pub const MAX_BUNDLE_FILES: usize = 2
+    + PolicyKind::ALL.len()
+    + MAX_TABLES
+    + crate::bundle_attestation::MAX_ATTESTATION_FILES
+    + crate::bundle_attestation::MAX_TRUSTED_ROOT_FILES;
 
 /// Most bytes a bundle may hold in total.
 pub const MAX_BUNDLE_BYTES: u64 = 64 * 1024 * 1024;
@@ -78,6 +90,24 @@ impl BundleFiles {
         if !self.files.contains_key(name) && self.files.len() >= MAX_BUNDLE_FILES {
             return Err(TrustError::BundleTooLarge {
                 detail: format!("more than {MAX_BUNDLE_FILES} files"),
+            });
+        }
+        let role_limit = match role {
+            FileRole::Attestation => Some(crate::bundle_attestation::MAX_ATTESTATION_FILES),
+            FileRole::TrustedRoot => Some(crate::bundle_attestation::MAX_TRUSTED_ROOT_FILES),
+            _ => None,
+        };
+        if let Some(limit) = role_limit
+            && !self.files.contains_key(name)
+            && self
+                .files
+                .keys()
+                .filter(|n| file_role(n) == Some(role))
+                .count()
+                >= limit
+        {
+            return Err(TrustError::BundleTooLarge {
+                detail: format!("more than {limit} files under {ATTESTATIONS_DIR}/ of one kind"),
             });
         }
         self.files.insert(name.to_owned(), bytes);
@@ -140,7 +170,40 @@ impl BundleFiles {
                         }
                     }
                 }
-                EntryKind::File if file_role(&name).is_some_and(|r| r != FileRole::Table) => {
+                EntryKind::Dir if name == ATTESTATIONS_DIR => {
+                    for (file, kind) in sorted_entries(
+                        &dir.join(ATTESTATIONS_DIR),
+                        "read the attestations directory",
+                    )? {
+                        let rel = format!("{ATTESTATIONS_DIR}/{file}");
+                        match kind {
+                            EntryKind::File
+                                if matches!(
+                                    file_role(&rel),
+                                    Some(FileRole::Attestation | FileRole::TrustedRoot)
+                                ) =>
+                            {
+                                let bytes =
+                                    read_limited(&dir.join(ATTESTATIONS_DIR).join(&file), &rel)?;
+                                files.insert(&rel, bytes)?;
+                            }
+                            EntryKind::File | EntryKind::Dir => {
+                                return Err(TrustError::FileUnexpected { name: shown(&rel) });
+                            }
+                            EntryKind::Other => {
+                                return Err(TrustError::FileNotRegular { name: shown(&rel) });
+                            }
+                        }
+                    }
+                }
+                EntryKind::File
+                    if file_role(&name).is_some_and(|r| {
+                        !matches!(
+                            r,
+                            FileRole::Table | FileRole::Attestation | FileRole::TrustedRoot
+                        )
+                    }) =>
+                {
                     let bytes = read_limited(&dir.join(&name), &name)?;
                     files.insert(&name, bytes)?;
                 }
@@ -160,6 +223,14 @@ impl BundleFiles {
         if self.files.keys().any(|name| name.starts_with("tables/")) {
             std::fs::create_dir(dir.join(TABLES_DIR))
                 .map_err(|err| TrustError::io("create the tables directory", err))?;
+        }
+        if self
+            .files
+            .keys()
+            .any(|name| name.starts_with("attestations/"))
+        {
+            std::fs::create_dir(dir.join(ATTESTATIONS_DIR))
+                .map_err(|err| TrustError::io("create the attestations directory", err))?;
         }
         for (name, bytes) in &self.files {
             write_new(&dir.join(name), bytes)?;
@@ -400,6 +471,10 @@ pub struct BundleEvidence {
     pub signers: Vec<KeyId>,
     /// Signers not in the trust policy, ignored.
     pub ignored_signers: Vec<KeyId>,
+    /// Attestation identities of the trust policy whose attestation of the manifest verified.
+    pub attested_by: Vec<AttestedSigner>,
+    /// Attestation files naming no identity of the trust policy, ignored.
+    pub ignored_attestations: Vec<String>,
     /// The pins: each component kind with its verified digest.
     pub components: Vec<(PolicyKind, Sha256Digest)>,
 }
@@ -415,6 +490,8 @@ impl BundleEvidence {
             "threshold": self.threshold,
             "signers": self.signers.iter().map(KeyId::as_str).collect::<Vec<_>>(),
             "ignored_signers": self.ignored_signers.iter().map(KeyId::as_str).collect::<Vec<_>>(),
+            "attestations": self.attested_by.iter().map(AttestedSigner::to_json).collect::<Vec<_>>(),
+            "ignored_attestations": self.ignored_attestations,
             "components": self.components.iter().map(|(kind, digest)| json!({
                 "kind": kind.as_str(), "sha256": digest.to_hex(),
             })).collect::<Vec<_>>(),
@@ -503,7 +580,7 @@ pub fn verify(files: &BundleFiles, policy: &TrustPolicy) -> Result<VerifiedBundl
         .get(SIGNATURES_FILE)
         .map(SignatureFile::parse)
         .transpose()?;
-    let signers = policy.evaluate(&manifest_sha256, signatures.as_ref())?;
+    let signers = policy.evaluate_bundle(&manifest_sha256, signatures.as_ref(), files)?;
     check_contents(&manifest, files)?;
     let evidence = BundleEvidence {
         name: manifest.name.clone(),
@@ -514,6 +591,8 @@ pub fn verify(files: &BundleFiles, policy: &TrustPolicy) -> Result<VerifiedBundl
         threshold: signers.threshold,
         signers: signers.signers,
         ignored_signers: signers.ignored,
+        attested_by: signers.attested_by,
+        ignored_attestations: signers.ignored_attestations,
         components: manifest
             .policies
             .iter()
@@ -522,6 +601,19 @@ pub fn verify(files: &BundleFiles, policy: &TrustPolicy) -> Result<VerifiedBundl
     };
     let mut kept = files.clone();
     kept.remove(SIGNATURES_FILE);
+    let attestation_names: Vec<String> = files
+        .iter()
+        .filter(|(name, _)| {
+            matches!(
+                file_role(name),
+                Some(FileRole::Attestation | FileRole::TrustedRoot)
+            )
+        })
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    for name in attestation_names {
+        kept.remove(&name);
+    }
     Ok(VerifiedBundle {
         manifest,
         files: kept,
@@ -593,7 +685,13 @@ fn check_contents(manifest: &Manifest, files: &BundleFiles) -> Result<()> {
     }
     let listed: Vec<&str> = manifest.listed_files().map(|(name, _, _)| name).collect();
     if let Some((extra, _)) = files.iter().find(|(name, _)| {
-        *name != MANIFEST_FILE && *name != SIGNATURES_FILE && !listed.contains(name)
+        *name != MANIFEST_FILE
+            && *name != SIGNATURES_FILE
+            && !matches!(
+                file_role(name),
+                Some(FileRole::Attestation | FileRole::TrustedRoot)
+            )
+            && !listed.contains(name)
     }) {
         return Err(TrustError::FileUnexpected { name: shown(extra) });
     }

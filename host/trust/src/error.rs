@@ -27,6 +27,8 @@ pub enum Document {
     Signatures,
     /// A trust policy file.
     TrustPolicy,
+    /// The in-toto statement inside an attestation's DSSE envelope.
+    Statement,
 }
 
 impl fmt::Display for Document {
@@ -35,6 +37,7 @@ impl fmt::Display for Document {
             Self::Manifest => "manifest",
             Self::Signatures => "signatures file",
             Self::TrustPolicy => "trust policy",
+            Self::Statement => "attestation statement",
         })
     }
 }
@@ -201,6 +204,14 @@ pub enum AttestationFault {
     RepositoryMismatch,
     /// The runner environment (extension .11) is not `github-hosted` where that is required.
     RunnerEnvironmentMismatch,
+    /// The source repository ref (extension .14) is not the required ref.
+    RefMismatch,
+    /// The source repository's numeric id (extension .15) is not the required one.
+    RepositoryIdMismatch,
+    /// The source repository owner URI (extension .16) is not the required owner.
+    OwnerMismatch,
+    /// The source repository owner's numeric id (extension .17) is not the required one.
+    OwnerIdMismatch,
 }
 
 impl AttestationFault {
@@ -220,6 +231,33 @@ impl AttestationFault {
             Self::IssuerMismatch => "DPONE_ATTESTATION_ISSUER_MISMATCH",
             Self::RepositoryMismatch => "DPONE_ATTESTATION_REPOSITORY_MISMATCH",
             Self::RunnerEnvironmentMismatch => "DPONE_ATTESTATION_RUNNER_ENVIRONMENT_MISMATCH",
+            Self::RefMismatch => "DPONE_ATTESTATION_REF_MISMATCH",
+            Self::RepositoryIdMismatch => "DPONE_ATTESTATION_REPOSITORY_ID_MISMATCH",
+            Self::OwnerMismatch => "DPONE_ATTESTATION_OWNER_MISMATCH",
+            Self::OwnerIdMismatch => "DPONE_ATTESTATION_OWNER_ID_MISMATCH",
+        }
+    }
+}
+
+/// Why the nonproduction authority's closed signature adapter refused, beyond the attestation
+/// checks it reuses (see [`crate::nonproduction_signature`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NpSignatureFault {
+    /// A pin is missing or malformed (empty repository, a signer digest that is not 40 hex, ...).
+    PinsInvalid,
+    /// The bundle's verification material is a public key (a cosign key bundle), not a
+    /// certificate: key possession does not authenticate the issuer and identity labels.
+    PublicKeyBundle,
+    /// The bundle verified but names no composite signer identity equal to the pins.
+    SignerIdentityMismatch,
+}
+
+impl NpSignatureFault {
+    fn code(self) -> &'static str {
+        match self {
+            Self::PinsInvalid => "DPONE_NP_SIGNATURE_PINS_INVALID",
+            Self::PublicKeyBundle => "DPONE_NP_SIGNATURE_PUBLIC_KEY_BUNDLE",
+            Self::SignerIdentityMismatch => "DPONE_NP_SIGNATURE_SIGNER_IDENTITY_MISMATCH",
         }
     }
 }
@@ -422,6 +460,14 @@ pub enum TrustError {
         /// Details.
         detail: String,
     },
+    /// The nonproduction authority's signature adapter refused.
+    #[error("nonproduction signature refused: {detail}")]
+    NpSignature {
+        /// Why, as a category.
+        fault: NpSignatureFault,
+        /// Details.
+        detail: String,
+    },
     /// The bundle's signed validity window has ended.
     #[error("the bundle expired at {expires_at} (unix seconds); the clock reads {now}")]
     BundleExpired {
@@ -517,7 +563,8 @@ impl TrustError {
             Self::Document { doc, fault, .. } => document_codes!(*doc, *fault,
                 Manifest => "DPONE_BUNDLE_MANIFEST",
                 Signatures => "DPONE_BUNDLE_SIGNATURES",
-                TrustPolicy => "DPONE_TRUST_POLICY"),
+                TrustPolicy => "DPONE_TRUST_POLICY",
+                Statement => "DPONE_ATTESTATION_STATEMENT"),
             Self::WitVersionUnsupported { .. } => "DPONE_BUNDLE_WIT_VERSION_UNSUPPORTED",
             Self::PathInvalid { .. } => "DPONE_BUNDLE_PATH_INVALID",
             Self::FileMissing { .. } => "DPONE_BUNDLE_FILE_MISSING",
@@ -546,6 +593,7 @@ impl TrustError {
             Self::TrustedRootInvalid { .. } => "DPONE_TRUST_ROOT_INVALID",
             Self::Sigstore { fault, .. } => fault.code(),
             Self::Attestation { fault, .. } => fault.code(),
+            Self::NpSignature { fault, .. } => fault.code(),
             Self::BundleExpired { .. } => "DPONE_BUNDLE_EXPIRED",
             Self::BundleNotYetValid { .. } => "DPONE_BUNDLE_NOT_YET_VALID",
             Self::BundleRollback { .. } => "DPONE_BUNDLE_ROLLBACK",
@@ -576,6 +624,10 @@ impl TrustError {
             | Self::Io { .. } => ErrorClass::BadInput,
             Self::Attestation {
                 fault: AttestationFault::PolicyInvalid | AttestationFault::NoBundle,
+                ..
+            } => ErrorClass::BadInput,
+            Self::NpSignature {
+                fault: NpSignatureFault::PinsInvalid,
                 ..
             } => ErrorClass::BadInput,
             Self::Sigstore { fault, .. } => fault.class(),
@@ -632,6 +684,7 @@ mod tests {
             Document::Manifest,
             Document::Signatures,
             Document::TrustPolicy,
+            Document::Statement,
         ] {
             for fault in faults {
                 let code = TrustError::doc(doc, fault, "x").code();

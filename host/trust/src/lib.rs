@@ -9,9 +9,13 @@
 //!   every file against the manifest and yields a [`bundle::VerifiedBundle`] whose pins come
 //!   from the verified manifest.
 //! - [`keys`], [`signature`], [`policy`]: ed25519 keys, signatures over the manifest digest, and
-//!   the trust policy (accepted keys, threshold k of n, pinned Sigstore trusted roots).
+//!   the trust policy (accepted keys and attestation identities, threshold k of n, pinned
+//!   Sigstore trusted roots); [`bundle_attestation`]: GitHub attestations of a bundle's manifest
+//!   counted as signers.
 //! - [`trusted_root`], [`sigstore`], [`attestation`]: Sigstore bundles and GitHub Artifact
 //!   Attestations verified against a trusted root read from a file and pinned by its sha256.
+//! - [`nonproduction_signature`]: the nonproduction authority's signature adapter, closed to
+//!   GitHub Artifact Attestations with every signer pin required.
 //!
 //! Every failure is a [`TrustError`] with a stable machine code ([`TrustError::code`]).
 //! Verification never fails open: there is no code path that accepts a bundle without a
@@ -23,12 +27,14 @@
 pub mod archive;
 pub mod attestation;
 pub mod bundle;
+pub mod bundle_attestation;
 pub mod digest;
 pub mod error;
 pub mod freshness;
 pub mod json;
 pub mod keys;
 pub mod manifest;
+pub mod nonproduction_signature;
 pub mod policy;
 pub mod signature;
 pub mod sigstore;

@@ -448,6 +448,10 @@ pub enum FileRole {
     Component(PolicyKind),
     /// `tables/<stem>.json`.
     Table,
+    /// `attestations/<stem>.sigstore.json`: a GitHub attestation of the manifest.
+    Attestation,
+    /// `attestations/<sha256>.trusted_root.json`: a Sigstore trusted root named by its digest.
+    TrustedRoot,
 }
 
 impl FileRole {
@@ -458,14 +462,17 @@ impl FileRole {
             Self::Signatures => crate::signature::MAX_SIGNATURES_BYTES as u64,
             Self::Component(_) => MAX_COMPONENT_BYTES,
             Self::Table => MAX_TABLE_BYTES,
+            Self::Attestation => crate::bundle_attestation::MAX_ATTESTATION_BYTES,
+            Self::TrustedRoot => crate::trusted_root::MAX_TRUSTED_ROOT_BYTES,
         }
     }
 }
 
 /// Classifies a bundle-relative file name; `None` if it is not a permitted name. Permitted are
-/// exactly `manifest.json`, `signatures.json`, `<kind>.wasm` and `tables/<stem>.json` with
-/// `<stem>` matching [`is_name`]. Everything else (absolute paths, `..`, backslashes, other
-/// directories, hidden files) is not.
+/// exactly `manifest.json`, `signatures.json`, `<kind>.wasm`, `tables/<stem>.json` and
+/// `attestations/<stem>.sigstore.json` with `<stem>` matching [`is_name`], and
+/// `attestations/<64 lowercase hex>.trusted_root.json`. Everything else (absolute paths, `..`,
+/// backslashes, other directories, hidden files) is not.
 pub fn file_role(name: &str) -> Option<FileRole> {
     match name {
         "manifest.json" => return Some(FileRole::Manifest),
@@ -474,6 +481,13 @@ pub fn file_role(name: &str) -> Option<FileRole> {
     }
     if let Some(kind) = PolicyKind::ALL.into_iter().find(|k| k.file_name() == name) {
         return Some(FileRole::Component(kind));
+    }
+    if let Some(rest) = name.strip_prefix("attestations/") {
+        if let Some(digest) = rest.strip_suffix(crate::bundle_attestation::TRUSTED_ROOT_SUFFIX) {
+            return Sha256Digest::parse_hex(digest).map(|_| FileRole::TrustedRoot);
+        }
+        let stem = rest.strip_suffix(crate::bundle_attestation::ATTESTATION_SUFFIX)?;
+        return is_name(stem).then_some(FileRole::Attestation);
     }
     let stem = name.strip_prefix("tables/")?.strip_suffix(".json")?;
     is_name(stem).then_some(FileRole::Table)
@@ -498,7 +512,19 @@ mod tests {
             Some(FileRole::Component(PolicyKind::Guard))
         );
         assert_eq!(file_role("tables/guard-basic.json"), Some(FileRole::Table));
+        assert_eq!(
+            file_role("attestations/ci.sigstore.json"),
+            Some(FileRole::Attestation)
+        );
+        let root = format!("attestations/{}.trusted_root.json", "ab".repeat(32));
+        assert_eq!(file_role(&root), Some(FileRole::TrustedRoot));
         for bad in [
+            "attestations/ci.json",
+            "attestations/x.trusted_root.json",
+            "attestations/../ci.sigstore.json",
+            "attestations/a/ci.sigstore.json",
+            "attestations/.sigstore.json",
+            "attestations/CI.sigstore.json",
             "../guard.wasm",
             "/guard.wasm",
             "tables/../guard.wasm",

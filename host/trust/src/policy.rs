@@ -15,10 +15,35 @@
 //! }
 //! ```
 //!
+//! Version 2 (`dpone.trust-policy.v2`) may also list GitHub Artifact Attestation identities
+//! beside the keys; the threshold counts both (see [`crate::bundle_attestation`]):
+//!
+//! ```json
+//! {
+//!   "schema": "dpone.trust-policy.v2",
+//!   "bundle_signers": {
+//!     "threshold": 2,
+//!     "keys": [{"key_id": "sha256:...", "public_key": "..."}],
+//!     "attestations": [{
+//!       "issuer": "https://token.actions.githubusercontent.com",
+//!       "signer_workflow": "acme/policies/.github/workflows/release.yml",
+//!       "signer_digest": "<40 hex>",
+//!       "repository": "acme/policies", "repository_id": "763287532", "owner_id": "44036562",
+//!       "ref": "refs/heads/main", "runner_environment": "github-hosted",
+//!       "trusted_root_sha256": "<64 hex>"
+//!     }]
+//!   }
+//! }
+//! ```
+//!
+//! A v1 file reads exactly as before (and a policy without attestation identities is written as
+//! v1, so its digest does not change); `attestations` in a v1 file is an unknown field.
+//!
 //! The file is strict JSON (unknown fields, duplicate keys, floats and oversized files are
 //! refused) but, being written by people, need not be canonical. A policy always names at
-//! least one key and a threshold `1 <= k <= n`: there is no policy that accepts unsigned
-//! bundles. Each key id must be the sha256 of its key, and a key may be listed once.
+//! least one signer (key or attestation identity) and a threshold `1 <= k <= n`: there is no
+//! policy that accepts unsigned bundles. Each key id must be the sha256 of its key, and a key or
+//! a signer identity may be listed once.
 //!
 //! Threshold rules ([`TrustPolicy::evaluate`]):
 //! - only signatures by listed keys count, each key at most once however often it signed;
@@ -30,6 +55,10 @@
 //!   is `DPONE_BUNDLE_THRESHOLD_NOT_MET`.
 
 use crate::Result;
+use crate::bundle::BundleFiles;
+use crate::bundle_attestation::{
+    self, AttestationEvidence, AttestationIdentity, AttestedSigner, IDENTITY_FIELDS, MAX_IDENTITIES,
+};
 use crate::digest::Sha256Digest;
 use crate::error::{Document, TrustError, shown};
 use crate::json::{self, Fields};
@@ -38,8 +67,10 @@ use crate::signature::{self, SignatureFile};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The trust policy schema this version reads.
+/// The trust policy schema of policies with keys only (read and written as before).
 pub const TRUST_POLICY_SCHEMA: &str = "dpone.trust-policy.v1";
+/// The trust policy schema that may also list attestation identities.
+pub const TRUST_POLICY_SCHEMA_V2: &str = "dpone.trust-policy.v2";
 
 /// Largest accepted trust policy file.
 pub const MAX_TRUST_POLICY_BYTES: usize = 64 * 1024;
@@ -52,6 +83,7 @@ pub const MAX_KEYS: usize = 64;
 pub struct TrustPolicy {
     threshold: usize,
     keys: BTreeMap<KeyId, PublicKey>,
+    attestations: Vec<AttestationIdentity>,
     trusted_roots: Vec<Sha256Digest>,
     sha256: Sha256Digest,
 }
@@ -63,6 +95,10 @@ pub struct SignerEvidence {
     pub signers: Vec<KeyId>,
     /// Distinct unlisted keys whose signatures were ignored.
     pub ignored: Vec<KeyId>,
+    /// Listed attestation identities whose attestation of the manifest verified.
+    pub attested_by: Vec<AttestedSigner>,
+    /// Attestation files that name no listed identity (ignored).
+    pub ignored_attestations: Vec<String>,
     /// The threshold applied.
     pub threshold: usize,
 }
@@ -78,10 +114,21 @@ impl TrustPolicy {
             &value,
             &["schema", "bundle_signers", "sigstore_trusted_roots"],
         )?;
-        json::expect_schema(&top, TRUST_POLICY_SCHEMA)?;
-        let signers = top.object("bundle_signers", &["threshold", "keys"])?;
+        let v2 = top.str("schema")? == TRUST_POLICY_SCHEMA_V2;
+        if !v2 {
+            json::expect_schema(&top, TRUST_POLICY_SCHEMA)?;
+        }
+        let signers = if v2 {
+            top.object("bundle_signers", &["threshold", "keys", "attestations"])?
+        } else {
+            top.object("bundle_signers", &["threshold", "keys"])?
+        };
         let threshold = signers.u64("threshold")?;
-        let raw_keys = signers.array("keys")?;
+        let raw_keys = if v2 {
+            signers.array_or_empty("keys")?
+        } else {
+            signers.array("keys")?
+        };
         if raw_keys.len() > MAX_KEYS {
             return Err(signers.invalid("keys", format!("at most {MAX_KEYS} keys")));
         }
@@ -105,6 +152,21 @@ impl TrustPolicy {
             }
             keys.push(key);
         }
+        let mut attestations = Vec::new();
+        if v2 {
+            let raw = signers.array_or_empty("attestations")?;
+            if raw.len() > MAX_IDENTITIES {
+                return Err(signers.invalid(
+                    "attestations",
+                    format!("at most {MAX_IDENTITIES} attestation identities"),
+                ));
+            }
+            for (i, item) in raw.iter().enumerate() {
+                let path = format!("$.bundle_signers.attestations[{i}]");
+                let fields = Fields::new(Document::TrustPolicy, &path, item, IDENTITY_FIELDS)?;
+                attestations.push(AttestationIdentity::parse(&fields)?);
+            }
+        }
         let mut trusted_roots = Vec::new();
         for (i, item) in top
             .array_or_empty("sigstore_trusted_roots")?
@@ -119,7 +181,13 @@ impl TrustPolicy {
             trusted_roots.push(digest);
         }
         let threshold = usize::try_from(threshold).unwrap_or(usize::MAX);
-        Self::build(keys, threshold, trusted_roots, Sha256Digest::of(bytes))
+        Self::build(
+            keys,
+            attestations,
+            threshold,
+            trusted_roots,
+            Sha256Digest::of(bytes),
+        )
     }
 
     /// A policy built in code; its digest is that of [`TrustPolicy::to_json_bytes`].
@@ -128,13 +196,34 @@ impl TrustPolicy {
         threshold: usize,
         trusted_roots: Vec<Sha256Digest>,
     ) -> Result<Self> {
-        let mut policy = Self::build(keys, threshold, trusted_roots, Sha256Digest::of(b""))?;
+        Self::with_attestations(keys, Vec::new(), threshold, trusted_roots)
+    }
+
+    /// A policy built in code that may list attestation identities (written as v2 when it
+    /// does); its digest is that of [`TrustPolicy::to_json_bytes`].
+    pub fn with_attestations(
+        keys: Vec<PublicKey>,
+        attestations: Vec<AttestationIdentity>,
+        threshold: usize,
+        trusted_roots: Vec<Sha256Digest>,
+    ) -> Result<Self> {
+        for identity in &attestations {
+            identity.validate()?;
+        }
+        let mut policy = Self::build(
+            keys,
+            attestations,
+            threshold,
+            trusted_roots,
+            Sha256Digest::of(b""),
+        )?;
         policy.sha256 = Sha256Digest::of(&policy.to_json_bytes()?);
         Ok(policy)
     }
 
     fn build(
         keys: Vec<PublicKey>,
+        attestations: Vec<AttestationIdentity>,
         threshold: usize,
         trusted_roots: Vec<Sha256Digest>,
         sha256: Sha256Digest,
@@ -147,22 +236,36 @@ impl TrustPolicy {
                 });
             }
         }
-        if map.is_empty() {
+        let mut identities = BTreeSet::new();
+        for identity in &attestations {
+            if !identities.insert(identity.signer_identity()) {
+                return Err(TrustError::TrustPolicyDuplicateKey {
+                    key_id: shown(&identity.signer_identity()),
+                });
+            }
+        }
+        if attestations.len() > MAX_IDENTITIES {
+            return Err(TrustError::TrustPolicyInvalid {
+                detail: format!("more than {MAX_IDENTITIES} attestation identities"),
+            });
+        }
+        let n = map.len() + attestations.len();
+        if n == 0 {
             return Err(TrustError::TrustPolicyInvalid {
                 detail: "it names no bundle signer key".into(),
             });
         }
-        if threshold == 0 || threshold > map.len() {
+        if threshold == 0 || threshold > n {
             return Err(TrustError::TrustPolicyInvalid {
                 detail: format!(
-                    "threshold {threshold} is outside 1..={} (the number of keys)",
-                    map.len()
+                    "threshold {threshold} is outside 1..={n} (the number of keys and attestation identities)"
                 ),
             });
         }
         Ok(Self {
             threshold,
             keys: map,
+            attestations,
             trusted_roots,
             sha256,
         })
@@ -180,10 +283,26 @@ impl TrustPolicy {
             .iter()
             .map(|d| json!({"sha256": d.to_hex()}))
             .collect();
-        let mut value = json!({
-            "schema": TRUST_POLICY_SCHEMA,
-            "bundle_signers": {"threshold": self.threshold, "keys": keys},
-        });
+        let mut value = if self.attestations.is_empty() {
+            json!({
+                "schema": TRUST_POLICY_SCHEMA,
+                "bundle_signers": {"threshold": self.threshold, "keys": keys},
+            })
+        } else {
+            let identities: Vec<Value> = self
+                .attestations
+                .iter()
+                .map(AttestationIdentity::to_json)
+                .collect();
+            json!({
+                "schema": TRUST_POLICY_SCHEMA_V2,
+                "bundle_signers": {
+                    "threshold": self.threshold,
+                    "keys": keys,
+                    "attestations": identities,
+                },
+            })
+        };
         if !roots.is_empty()
             && let Some(map) = value.as_object_mut()
         {
@@ -207,6 +326,11 @@ impl TrustPolicy {
         self.keys.get(id)
     }
 
+    /// Accepted attestation identities.
+    pub fn attestation_identities(&self) -> &[AttestationIdentity] {
+        &self.attestations
+    }
+
     /// Pinned sha256 digests of Sigstore trusted root files.
     pub fn trusted_root_pins(&self) -> &[Sha256Digest] {
         &self.trusted_roots
@@ -217,24 +341,51 @@ impl TrustPolicy {
         &self.sha256
     }
 
-    /// Applies the threshold rules to the signatures over a manifest with `manifest_sha256`.
+    /// Applies the threshold rules to the ed25519 signatures over a manifest with
+    /// `manifest_sha256` (no attestation counts).
     pub fn evaluate(
         &self,
         manifest_sha256: &Sha256Digest,
         signatures: Option<&SignatureFile>,
     ) -> Result<SignerEvidence> {
-        let Some(file) = signatures else {
+        self.tally(manifest_sha256, signatures, None)
+    }
+
+    /// Applies the threshold rules to a bundle: its ed25519 signatures and, when the policy
+    /// lists attestation identities, its attestation files, counted together. Under a policy
+    /// without identities attestation files are ignored (reported, never counted).
+    pub fn evaluate_bundle(
+        &self,
+        manifest_sha256: &Sha256Digest,
+        signatures: Option<&SignatureFile>,
+        files: &BundleFiles,
+    ) -> Result<SignerEvidence> {
+        self.tally(manifest_sha256, signatures, Some(files))
+    }
+
+    fn tally(
+        &self,
+        manifest_sha256: &Sha256Digest,
+        signatures: Option<&SignatureFile>,
+        files: Option<&BundleFiles>,
+    ) -> Result<SignerEvidence> {
+        let attestation_files =
+            files.map_or(0, |f| bundle_attestation::attestation_files(f).count());
+        let unsigned = signatures.is_none_or(|file| file.signatures.is_empty());
+        if signatures.is_none() && attestation_files == 0 {
             return Err(TrustError::Unsigned {
                 threshold: self.threshold,
             });
-        };
-        if &file.manifest_sha256 != manifest_sha256 {
+        }
+        if let Some(file) = signatures
+            && &file.manifest_sha256 != manifest_sha256
+        {
             return Err(TrustError::SignaturesManifestMismatch {
                 declared: file.manifest_sha256.to_hex(),
                 actual: manifest_sha256.to_hex(),
             });
         }
-        if file.signatures.is_empty() {
+        if unsigned && attestation_files == 0 {
             return Err(TrustError::Unsigned {
                 threshold: self.threshold,
             });
@@ -242,7 +393,7 @@ impl TrustPolicy {
         let message = signature::signing_message(manifest_sha256);
         let mut signers = BTreeSet::new();
         let mut ignored = BTreeSet::new();
-        for entry in &file.signatures {
+        for entry in signatures.iter().flat_map(|file| &file.signatures) {
             match self.keys.get(&entry.key_id) {
                 None => {
                     ignored.insert(entry.key_id.clone());
@@ -257,20 +408,36 @@ impl TrustPolicy {
                 }
             }
         }
-        if signers.len() >= self.threshold {
+        let attested = match files {
+            None => AttestationEvidence::default(),
+            Some(files) if self.attestations.is_empty() => AttestationEvidence {
+                ignored: bundle_attestation::attestation_files(files)
+                    .map(|(name, _)| name.to_owned())
+                    .collect(),
+                present: attestation_files,
+                signers: Vec::new(),
+            },
+            Some(files) => {
+                bundle_attestation::evaluate(&self.attestations, manifest_sha256, files)?
+            }
+        };
+        let valid = signers.len() + attested.signers.len();
+        if valid >= self.threshold {
             return Ok(SignerEvidence {
                 signers: signers.into_iter().collect(),
                 ignored: ignored.into_iter().collect(),
+                attested_by: attested.signers,
+                ignored_attestations: attested.ignored,
                 threshold: self.threshold,
             });
         }
-        if signers.is_empty() {
+        if valid == 0 {
             return Err(TrustError::UntrustedSigner {
-                ignored: ignored.len(),
+                ignored: ignored.len() + attested.ignored.len(),
             });
         }
         Err(TrustError::ThresholdNotMet {
-            valid: signers.len(),
+            valid,
             threshold: self.threshold,
         })
     }

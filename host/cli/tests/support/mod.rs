@@ -1,0 +1,2 @@
+//! Helpers shared by the CLI tests (and the campaign verify benchmark).
+pub mod campaign;
