@@ -1,0 +1,221 @@
+//! The mapping from verified nonproduction documents (`dpone-engine-nonproduction`) to the plain
+//! values of the control store's port (`dpone-adapter-np-control-store::port`).
+//!
+//! It lives in the cli because the cli is the only crate that sees both: the engine stays pure
+//! and does not know the adapter, the adapter does not parse signed documents (see
+//! `docs/architecture.md`). When the store's port moves into the engine, this file moves with it.
+//!
+//! Every value goes through the port's validating constructors, so a mapping that could store
+//! something malformed refuses with `DPONE_NP_STORE_INVALID_INPUT` before anything is written.
+
+use dpone_adapter_np_control_store as store;
+use dpone_engine_nonproduction::authority::PhaseSubjects;
+use dpone_engine_nonproduction::common;
+use dpone_engine_nonproduction::{Authority, AuthorityPolicy, Composition, Document};
+use store::{StoreCode, StoreError};
+
+fn int(field: &str, v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| {
+        StoreError::new(
+            StoreCode::InvalidInput,
+            format!("{field}: out of the store's range"),
+        )
+    })
+}
+
+/// The document's limits as the store's.
+pub fn limits(l: &common::Limits) -> Result<store::Limits, StoreError> {
+    Ok(store::Limits {
+        workloads: i64::from(l.max_workloads),
+        attempts: i64::from(l.max_attempts),
+        source_rows: int("max_source_rows", l.max_source_rows)?,
+        source_bytes: int("max_source_bytes", l.max_source_bytes)?,
+        attempt_seconds: i64::from(l.max_attempt_seconds),
+    })
+}
+
+/// The exact route in the contract's dimension order: source engine, source participant,
+/// target engine, target participant, mode, workload kind.
+pub fn route(r: &common::Route) -> Result<store::Route, StoreError> {
+    store::Route::new([
+        r.source_engine.as_str(),
+        r.source_participant.as_str(),
+        r.target_engine.as_str(),
+        r.target_participant.as_str(),
+        r.mode.as_str(),
+        r.workload_kind.as_str(),
+    ])
+}
+
+/// The environment the policy enrolls (the trust revisions' key).
+pub fn environment(policy: &AuthorityPolicy) -> Result<store::Uuid, StoreError> {
+    store::Uuid::parse("environment_id", policy.enrollment.environment_id.as_str())
+}
+
+/// A trust revision to record: the pinned policy's canonical bytes, the trusted-root digest it
+/// pins, the revocation epoch (at least the policy's floor; checked by the caller), its
+/// ceilings and validity ceiling.
+pub fn policy_record(
+    policy: &AuthorityPolicy,
+    revocation_epoch: u64,
+) -> Result<store::PolicyRecord, StoreError> {
+    let record = store::PolicyRecord {
+        environment: environment(policy)?,
+        policy_bytes: policy.canonical_bytes(),
+        root_digest: store::Sha256Digest::parse(
+            "trusted_root_digest",
+            policy.signer.trusted_root_digest.as_str(),
+        )?,
+        revocation_epoch: int("revocation_epoch", revocation_epoch)?,
+        limits: limits(&policy.ceilings)?,
+        max_validity_seconds: int("max_validity_seconds", policy.max_validity_seconds)?,
+    };
+    record.validate()?;
+    Ok(record)
+}
+
+/// The grant's registration key.
+pub fn grant_key(grant: &Authority) -> Result<store::GrantKey, StoreError> {
+    Ok(store::GrantKey {
+        grant_id: store::Uuid::parse("grant_id", grant.grant_id.as_str())?,
+        phase: match grant.phase_subjects {
+            PhaseSubjects::Qualification(_) => store::Phase::Qualification,
+            PhaseSubjects::Execution(_) => store::Phase::Execution,
+        },
+    })
+}
+
+/// The pool a grant charges: environment/campaign/phase, plus the exact route for a
+/// qualification grant's rows and bytes.
+pub fn pool_key(grant: &Authority) -> Result<store::PoolKey, StoreError> {
+    let key = grant_key(grant)?;
+    let route = match &grant.phase_subjects {
+        PhaseSubjects::Qualification(_) => Some(route(single_route(grant)?)?),
+        PhaseSubjects::Execution(_) => None,
+    };
+    Ok(store::PoolKey {
+        environment: store::Uuid::parse("environment_id", grant.environment_id.as_str())?,
+        campaign: store::Uuid::parse("campaign_id", grant.campaign_id.as_str())?,
+        phase: key.phase,
+        route,
+    })
+}
+
+fn single_route(grant: &Authority) -> Result<&common::Route, StoreError> {
+    match grant.routes.as_slice() {
+        [one] => Ok(one),
+        _ => Err(StoreError::new(
+            StoreCode::InvalidInput,
+            "routes: a qualification grant names exactly one route",
+        )),
+    }
+}
+
+/// The immutable registration of a verified grant: its exact original bytes and the typed facts
+/// read from it. The workload membership with each workload's lower signed ceilings comes from
+/// the composition the grant was verified with: for execution the grant's exact membership; for
+/// qualification the composition's workloads on the grant's one route.
+pub fn registration(
+    grant: &Authority,
+    original_bytes: &[u8],
+    composition: &Composition,
+) -> Result<store::GrantRegistration, StoreError> {
+    let (subject, ids): (store::PhaseSubject, Vec<&str>) = match &grant.phase_subjects {
+        PhaseSubjects::Qualification(q) => {
+            let r = single_route(grant)?;
+            (
+                store::PhaseSubject::Qualification {
+                    run_id: store::Uuid::parse("run_id", q.run_id.as_str())?,
+                    route: route(r)?,
+                },
+                composition
+                    .workloads
+                    .iter()
+                    .filter(|w| &w.route == r)
+                    .map(|w| w.workload_id.as_str())
+                    .collect(),
+            )
+        }
+        PhaseSubjects::Execution(e) => (
+            store::PhaseSubject::Execution {
+                activation_id: store::Uuid::parse("activation_id", e.activation_id.as_str())?,
+            },
+            e.membership
+                .iter()
+                .map(|m| m.workload_id.as_str())
+                .collect(),
+        ),
+    };
+    let mut workloads = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Some(w) = composition.workload(id) else {
+            return Err(StoreError::new(
+                StoreCode::InvalidInput,
+                "membership: a member is not in the composition",
+            ));
+        };
+        workloads.push(store::WorkloadLimits {
+            workload: store::WorkloadId::new(id)?,
+            limits: limits(&w.limits)?,
+        });
+    }
+    let registration = store::GrantRegistration {
+        grant_id: store::Uuid::parse("grant_id", grant.grant_id.as_str())?,
+        environment: store::Uuid::parse("environment_id", grant.environment_id.as_str())?,
+        campaign: store::Uuid::parse("campaign_id", grant.campaign_id.as_str())?,
+        original_bytes: original_bytes.to_vec(),
+        revocation_epoch: int("revocation_epoch", grant.revocation_epoch)?,
+        not_before_unix: int("validity.not_before", grant.validity.not_before)?,
+        not_after_unix: int("validity.not_after", grant.validity.not_after)?,
+        limits: limits(&grant.limits)?,
+        subject,
+        workloads,
+    };
+    registration.validate()?;
+    Ok(registration)
+}
+
+/// The scoped activation request as the activation coordinator records it.
+pub fn activation_request(
+    request: &dpone_engine_nonproduction::ActivationRequest,
+) -> Result<store::ActivationRequest, StoreError> {
+    let r = store::ActivationRequest {
+        activation_id: store::Uuid::parse("activation_id", request.activation_id.as_str())?,
+        grant_digest: store::Sha256Digest::parse(
+            "execution_grant_digest",
+            request.execution_grant_digest.as_str(),
+        )?,
+        request_bytes: request.canonical_bytes(),
+    };
+    r.validate()?;
+    Ok(r)
+}
+
+/// The pool as the scope component sees it. The store charges every reservation its complete
+/// bound forever (a settlement never lowers a charge), so every reserved row and byte counts as
+/// used; attempts split into settled (used) and unresolved (reserved); membership was charged
+/// at registration.
+pub fn pool_usage(
+    grant: &Authority,
+    status: &store::PoolStatus,
+) -> dpone_policy_model::scope::PoolUsage {
+    use dpone_policy_model::scope::{Phase, PoolUsage};
+    let u32_of = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+    let u64_of = |v: i64| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
+    PoolUsage {
+        environment_id: grant.environment_id.as_str().to_owned(),
+        campaign_id: grant.campaign_id.as_str().to_owned(),
+        phase: match grant.phase_subjects {
+            PhaseSubjects::Qualification(_) => Phase::Qualification,
+            PhaseSubjects::Execution(_) => Phase::Execution,
+        },
+        workloads: u32_of(status.members),
+        attempts: u32_of(status.attempts - status.unresolved),
+        source_rows: u64_of(status.reserved_source_rows),
+        source_bytes: u64_of(status.reserved_source_bytes),
+        reserved_workloads: 0,
+        reserved_attempts: u32_of(status.unresolved),
+        reserved_source_rows: 0,
+        reserved_source_bytes: 0,
+    }
+}
