@@ -33,7 +33,7 @@ pub mod mapping;
 use crate::campaign_cmd::pipeline::{self, Refusal};
 use crate::campaign_cmd::{failure, now};
 use crate::exit::{BAD_INPUT, Failure, INTERNAL, REFUSED, RETRY, print_json};
-use crate::input::{InputKind, read};
+use crate::input::{InputKind, check_regular, read};
 use crate::shipped;
 use clap::{Args, Subcommand, ValueEnum};
 use dpone_adapter_np_control_store::{
@@ -299,11 +299,13 @@ fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
         )
     })?;
     let root_cert = match &args.store_sslrootcert {
-        Some(p) => Some(p.to_str().map(str::to_owned).ok_or_else(|| {
-            Failure::bad_input(
-                "DPONE_CLI_ARGUMENT",
-                "--store-sslrootcert is not a UTF-8 path",
-            )
+        Some(p) => Some(check_regular(p, "store CA bundle").and_then(|()| {
+            p.to_str().map(str::to_owned).ok_or_else(|| {
+                Failure::bad_input(
+                    "DPONE_CLI_ARGUMENT",
+                    "--store-sslrootcert is not a UTF-8 path",
+                )
+            })
         })?),
         None => None,
     };

@@ -781,3 +781,71 @@ fn connection_options_refuse_without_echoing_the_url() {
     );
     assert!(invalid.stdout.is_empty());
 }
+
+#[test]
+fn special_files_are_refused_before_the_store_is_touched() {
+    let bin = env!("CARGO_BIN_EXE_dpone-host");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("ca-fifo.pem");
+    let status = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(status.success());
+    let fifo = fifo.display().to_string();
+    let started = std::time::Instant::now();
+    // The store's CA bundle (opened by the driver by path) is checked first, never blocking.
+    let ca = Command::new(bin)
+        .env(
+            "DPONE_TEST_NP_STORE_URL_FOR_CLI",
+            "postgres://nobody@127.0.0.1:1/none",
+        )
+        .args([
+            "campaign",
+            "settle",
+            "--reservation",
+            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "--source-rows",
+            "1",
+            "--source-bytes",
+            "1",
+            "--outcome",
+            "failed",
+            "--store-url-env",
+            "DPONE_TEST_NP_STORE_URL_FOR_CLI",
+            "--store-sslrootcert",
+            &fifo,
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&ca.stderr);
+    assert_eq!(ca.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("DPONE_CLI_INPUT_NOT_REGULAR_FILE"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ca-fifo"), "the path leaked: {stderr}");
+    // `policy register --policy` reads through the bounded reader before connecting.
+    let policy = Command::new(bin)
+        .env_remove("DPONE_NP_STORE_URL")
+        .args([
+            "campaign",
+            "policy",
+            "register",
+            "--policy",
+            &fifo,
+            "--policy-digest",
+            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "--trusted-root",
+            "/dev/zero",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&policy.stderr);
+    assert_eq!(policy.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("DPONE_CLI_INPUT_NOT_REGULAR_FILE"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "a FIFO blocked"
+    );
+}
