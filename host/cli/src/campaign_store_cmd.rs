@@ -150,10 +150,6 @@ pub struct GrantArgs {
     /// The scoped native release set the execution grant names (checked when given).
     #[arg(long)]
     release_set: Option<PathBuf>,
-    /// The clock for reopen: RFC 3339 or Unix seconds (default: the system clock). The store
-    /// checks validity against the database clock in any case.
-    #[arg(long)]
-    now: Option<String>,
     /// Directory of the shipped components (still checked against the embedded pins).
     #[arg(long)]
     components_dir: Option<PathBuf>,
@@ -453,7 +449,9 @@ struct Prepared {
 }
 
 fn prepare(args: &GrantArgs) -> Result<Prepared, Failure> {
-    let now = now(args.now.as_deref())?;
+    // A protected command reads the system clock; it takes no caller-supplied time (the store
+    // checks the grant's window against the database clock as well).
+    let now = now(None)?;
     let Some(attestation_path) = &args.attestation else {
         return Err(Failure::refused(
             "DPONE_CLI_CAMPAIGN_ATTESTATION_REQUIRED",
