@@ -194,6 +194,21 @@ fn cases(dir: &Path, value: &str, yaml_value: &str) -> Vec<Case> {
             keeps: &[],
         },
         Case {
+            name: "nonproduction document",
+            file: "grant.json",
+            content: std::fs::read_to_string(
+                root().join("fixtures/nonproduction/authority-execution.json"),
+            )
+            .expect("fixture")
+            .replace(
+                "\"grant_id\":\"f1c8e5a3-7d2b-4e96-8a3f-2b9d4c6e0a17\"",
+                &format!("\"grant_id\":\"{value}\""),
+            ),
+            args: s(&["campaign", "inspect", &path("grant.json")]),
+            code: "",
+            keeps: &[],
+        },
+        Case {
             name: "trusted root",
             file: "root.json",
             content: format!("{{\"mediaType\": [\"{value}\"]}}"),

@@ -491,6 +491,27 @@ pub fn check_claims(claims: &FulcioCiClaims, policy: &AttestationPolicy) -> Resu
     Ok(())
 }
 
+/// Reads a DSSE payload as an in-toto Statement v1, strictly: the crate's strict JSON reader
+/// (duplicate keys, floats, negative or oversized integers, trailing data refused), only the
+/// top-level fields `_type`, `subject`, `predicateType`, `predicate`, and `_type` equal to
+/// [`IN_TOTO_STATEMENT_V1`].
+pub fn parse_statement(payload: &[u8]) -> Result<Value> {
+    let statement = json::parse_strict(Document::Statement, payload, MAX_STATEMENT_BYTES, false)?;
+    Fields::new(
+        Document::Statement,
+        "$",
+        &statement,
+        &["_type", "subject", "predicateType", "predicate"],
+    )?;
+    if statement.get("_type").and_then(Value::as_str) != Some(IN_TOTO_STATEMENT_V1) {
+        return Err(fault(
+            AttestationFault::StatementMalformed,
+            "not an in-toto Statement v1",
+        ));
+    }
+    Ok(statement)
+}
+
 /// Checks the DSSE payload is a Statement v1 with the predicate type and subject required.
 fn check_statement(
     bundle: &Bundle,
@@ -509,24 +530,7 @@ fn check_statement(
             format!("payload type is {:?}", shown(&envelope.payload_type)),
         ));
     }
-    let statement = json::parse_strict(
-        Document::Statement,
-        envelope.payload.as_bytes(),
-        MAX_STATEMENT_BYTES,
-        false,
-    )?;
-    Fields::new(
-        Document::Statement,
-        "$",
-        &statement,
-        &["_type", "subject", "predicateType", "predicate"],
-    )?;
-    if statement.get("_type").and_then(Value::as_str) != Some(IN_TOTO_STATEMENT_V1) {
-        return Err(fault(
-            AttestationFault::StatementMalformed,
-            "not an in-toto Statement v1",
-        ));
-    }
+    let statement = parse_statement(envelope.payload.as_bytes())?;
     let predicate_type = statement
         .get("predicateType")
         .and_then(Value::as_str)

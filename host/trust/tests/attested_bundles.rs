@@ -652,3 +652,19 @@ fn a_real_attestation_of_another_artifact_never_signs_a_bundle() {
     // Under a policy that does not list it, it is ignored and cannot sign.
     assert_eq!(code(&files, &ci_policy()), "DPONE_BUNDLE_SIGNER_UNTRUSTED");
 }
+
+#[test]
+fn a_malformed_attestation_file_refuses_under_a_v2_policy_only() {
+    let mut files = attested_by(&ci());
+    files
+        .insert("attestations/broken.sigstore.json", b"{".to_vec())
+        .expect("insert");
+    assert_eq!(
+        code(&files, &ci_policy()),
+        "DPONE_SIGSTORE_BUNDLE_MALFORMED"
+    );
+    // A v1 policy never reads attestation files: the key signature decides.
+    let v1 = policy(&[1], Vec::new(), 1);
+    bundle::sign(&mut files, &key(1)).expect("sign");
+    assert_eq!(code(&files, &v1), "OK");
+}

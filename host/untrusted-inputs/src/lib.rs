@@ -199,6 +199,12 @@ fn sigstore_bundle(bytes: &[u8]) {
     }
 }
 
+fn attestation_statement(bytes: &[u8]) {
+    if let Err(e) = dpone_trust::attestation::parse_statement(bytes) {
+        assert_safe_error("attestation_statement", &e.to_string());
+    }
+}
+
 fn trusted_root(bytes: &[u8]) {
     if let Err(e) = dpone_trust::trusted_root::PinnedTrustedRoot::unpinned(bytes) {
         assert_safe_error("trusted_root", &e.to_string());
@@ -407,6 +413,12 @@ pub const TARGETS: &[Target] = &[
         name: "sigstore_bundle",
         fixtures: &["host/fuzz/corpus/sigstore_bundle"],
         run: sigstore_bundle,
+        expensive: false,
+    },
+    Target {
+        name: "attestation_statement",
+        fixtures: &["host/fuzz/corpus/attestation_statement"],
+        run: attestation_statement,
         expensive: false,
     },
     Target {

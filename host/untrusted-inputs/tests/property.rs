@@ -94,6 +94,7 @@ property!(
     public_key,
     secret_key,
     sigstore_bundle,
+    attestation_statement,
     trusted_root,
     component_inspect,
     component_load,

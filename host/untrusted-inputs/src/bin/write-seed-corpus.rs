@@ -6,6 +6,7 @@
 //! `cargo run -p dpone-untrusted-inputs --bin write-seed-corpus` (from anywhere).
 
 use dpone_trust::bundle::{self, BundleBuilder};
+use dpone_trust::bundle_attestation::AttestationIdentity;
 use dpone_trust::keys::SecretKey;
 use dpone_trust::manifest::{PolicyKind, ResourceBudget};
 use dpone_trust::policy::TrustPolicy;
@@ -17,6 +18,9 @@ fn write(target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join(name), bytes)
 }
+
+/// An in-toto Statement v1 of the `actions/attest-build-provenance` shape.
+const PROVENANCE_STATEMENT: &str = r#"{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"manifest.json","digest":{"sha256":"ae57936def59bc4c75edd3a837d89bcefc6d3a5e31d55a6fa7a71624f92c3c3b"}}],"predicateType":"https://slsa.dev/provenance/v1","predicate":{"buildDefinition":{"buildType":"https://actions.github.io/buildtypes/workflow/v1","externalParameters":{"workflow":{"ref":"refs/heads/main","repository":"https://github.com/acme/policies","path":".github/workflows/release.yml"}},"internalParameters":{"github":{"event_name":"push","repository_id":"763287532","repository_owner_id":"44036562","runner_environment":"github-hosted"}},"resolvedDependencies":[{"uri":"git+https://github.com/acme/policies@refs/heads/main","digest":{"gitCommit":"a6c23b9806c593664f68637c8f9d45dfcf98b2db"}}]},"runDetails":{"builder":{"id":"https://github.com/acme/policies/.github/workflows/release.yml@refs/heads/main"},"metadata":{"invocationId":"https://github.com/acme/policies/actions/runs/1/attempts/1"}}}}"#;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = workspace_root();
@@ -45,8 +49,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "public-key-framing.pem",
         public.to_pem()?.as_bytes(),
     )?;
-    let policy = TrustPolicy::new(vec![public], 1, Vec::new())?;
+    let policy = TrustPolicy::new(vec![public.clone()], 1, Vec::new())?;
     write("trust_policy", "one-key.json", &policy.to_json_bytes()?)?;
+    let identity = AttestationIdentity {
+        issuer: "https://token.actions.githubusercontent.com".into(),
+        signer_workflow: "acme/policies/.github/workflows/release.yml".into(),
+        signer_digest: "a6c23b9806c593664f68637c8f9d45dfcf98b2db".into(),
+        repository: "acme/policies".into(),
+        repository_id: "763287532".into(),
+        owner_id: "44036562".into(),
+        git_ref: "refs/heads/main".into(),
+        runner_environment: "github-hosted".into(),
+        trusted_root_sha256: dpone_trust::Sha256Digest::of(b"trusted root"),
+    };
+    let v2 = TrustPolicy::with_attestations(vec![public], vec![identity], 2, Vec::new())?;
+    write(
+        "trust_policy",
+        "key-and-attestation.json",
+        &v2.to_json_bytes()?,
+    )?;
+    write(
+        "attestation_statement",
+        "provenance.json",
+        PROVENANCE_STATEMENT.as_bytes(),
+    )?;
     let component = wat::parse_str("(component)")?;
     let table = std::fs::read(root.join("fixtures/decision-tables/guard.json"))?;
     let budget = ResourceBudget {
