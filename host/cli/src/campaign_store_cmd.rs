@@ -21,7 +21,8 @@
 //!   its evidence.
 //! - `settle` records measured usage; it never frees a reservation.
 //! - `status` reads a registration as recorded (under its original trust revision, after expiry
-//!   and revocation too), its pool and the reservations asked for by id.
+//!   and revocation too), its pool with every reservation of the pool (settled or unresolved),
+//!   and the reservations asked for by id (`--reservation`, e.g. after a lost acknowledgement).
 //!
 //! The connection URL is read from the environment variable `--store-url-env` names and never
 //! printed; errors carry a stable code (`DPONE_NP_STORE_*` with the exit status of
@@ -826,14 +827,39 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     let current = rt
         .block_on(store.current_trust(&history.trust.environment))
         .map_err(store_failure)?;
-    let mut reservations = Vec::with_capacity(ids.len());
+    let mut probed = Vec::with_capacity(ids.len());
     for id in &ids {
         let found = rt.block_on(store.probe(id)).map_err(store_failure)?;
-        reservations.push(match found {
+        probed.push(match found {
             Some(r) => reservation_json(&r),
             None => json!({"reservation_id": id.as_str(), "found": false}),
         });
     }
+    let listed = rt
+        .block_on(store.reservations(&pool_key, store::MAX_LISTED_RESERVATIONS))
+        .map_err(store_failure)?;
+    let reservations: Vec<Value> = listed
+        .iter()
+        .map(|l| {
+            let mut v = reservation_json(&l.reservation);
+            v["reserved_at_unix"] = json!(l.reserved_at_unix);
+            v["state"] = json!(if l.settlement.is_some() {
+                "settled"
+            } else {
+                "unresolved"
+            });
+            v["settlement"] = match &l.settlement {
+                Some(s) => json!({
+                    "measured_source_rows": s.measured_source_rows,
+                    "measured_source_bytes": s.measured_source_bytes,
+                    "measured_http_bytes": s.measured_http_bytes,
+                    "outcome": s.outcome.as_str(),
+                }),
+                None => Value::Null,
+            };
+            v
+        })
+        .collect();
     let revoked = current
         .as_ref()
         .is_some_and(|t| history.revocation_epoch < t.revocation_epoch);
@@ -859,6 +885,7 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         },
         "pool": pool_json(&pool_key, &pool),
         "reservations": reservations,
+        "probed": probed,
     }))
 }
 
