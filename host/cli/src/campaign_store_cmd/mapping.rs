@@ -219,3 +219,121 @@ pub fn pool_usage(
         reserved_source_bytes: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: &[u8] = include_bytes!("../../../../fixtures/nonproduction/policy.json");
+    const EXECUTION: &[u8] =
+        include_bytes!("../../../../fixtures/nonproduction/authority-execution.json");
+    const QUALIFICATION: &[u8] =
+        include_bytes!("../../../../fixtures/nonproduction/authority-qualification.json");
+    const COMPOSITION: &[u8] =
+        include_bytes!("../../../../fixtures/nonproduction/composition.json");
+
+    fn trimmed(b: &[u8]) -> &[u8] {
+        b.strip_suffix(b"\n").unwrap_or(b)
+    }
+
+    fn doc<T: Document>(b: &[u8]) -> T {
+        T::parse(trimmed(b)).expect("frozen fixture parses")
+    }
+
+    #[test]
+    fn an_execution_grant_registers_its_exact_membership_with_the_compositions_ceilings() {
+        // Tier: unit (pure).
+        let grant: Authority = doc(EXECUTION);
+        let composition: Composition = doc(COMPOSITION);
+        let r = registration(&grant, trimmed(EXECUTION), &composition).expect("maps");
+        assert_eq!(r.original_bytes, trimmed(EXECUTION));
+        assert_eq!(r.key().phase, store::Phase::Execution);
+        assert_eq!(r.grant_id.as_str(), "f1c8e5a3-7d2b-4e96-8a3f-2b9d4c6e0a17");
+        assert_eq!(
+            r.subject,
+            store::PhaseSubject::Execution {
+                activation_id: store::Uuid::parse("a", "d6a3f8b2-5e1c-4b79-9c04-3a7e2d8f1b65")
+                    .expect("uuid"),
+            }
+        );
+        let ids: Vec<&str> = r.workloads.iter().map(|w| w.workload.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["dbt-orders-mart", "export-orders-mart", "pg-customers"]
+        );
+        let pg = &r.workloads[2].limits;
+        assert_eq!((pg.source_rows, pg.attempt_seconds), (20_000, 900));
+        assert_eq!(r.limits.attempts, 24);
+        assert_eq!(r.not_after_unix - r.not_before_unix, 86_400);
+        assert_eq!(pool_key(&grant).expect("pool").route, None);
+    }
+
+    #[test]
+    fn a_qualification_grant_registers_the_workloads_on_its_one_route_in_dimension_order() {
+        // Tier: unit (pure).
+        let grant: Authority = doc(QUALIFICATION);
+        let composition: Composition = doc(COMPOSITION);
+        let r = registration(&grant, trimmed(QUALIFICATION), &composition).expect("maps");
+        let ids: Vec<&str> = r.workloads.iter().map(|w| w.workload.as_str()).collect();
+        assert_eq!(ids, ["export-orders-mart"]);
+        let store::PhaseSubject::Qualification { run_id, route } = &r.subject else {
+            panic!("a qualification subject");
+        };
+        assert_eq!(run_id.as_str(), "7a1c4e93-2f5b-4d80-96e3-1b8c0d7f2a45");
+        assert_eq!(
+            route.dims(),
+            &[
+                "sqlserver",
+                "synth-mssql-read",
+                "clickhouse",
+                "synth-ch-write",
+                "full_refresh",
+                "generated_export"
+            ]
+            .map(str::to_owned)
+        );
+        assert_eq!(pool_key(&grant).expect("pool").route.as_ref(), Some(route));
+    }
+
+    #[test]
+    fn a_policy_record_carries_the_pinned_bytes_root_and_epoch() {
+        // Tier: unit (pure).
+        let policy: AuthorityPolicy = doc(POLICY);
+        let r = policy_record(&policy, 5).expect("maps");
+        assert_eq!(r.policy_bytes, trimmed(POLICY));
+        assert_eq!(r.revocation_epoch, 5);
+        assert_eq!(
+            r.root_digest.as_str(),
+            policy.signer.trusted_root_digest.as_str()
+        );
+        assert_eq!(r.limits, store::CEILINGS);
+        assert_eq!(r.max_validity_seconds, 86_400);
+        assert_eq!(
+            policy_record(&policy, u64::MAX).unwrap_err().code,
+            StoreCode::InvalidInput
+        );
+    }
+
+    #[test]
+    fn the_component_sees_every_reservation_charged_and_only_unresolved_attempts_reserved() {
+        // Tier: unit (pure).
+        let grant: Authority = doc(EXECUTION);
+        let status = store::PoolStatus {
+            members: 3,
+            attempts: 5,
+            reserved_source_rows: 700,
+            reserved_source_bytes: 9_000,
+            unresolved: 2,
+            measured_source_rows: 10,
+            measured_source_bytes: 20,
+            measured_http_bytes: 30,
+        };
+        let u = pool_usage(&grant, &status);
+        assert_eq!((u.workloads, u.reserved_workloads), (3, 0));
+        assert_eq!((u.attempts, u.reserved_attempts), (3, 2));
+        assert_eq!((u.source_rows, u.reserved_source_rows), (700, 0));
+        assert_eq!((u.source_bytes, u.reserved_source_bytes), (9_000, 0));
+        assert_eq!(u.phase, dpone_policy_model::scope::Phase::Execution);
+        assert_eq!(u.campaign_id, grant.campaign_id.as_str());
+    }
+}
