@@ -100,7 +100,7 @@ impl Scenario {
         self
     }
 
-    fn run(&self) -> (Output, PathBuf) {
+    fn run(&self) -> (Output, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let grant = self.grant_bytes();
@@ -156,7 +156,7 @@ impl Scenario {
             .args(&args)
             .output()
             .expect("run dpone-host");
-        (out, dir.keep())
+        (out, dir)
     }
 }
 
@@ -613,6 +613,14 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
         "DPONE_ATTESTATION_SUBJECT_DIGEST_MISMATCH",
         1,
     ));
+    let mut not_a_grant = execution();
+    not_a_grant.grant = Some(c::canon(&not_a_grant.docs.composition));
+    rows.push((
+        "an attested document that is not a grant",
+        not_a_grant,
+        "DPONE_NP_SCHEMA_UNSUPPORTED",
+        3,
+    ));
     let mut unsigned = execution();
     unsigned.attested = false;
     rows.push((
@@ -763,10 +771,17 @@ fn the_negative_matrix_refuses_each_row_with_its_own_code() {
             ));
         }
         assert!(
-            !stderr.contains(&dir.display().to_string()),
+            !stderr.contains(&dir.path().display().to_string()),
             "{name}: the report names a local path"
         );
-        let _ = std::fs::remove_dir_all(&dir);
+        // A denial of the scope component carries its decision evidence on stdout.
+        if code.starts_with("DPONE_SCOPE_") && got == *code {
+            let v = stdout_json(&out);
+            assert_eq!(v["result"], "refused", "{name}");
+            assert_eq!(v["decision"], "deny", "{name}");
+            assert_eq!(v["code"], *code, "{name}");
+            assert_eq!(v["evidence"]["component_sha256"], scope_pin(), "{name}");
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
