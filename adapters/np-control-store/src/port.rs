@@ -853,6 +853,21 @@ pub struct PoolStatus {
     pub measured_http_bytes: i64,
 }
 
+/// A reservation as listed with its pool: the reservation and, once recorded, its measured
+/// usage (which never frees it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedReservation {
+    /// The reservation (charged forever).
+    pub reservation: Reservation,
+    /// Reservation time (database clock, unix seconds).
+    pub reserved_at_unix: i64,
+    /// The settlement, if any; `None` is an unresolved (RUNNING) attempt.
+    pub settlement: Option<Settlement>,
+}
+
+/// Most reservations one listing returns (a pool holds at most 128 attempts).
+pub const MAX_LISTED_RESERVATIONS: u32 = 256;
+
 /// The pool a status is read for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolKey {
@@ -942,6 +957,14 @@ pub trait ControlStorePort {
 
     /// A pool's charges.
     fn pool_status(&self, pool: &PoolKey) -> impl Future<Output = Result<PoolStatus>> + Send;
+
+    /// The pool's reservations, oldest first, at most `limit`
+    /// ([`MAX_LISTED_RESERVATIONS`] at most), each with its settlement.
+    fn reservations(
+        &self,
+        pool: &PoolKey,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<ListedReservation>>> + Send;
 
     /// A registration as recorded, under its original trust revision.
     fn history(

@@ -146,6 +146,11 @@ impl Db<'_> {
         self.client.query_opt(&s, p).await
     }
 
+    async fn query(&self, sql: &str, p: Params<'_>) -> PgResult<Vec<Row>> {
+        let s = self.statement(sql).await?;
+        self.client.query(&s, p).await
+    }
+
     async fn execute(&self, sql: &str, p: Params<'_>) -> PgResult<u64> {
         let s = self.statement(sql).await?;
         self.client.execute(&s, p).await
@@ -1765,6 +1770,79 @@ impl ControlStorePort for PgControlStore {
                 measured_source_bytes: row.get(6),
                 measured_http_bytes: row.get(7),
             })
+        })
+    }
+
+    async fn reservations(&self, pool: &PoolKey, limit: u32) -> Result<Vec<ListedReservation>> {
+        let (env, campaign, phase) = (
+            pool.environment.as_str().to_owned(),
+            pool.campaign.as_str().to_owned(),
+            pool.phase.as_str(),
+        );
+        let route: Option<Vec<String>> = pool.route.as_ref().map(|r| r.dims().to_vec());
+        let limit = i64::from(limit.min(MAX_LISTED_RESERVATIONS));
+        read!(self, "list the pool's reservations", |c, t| async {
+            let sql = format!(
+                "SELECT r.reservation_id, r.grant_id::text, r.phase, r.grant_digest, \
+                 r.trust_revision, r.workload_id, r.attempt_id, r.reserved_source_rows, \
+                 r.reserved_source_bytes, r.reserved_seconds, \
+                 extract(epoch FROM r.reserved_at_utc)::bigint, s.measured_source_rows, \
+                 s.measured_source_bytes, s.measured_http_bytes, s.outcome \
+                 FROM {r} r LEFT JOIN {s} s USING (reservation_id) \
+                 WHERE r.environment_id = $1::text::uuid AND r.campaign_id = $2::text::uuid \
+                 AND r.phase = $3 AND r.route IS NOT DISTINCT FROM $4::text[] \
+                 ORDER BY r.reserved_at_utc, r.reservation_id LIMIT $5",
+                r = t.reservation,
+                s = t.settlement,
+            );
+            let rows = c
+                .query(&sql, &[&env, &campaign, &phase, &route, &limit])
+                .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                let id = stored(Sha256Digest::parse("reservation_id", row.get(0)))?;
+                let outcome: Option<&str> = row.get(14);
+                let settlement = match outcome {
+                    None => None,
+                    Some(o) => Some(Settlement {
+                        reservation_id: id.clone(),
+                        measured_source_rows: row.get(11),
+                        measured_source_bytes: row.get(12),
+                        measured_http_bytes: row.get(13),
+                        outcome: match o {
+                            "succeeded" => AttemptOutcome::Succeeded,
+                            "failed" => AttemptOutcome::Failed,
+                            "incomplete" => AttemptOutcome::Incomplete,
+                            _ => {
+                                return refuse(
+                                    StoreCode::StoredStateInvalid,
+                                    "stored outcome is not an outcome",
+                                );
+                            }
+                        },
+                    }),
+                };
+                out.push(ListedReservation {
+                    reservation: Reservation {
+                        reservation_id: id,
+                        grant: GrantKey {
+                            grant_id: stored(Uuid::parse("grant_id", row.get(1)))?,
+                            phase: phase_of(row.get(2))?,
+                        },
+                        grant_digest: stored(Sha256Digest::parse("grant_digest", row.get(3)))?,
+                        trust_revision: row.get(4),
+                        workload: stored(WorkloadId::new(row.get(5)))?,
+                        attempt: stored(AttemptId::new(row.get(6)))?,
+                        source_rows: row.get(7),
+                        source_bytes: row.get(8),
+                        attempt_seconds: row.get(9),
+                        resolved_by_probe: false,
+                    },
+                    reserved_at_unix: row.get(10),
+                    settlement,
+                });
+            }
+            Ok(out)
         })
     }
 

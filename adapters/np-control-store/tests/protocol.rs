@@ -1102,3 +1102,78 @@ async fn serialization_failures_retry_within_a_bound_and_then_refuse() {
     );
     e.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_pools_reservations_are_listed_across_replacement_grants_with_their_settlements() {
+    let e = Env::new().await;
+    let c = campaign(&e, CEILINGS).await;
+    let s = &c.store;
+    let first = execution_grant(
+        &c.env,
+        &c.campaign,
+        &uuid(3, 1),
+        &uuid(4, 1),
+        CEILINGS,
+        workloads(0..2, CEILINGS),
+    );
+    let replacement = execution_grant(
+        &c.env,
+        &c.campaign,
+        &uuid(3, 2),
+        &uuid(4, 2),
+        CEILINGS,
+        workloads(0..2, CEILINGS),
+    );
+    register_and_select(s, &c.auth, &first).await;
+    register_and_select(s, &c.auth, &replacement).await;
+    let a = s
+        .admit(&c.auth, &admission(&first, "w0", "a1", 10, 100))
+        .await
+        .expect("admitted");
+    let b = s
+        .admit(&c.auth, &admission(&replacement, "w1", "a1", 20, 200))
+        .await
+        .expect("admitted");
+    let settled = Settlement {
+        reservation_id: a.reservation_id.clone(),
+        measured_source_rows: 7,
+        measured_source_bytes: 70,
+        measured_http_bytes: 90,
+        outcome: AttemptOutcome::Succeeded,
+    };
+    s.settle(&settled).await.expect("settled");
+
+    let pool = execution_pool(&c.env, &c.campaign);
+    let listed = s
+        .reservations(&pool, MAX_LISTED_RESERVATIONS)
+        .await
+        .expect("listed");
+    assert_eq!(listed.len(), 2, "one pool across the replacement grant");
+    assert_eq!(listed[0].reservation, a, "oldest first, as issued");
+    assert_eq!(listed[0].settlement.as_ref(), Some(&settled));
+    assert_eq!(listed[1].reservation, b);
+    assert_eq!(listed[1].settlement, None, "unresolved");
+    assert!(listed[0].reserved_at_unix <= listed[1].reserved_at_unix);
+    assert_eq!(
+        s.reservations(&pool, 1).await.expect("listed").len(),
+        1,
+        "the limit holds"
+    );
+    // Another campaign's and another phase's pools are empty.
+    let other = execution_pool(&c.env, &uuid(2, 9));
+    assert!(s.reservations(&other, 10).await.expect("listed").is_empty());
+    let mut qualification = pool.clone();
+    qualification.phase = Phase::Qualification;
+    qualification.route = Some(Route::new(["a", "b", "c", "d", "e", "f"]).expect("route"));
+    assert!(
+        s.reservations(&qualification, 10)
+            .await
+            .expect("listed")
+            .is_empty()
+    );
+    e.drop_schema().await;
+}

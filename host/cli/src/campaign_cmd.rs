@@ -36,6 +36,18 @@ pub enum CampaignCommand {
     Verify(Box<VerifyArgs>),
     /// Print the canonical summary and digest of one nonproduction document (no trust decision).
     Inspect(InspectArgs),
+    /// Protected control store: record the pinned policy as a trust revision.
+    #[command(subcommand)]
+    Policy(crate::campaign_store_cmd::PolicyCommand),
+    /// Protected control store: verify and register a grant's immutable original.
+    #[command(subcommand)]
+    Grant(crate::campaign_store_cmd::GrantCommand),
+    /// Protected control store: reserve one attempt's complete bound (prints the reservation).
+    Admit(Box<crate::campaign_store_cmd::AdmitArgs>),
+    /// Protected control store: record an attempt's measured usage (never frees it).
+    Settle(crate::campaign_store_cmd::SettleArgs),
+    /// Protected control store: a registration's history, its pool and reservations.
+    Status(crate::campaign_store_cmd::StatusArgs),
 }
 
 /// `campaign verify` options.
@@ -97,10 +109,15 @@ pub fn run(command: CampaignCommand) -> Result<(), Failure> {
     match command {
         CampaignCommand::Verify(args) => verify(&args),
         CampaignCommand::Inspect(args) => inspect(&args),
+        CampaignCommand::Policy(c) => crate::campaign_store_cmd::run_policy(c),
+        CampaignCommand::Grant(c) => crate::campaign_store_cmd::run_grant(c),
+        CampaignCommand::Admit(args) => crate::campaign_store_cmd::admit(&args),
+        CampaignCommand::Settle(args) => crate::campaign_store_cmd::settle(&args),
+        CampaignCommand::Status(args) => crate::campaign_store_cmd::status(&args),
     }
 }
 
-fn failure(r: Refusal) -> Failure {
+pub(crate) fn failure(r: Refusal) -> Failure {
     match r.class {
         Class::BadInput => Failure::bad_input(&r.code, r.message),
         Class::Refused => Failure::refused(&r.code, r.message),
@@ -200,7 +217,7 @@ fn parse_now(text: &str) -> Option<u64> {
     u64::try_from(secs).ok()
 }
 
-fn now(arg: Option<&str>) -> Result<u64, Failure> {
+pub(crate) fn now(arg: Option<&str>) -> Result<u64, Failure> {
     match arg {
         Some(text) => parse_now(text).ok_or_else(|| {
             Failure::bad_input(

@@ -206,6 +206,7 @@ mod tests {
         let sources = [
             include_str!("activation.rs"),
             include_str!("campaign_cmd.rs"),
+            include_str!("campaign_store_cmd.rs"),
             include_str!("clickhouse_cmd.rs"),
             include_str!("clickhouse_cmd/resolve.rs"),
             include_str!("clickhouse_cmd/wiring.rs"),
@@ -251,6 +252,10 @@ mod tests {
         ] {
             raised.insert(code.to_owned(), BAD_INPUT);
         }
+        raised.insert(
+            crate::campaign_store_cmd::POLICY_NOT_CURRENT.to_owned(),
+            REFUSED,
+        );
         raised
     }
 

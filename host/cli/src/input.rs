@@ -139,6 +139,14 @@ pub fn open_artifact(path: &Path) -> Result<std::fs::File, Failure> {
     })
 }
 
+/// Checks, without reading it, that a file another crate opens by path (a pinned CA bundle
+/// handed to a driver) is a regular file: refused before use otherwise, never blocking.
+pub fn check_regular(path: &Path, label: &str) -> Result<(), Failure> {
+    open_regular(path)
+        .map(|_| ())
+        .map_err(|err| failure(label, &err))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

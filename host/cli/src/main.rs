@@ -7,6 +7,7 @@
 
 mod activation;
 mod campaign_cmd;
+mod campaign_store_cmd;
 mod clickhouse_cmd;
 mod connections_cmd;
 mod demo;

@@ -1,0 +1,941 @@
+//! `dpone-host campaign policy register | grant register | admit | settle | status`: the
+//! protected part of the nonproduction composition authority (spec 004, issue 12 §2 and §4) on
+//! the PostgreSQL control store (`dpone-adapter-np-control-store`).
+//!
+//! - `policy register` records the pinned policy (checked against `--policy-digest`, its
+//!   trusted root against the policy's pin) as an append-only trust revision with the current
+//!   revocation epoch. Recording the current record again returns the current revision;
+//!   restoring older bytes appends a new one.
+//! - `grant register` authenticates inside the store's revision bracket
+//!   (`ControlStorePort::authenticate`: the current trust revision is read before and after):
+//!   inside it the grant is verified exactly as `campaign verify` does (signature, reopen, scope
+//!   through the pinned component, [`crate::campaign_cmd::pipeline`]) against the stored policy
+//!   and its revocation epoch. Then the immutable original is registered in one SERIALIZABLE
+//!   transaction; a qualification grant consumes its one-time run, an execution grant has its
+//!   activation request selected by the activation coordinator. An identical registration
+//!   reopens as history (nothing charged, no executor permit); a consumed run refuses.
+//! - `admit` authenticates the same way, reads the pool from the store, decides the workload's
+//!   scope through the pinned component with that usage and the attempt's complete bound, then
+//!   reserves the bound in one SERIALIZABLE transaction that re-checks the revision, the exact
+//!   original bytes, the database clock, revocation and ownership. It prints the reservation and
+//!   its evidence.
+//! - `settle` records measured usage; it never frees a reservation.
+//! - `status` reads a registration as recorded (under its original trust revision, after expiry
+//!   and revocation too), its pool with every reservation of the pool (settled or unresolved),
+//!   and the reservations asked for by id (`--reservation`, e.g. after a lost acknowledgement).
+//!
+//! The connection URL is read from the environment variable `--store-url-env` names and never
+//! printed; errors carry a stable code (`DPONE_NP_STORE_*` with the exit status of
+//! `docs/cli.md`) and name no endpoint, credential, value or path. The mapping from documents to
+//! the port's values is [`mapping`].
+
+pub mod mapping;
+
+use crate::campaign_cmd::pipeline::{self, Refusal};
+use crate::campaign_cmd::{failure, now};
+use crate::exit::{BAD_INPUT, Failure, INTERNAL, REFUSED, RETRY, print_json};
+use crate::input::{InputKind, check_regular, read};
+use crate::shipped;
+use clap::{Args, Subcommand, ValueEnum};
+use dpone_adapter_np_control_store::{
+    self as store, AttemptOutcome, ControlStorePort, PgControlStore, Registered, Selected, Settled,
+    StoreCode, StoreEndpoint, StoreError,
+};
+use dpone_engine_nonproduction::authority::PhaseSubjects;
+use dpone_engine_nonproduction::facts::{self, ScopeTarget};
+use dpone_engine_nonproduction::{
+    ActivationRequest, Authority, AuthorityPolicy, Composition, Document,
+};
+use dpone_policy_model::scope::ScopeDecision;
+use dpone_policy_runtime::{LoadedPolicy, PolicyKind};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+/// The pinned policy is not the store's current trust revision (exit 1).
+pub const POLICY_NOT_CURRENT: &str = "DPONE_CLI_CAMPAIGN_POLICY_NOT_CURRENT";
+
+/// The default variable holding the control store's connection URL.
+pub const DEFAULT_URL_ENV: &str = "DPONE_NP_STORE_URL";
+
+/// `campaign policy` subcommands.
+#[derive(Subcommand)]
+pub enum PolicyCommand {
+    /// Record the pinned policy as the environment's current trust revision.
+    Register(PolicyRegisterArgs),
+}
+
+/// `campaign grant` subcommands.
+#[derive(Subcommand)]
+pub enum GrantCommand {
+    /// Verify a grant as `campaign verify` does and register its immutable original.
+    Register(Box<GrantArgs>),
+}
+
+/// TLS toward the control store (`sslmode`).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS, server not verified.
+    Require,
+    /// TLS, the server's chain verified against `--store-sslrootcert`.
+    VerifyCa,
+    /// TLS, chain and host name verified.
+    VerifyFull,
+}
+
+/// Where the control store is.
+#[derive(Args)]
+pub struct StoreArgs {
+    /// Name of the environment variable holding the store's PostgreSQL connection URL (never
+    /// printed).
+    #[arg(long, default_value = DEFAULT_URL_ENV)]
+    store_url_env: String,
+    /// Schema holding the reviewed DDL (`fixtures/nonproduction/control-store.sql`).
+    #[arg(long, default_value = "dpone_np_control")]
+    store_schema: String,
+    /// TLS mode toward the store.
+    #[arg(long, value_enum, default_value = "verify-full")]
+    store_sslmode: SslMode,
+    /// Pinned CA bundle (PEM) for `verify-ca` / `verify-full`.
+    #[arg(long)]
+    store_sslrootcert: Option<PathBuf>,
+}
+
+/// `campaign policy register` options.
+#[derive(Args)]
+pub struct PolicyRegisterArgs {
+    /// The `dpone.nonproduction-authority-policy.v1` document.
+    #[arg(long)]
+    policy: PathBuf,
+    /// The external pin of the policy, `sha256:<hex>`.
+    #[arg(long)]
+    policy_digest: String,
+    /// `trusted_root.json`; its sha256 must be the policy's `signer.trusted_root_digest`.
+    #[arg(long)]
+    trusted_root: PathBuf,
+    /// The current revocation epoch (default: the policy's floor; never below it).
+    #[arg(long)]
+    revocation_epoch: Option<u64>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// The verification inputs of `grant register` and `admit` (those of `campaign verify`).
+#[derive(Args)]
+pub struct GrantArgs {
+    /// The `dpone.nonproduction-authority-policy.v1` document (must be the store's current
+    /// trust revision).
+    #[arg(long)]
+    policy: PathBuf,
+    /// The external pin of the policy, `sha256:<hex>`.
+    #[arg(long)]
+    policy_digest: String,
+    /// The grant, `dpone.nonproduction-authority.v1`.
+    #[arg(long)]
+    document: PathBuf,
+    /// The grant's GitHub Artifact Attestation (Sigstore bundle).
+    #[arg(long)]
+    attestation: Option<PathBuf>,
+    /// `trusted_root.json`; its sha256 must be the policy's `signer.trusted_root_digest`.
+    #[arg(long)]
+    trusted_root: PathBuf,
+    /// The composition whose workloads are decided.
+    #[arg(long)]
+    composition: Option<PathBuf>,
+    /// The scoped activation request (execution grants).
+    #[arg(long)]
+    request: Option<PathBuf>,
+    /// The scoped native release set the execution grant names (checked when given).
+    #[arg(long)]
+    release_set: Option<PathBuf>,
+    /// Directory of the shipped components (still checked against the embedded pins).
+    #[arg(long)]
+    components_dir: Option<PathBuf>,
+    /// Precompiled-code cache directory.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// `campaign admit` options.
+#[derive(Args)]
+pub struct AdmitArgs {
+    #[command(flatten)]
+    grant: GrantArgs,
+    /// The workload the attempt runs.
+    #[arg(long)]
+    workload: String,
+    /// The scheduler attempt (unique per pool and workload).
+    #[arg(long)]
+    attempt: String,
+    /// The attempt's complete source-row bound, reserved before any read.
+    #[arg(long)]
+    source_rows: u64,
+    /// The attempt's complete source-byte bound.
+    #[arg(long)]
+    source_bytes: u64,
+    /// The attempt's duration bound in seconds.
+    #[arg(long)]
+    attempt_seconds: u64,
+}
+
+/// How an attempt ended.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Outcome {
+    /// Completed.
+    Succeeded,
+    /// Failed.
+    Failed,
+    /// Ended without a complete observation.
+    Incomplete,
+}
+
+/// `campaign settle` options.
+#[derive(Args)]
+pub struct SettleArgs {
+    /// The reservation id `admit` printed (`sha256:<hex>`).
+    #[arg(long)]
+    reservation: String,
+    /// Source rows read.
+    #[arg(long)]
+    source_rows: u64,
+    /// Source bytes read (COPY payload before compression, BCP file bytes).
+    #[arg(long)]
+    source_bytes: u64,
+    /// HTTP body bytes sent, measured separately at the sender.
+    #[arg(long, default_value_t = 0)]
+    http_bytes: u64,
+    /// How the attempt ended.
+    #[arg(long, value_enum)]
+    outcome: Outcome,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// The phase of a registration key.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PhaseArg {
+    /// A qualification grant.
+    Qualification,
+    /// An execution grant.
+    Execution,
+}
+
+/// `campaign status` options.
+#[derive(Args)]
+pub struct StatusArgs {
+    /// The grant UUID.
+    #[arg(long)]
+    grant_id: String,
+    /// The grant's phase.
+    #[arg(long, value_enum)]
+    phase: PhaseArg,
+    /// Reservations to read by id (repeatable).
+    #[arg(long)]
+    reservation: Vec<String>,
+    /// The clock the history is read at (default: the system clock).
+    #[arg(long)]
+    now: Option<String>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// The exit status of a control-store code (the table of `docs/cli.md`).
+pub fn store_exit(code: StoreCode) -> u8 {
+    match code {
+        StoreCode::InvalidInput | StoreCode::LimitAboveCeiling => BAD_INPUT,
+        StoreCode::Unavailable
+        | StoreCode::SerializationRetriesExhausted
+        | StoreCode::OutcomeUnknown => RETRY,
+        StoreCode::StoredStateInvalid => INTERNAL,
+        _ => REFUSED,
+    }
+}
+
+fn store_failure(e: StoreError) -> Failure {
+    let mut message = e.message;
+    if let Some(id) = &e.reservation_id {
+        message = format!(
+            "{message}; probe reservation {} with campaign status",
+            id.as_str()
+        );
+    }
+    Failure {
+        code: e.code.as_str().to_owned(),
+        message,
+        exit: store_exit(e.code),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|_| Failure::internal("DPONE_CLI_RUNTIME", "cannot start the async runtime"))
+}
+
+/// The store over the connection the options name; connects lazily.
+fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
+    let url = std::env::var(&args.store_url_env)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| {
+            Failure::bad_input(
+                "DPONE_CLI_CAMPAIGN_STORE_URL_UNSET",
+                "the variable --store-url-env names is not set (it holds the control store's connection URL)",
+            )
+        })?;
+    let config = tokio_postgres::Config::from_str(&url).map_err(|_| {
+        Failure::bad_input(
+            "DPONE_CLI_CAMPAIGN_STORE_URL_INVALID",
+            "the control store's connection URL is not a PostgreSQL connection string",
+        )
+    })?;
+    let root_cert = match &args.store_sslrootcert {
+        Some(p) => Some(check_regular(p, "store CA bundle").and_then(|()| {
+            p.to_str().map(str::to_owned).ok_or_else(|| {
+                Failure::bad_input(
+                    "DPONE_CLI_ARGUMENT",
+                    "--store-sslrootcert is not a UTF-8 path",
+                )
+            })
+        })?),
+        None => None,
+    };
+    let tls = match args.store_sslmode {
+        SslMode::Disable => dpone_pg_tls::Mode::Disable,
+        SslMode::Require => dpone_pg_tls::Mode::Require,
+        SslMode::VerifyCa => dpone_pg_tls::Mode::VerifyCa,
+        SslMode::VerifyFull => dpone_pg_tls::Mode::VerifyFull,
+    };
+    PgControlStore::new(StoreEndpoint {
+        config,
+        tls,
+        root_cert,
+        schema: args.store_schema.clone(),
+    })
+    .map_err(store_failure)
+}
+
+fn np_failure(what: &str, e: &dpone_engine_nonproduction::NpError) -> Failure {
+    failure(Refusal {
+        code: e.code().to_owned(),
+        message: format!("{what}: {}", e.detail()),
+        class: pipeline::np_class(e.code()),
+        evidence: None,
+    })
+}
+
+fn parse<T: Document>(what: &str, bytes: &[u8]) -> Result<T, Failure> {
+    T::parse(bytes).map_err(|e| np_failure(what, &e))
+}
+
+fn sha256_of(bytes: &[u8]) -> String {
+    store::Sha256Digest::of(bytes).as_str().to_owned()
+}
+
+fn trust_json(t: &store::TrustRevision) -> Value {
+    json!({
+        "environment_id": t.environment.as_str(),
+        "revision": t.revision,
+        "policy_digest": t.policy_digest.as_str(),
+        "root_digest": t.root_digest.as_str(),
+        "revocation_epoch": t.revocation_epoch,
+        "recorded_at_unix": t.recorded_at_unix,
+    })
+}
+
+fn reservation_json(r: &store::Reservation) -> Value {
+    json!({
+        "reservation_id": r.reservation_id.as_str(),
+        "grant_id": r.grant.grant_id.as_str(),
+        "phase": r.grant.phase.as_str(),
+        "grant_digest": r.grant_digest.as_str(),
+        "trust_revision": r.trust_revision,
+        "workload_id": r.workload.as_str(),
+        "attempt_id": r.attempt.as_str(),
+        "source_rows": r.source_rows,
+        "source_bytes": r.source_bytes,
+        "attempt_seconds": r.attempt_seconds,
+        "resolved_by_probe": r.resolved_by_probe,
+    })
+}
+
+fn pool_json(key: &store::PoolKey, p: &store::PoolStatus) -> Value {
+    json!({
+        "environment_id": key.environment.as_str(),
+        "campaign_id": key.campaign.as_str(),
+        "phase": key.phase.as_str(),
+        "route": key.route.as_ref().map(|r| r.dims().to_vec()),
+        "members": p.members,
+        "attempts": p.attempts,
+        "reserved_source_rows": p.reserved_source_rows,
+        "reserved_source_bytes": p.reserved_source_bytes,
+        "unresolved": p.unresolved,
+        "measured_source_rows": p.measured_source_rows,
+        "measured_source_bytes": p.measured_source_bytes,
+        "measured_http_bytes": p.measured_http_bytes,
+    })
+}
+
+/// Runs a protected `campaign` subcommand.
+pub fn run_policy(command: PolicyCommand) -> Result<(), Failure> {
+    match command {
+        PolicyCommand::Register(args) => policy_register(&args),
+    }
+}
+
+/// Runs `campaign grant …`.
+pub fn run_grant(command: GrantCommand) -> Result<(), Failure> {
+    match command {
+        GrantCommand::Register(args) => grant_register(&args),
+    }
+}
+
+fn policy_register(args: &PolicyRegisterArgs) -> Result<(), Failure> {
+    let bytes = read(&args.policy, InputKind::NonproductionDocument)?;
+    let root = dpone_trust::trusted_root::read_trusted_root_file(&args.trusted_root)?;
+    let policy: AuthorityPolicy = parse("policy", &bytes)?;
+    let pin =
+        dpone_engine_nonproduction::fields::Digest::parse("--policy-digest", &args.policy_digest)
+            .map_err(|e| np_failure("pin", &e))?;
+    if policy.digest() != pin {
+        return Err(Failure::refused(
+            dpone_engine_nonproduction::codes::REOPEN_POLICY_UNPINNED,
+            "policy: the policy is not the pinned policy",
+        ));
+    }
+    if sha256_of(&root) != policy.signer.trusted_root_digest.as_str() {
+        return Err(Failure::refused(
+            dpone_engine_nonproduction::codes::REOPEN_ROOT_STALE,
+            "trusted root: not the root the policy pins",
+        ));
+    }
+    let epoch = args.revocation_epoch.unwrap_or(policy.revocation_epoch);
+    if epoch < policy.revocation_epoch {
+        return Err(Failure::bad_input(
+            "DPONE_CLI_CAMPAIGN_EPOCH_BELOW_POLICY",
+            "--revocation-epoch is below the policy's revocation floor",
+        ));
+    }
+    let record = mapping::policy_record(&policy, epoch).map_err(store_failure)?;
+    let store = open(&args.store)?;
+    let trust = runtime()?
+        .block_on(store.record_trust(&record))
+        .map_err(store_failure)?;
+    print_json(&json!({
+        "result": "recorded",
+        "trust": trust_json(&trust),
+    }))
+}
+
+/// Everything read and parsed for an authentication, before the store is touched.
+struct Prepared {
+    policy_bytes: Vec<u8>,
+    grant_bytes: Vec<u8>,
+    attestation: Vec<u8>,
+    trusted_root: Vec<u8>,
+    composition_bytes: Vec<u8>,
+    request_bytes: Option<Vec<u8>>,
+    release_set: Option<Vec<u8>>,
+    policy: AuthorityPolicy,
+    grant: Authority,
+    composition: Composition,
+    request: Option<ActivationRequest>,
+    now: u64,
+}
+
+fn prepare(args: &GrantArgs) -> Result<Prepared, Failure> {
+    // A protected command reads the system clock; it takes no caller-supplied time (the store
+    // checks the grant's window against the database clock as well).
+    let now = now(None)?;
+    let Some(attestation_path) = &args.attestation else {
+        return Err(Failure::refused(
+            "DPONE_CLI_CAMPAIGN_ATTESTATION_REQUIRED",
+            "a grant is authenticated only by its GitHub Artifact Attestation (--attestation)",
+        ));
+    };
+    let Some(composition_path) = &args.composition else {
+        return Err(Failure::bad_input(
+            "DPONE_CLI_CAMPAIGN_COMPOSITION_REQUIRED",
+            "the scope decision needs the composition whose workloads it decides (--composition)",
+        ));
+    };
+    let policy_bytes = read(&args.policy, InputKind::NonproductionDocument)?;
+    let grant_bytes = read(&args.document, InputKind::NonproductionDocument)?;
+    let attestation = read(attestation_path, InputKind::SigstoreBundle)?;
+    let trusted_root = dpone_trust::trusted_root::read_trusted_root_file(&args.trusted_root)?;
+    let composition_bytes = read(composition_path, InputKind::NonproductionDocument)?;
+    let request_bytes = args
+        .request
+        .as_ref()
+        .map(|p| read(p, InputKind::NonproductionDocument))
+        .transpose()?;
+    let release_set = args
+        .release_set
+        .as_ref()
+        .map(|p| read(p, InputKind::NonproductionDocument))
+        .transpose()?;
+    let policy = parse("policy", &policy_bytes)?;
+    let grant = parse("document", &grant_bytes)?;
+    let composition = parse("composition", &composition_bytes)?;
+    let request = request_bytes
+        .as_deref()
+        .map(|b| parse("activation request", b))
+        .transpose()?;
+    Ok(Prepared {
+        policy_bytes,
+        grant_bytes,
+        attestation,
+        trusted_root,
+        composition_bytes,
+        request_bytes,
+        release_set,
+        policy,
+        grant,
+        composition,
+        request,
+        now,
+    })
+}
+
+/// Authenticates inside the store's revision bracket: the pinned policy must be the current
+/// trust revision's exact bytes, then the grant is verified as `campaign verify` does, with the
+/// revision's revocation epoch. A refusal inside keeps its own code.
+fn authenticate(
+    rt: &tokio::runtime::Runtime,
+    store: &PgControlStore,
+    p: &Prepared,
+    args: &GrantArgs,
+    scope: &LoadedPolicy,
+    workload: Option<&str>,
+) -> Result<(store::Authenticated, Value, i64), Failure> {
+    let environment = mapping::environment(&p.policy).map_err(store_failure)?;
+    let outcome: Mutex<Option<(Result<Value, Refusal>, i64)>> = Mutex::new(None);
+    let verify = |trust: &store::TrustRevision| -> Result<(), String> {
+        let result = if trust.policy_bytes != p.policy_bytes {
+            Err(Refusal {
+                code: POLICY_NOT_CURRENT.to_owned(),
+                message: "the pinned policy is not the store's current trust revision \
+                          (campaign policy register)"
+                    .to_owned(),
+                class: pipeline::Class::Refused,
+                evidence: None,
+            })
+        } else {
+            let inputs = pipeline::Inputs {
+                policy: &p.policy_bytes,
+                policy_digest: &args.policy_digest,
+                grant: &p.grant_bytes,
+                attestation: &p.attestation,
+                trusted_root: &p.trusted_root,
+                composition: &p.composition_bytes,
+                request: p.request_bytes.as_deref(),
+                release_set: p.release_set.as_deref(),
+                workload,
+                now: p.now,
+                revocation_epoch: u64::try_from(trust.revocation_epoch).ok(),
+            };
+            pipeline::verify(&inputs, scope)
+        };
+        let ok = result.is_ok();
+        if let Ok(mut slot) = outcome.lock() {
+            *slot = Some((result, trust.revocation_epoch));
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err("refused".to_owned())
+        }
+    };
+    let auth = rt.block_on(store.authenticate(&environment, verify));
+    let verified = outcome.into_inner().ok().flatten();
+    match (auth, verified) {
+        (Ok(auth), Some((Ok(evidence), epoch))) => Ok((auth, evidence, epoch)),
+        (Err(e), Some((Err(mut refusal), _))) if e.code == StoreCode::AuthenticationFailed => {
+            if let Some(evidence) = refusal.evidence.take() {
+                print_json(&evidence)?;
+            }
+            Err(failure(refusal))
+        }
+        (Err(e), _) => Err(store_failure(e)),
+        (Ok(_), _) => Err(Failure::internal(
+            "DPONE_CLI_INTERNAL",
+            "the authentication bracket returned without a verification",
+        )),
+    }
+}
+
+fn grant_register(args: &GrantArgs) -> Result<(), Failure> {
+    let p = prepare(args)?;
+    // Validate every value before anything is written.
+    let registration =
+        mapping::registration(&p.grant, &p.grant_bytes, &p.composition).map_err(store_failure)?;
+    let selection = match (&p.grant.phase_subjects, &p.request) {
+        (PhaseSubjects::Execution(_), Some(r)) => {
+            Some(mapping::activation_request(r).map_err(store_failure)?)
+        }
+        _ => None,
+    };
+    let runtime = shipped::runtime(args.cache_dir.as_deref())?;
+    let scope = shipped::load(&runtime, args.components_dir.as_deref(), PolicyKind::Scope)?;
+    let store = open(&args.store)?;
+    let rt = self::runtime()?;
+    let (auth, evidence, _) = authenticate(&rt, &store, &p, args, &scope, None)?;
+    let key = registration.key();
+    let registered = rt
+        .block_on(store.register(&auth, &registration))
+        .map_err(store_failure)?;
+    let mut protected = json!({});
+    match &selection {
+        Some(request) => {
+            let selected = rt
+                .block_on(store.select_activation_request(&auth, &key, &p.grant_bytes, request))
+                .map_err(store_failure)?;
+            protected["activation_request"] = json!({
+                "activation_id": request.activation_id.as_str(),
+                "request_digest": sha256_of(&request.request_bytes),
+                "selection": match selected {
+                    Selected::Selected => "selected",
+                    Selected::Reopened => "reopened",
+                },
+            });
+        }
+        None if key.phase == store::Phase::Qualification => {
+            rt.block_on(store.consume_qualification(&auth, &key, &p.grant_bytes))
+                .map_err(store_failure)?;
+            protected["qualification_run"] = json!("consumed");
+        }
+        None => {}
+    }
+    let (outcome, charged, permit) = match registered {
+        Registered::New {
+            membership_charged,
+            executor_permit,
+        } => ("registered", membership_charged, executor_permit),
+        Registered::Reopened => ("reopened_as_history", 0, false),
+    };
+    print_json(&json!({
+        "result": outcome,
+        "grant_id": key.grant_id.as_str(),
+        "phase": key.phase.as_str(),
+        "grant_digest": sha256_of(&p.grant_bytes),
+        "trust_revision": auth.revision(),
+        "membership_charged": charged,
+        "executor_permit": permit,
+        "protected": protected,
+        "verification": evidence,
+    }))
+}
+
+/// `campaign admit`.
+pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
+    let p = prepare(&args.grant)?;
+    let key = mapping::grant_key(&p.grant).map_err(store_failure)?;
+    let pool_key = mapping::pool_key(&p.grant).map_err(store_failure)?;
+    let int = |field: &str, v: u64| {
+        i64::try_from(v).map_err(|_| {
+            store_failure(StoreError::new(
+                StoreCode::LimitAboveCeiling,
+                format!("{field} is above the spec's ceiling"),
+            ))
+        })
+    };
+    let request = store::AdmissionRequest {
+        grant: key.clone(),
+        original_bytes: p.grant_bytes.clone(),
+        workload: store::WorkloadId::new(&args.workload).map_err(store_failure)?,
+        attempt: store::AttemptId::new(&args.attempt).map_err(store_failure)?,
+        source_rows: int("--source-rows", args.source_rows)?,
+        source_bytes: int("--source-bytes", args.source_bytes)?,
+        attempt_seconds: int("--attempt-seconds", args.attempt_seconds)?,
+    };
+    request.validate().map_err(store_failure)?;
+    let runtime = shipped::runtime(args.grant.cache_dir.as_deref())?;
+    let scope = shipped::load(
+        &runtime,
+        args.grant.components_dir.as_deref(),
+        PolicyKind::Scope,
+    )?;
+    let store = open(&args.grant.store)?;
+    let rt = self::runtime()?;
+    let (auth, verification, epoch) =
+        authenticate(&rt, &store, &p, &args.grant, &scope, Some(&args.workload))?;
+    // The pool as the store has it now; the component decides with it and this attempt's bound.
+    let status = rt
+        .block_on(store.pool_status(&pool_key))
+        .map_err(store_failure)?;
+    let usage = mapping::pool_usage(&p.grant, &status);
+    let target = match &p.request {
+        Some(request) => ScopeTarget::Execution {
+            request,
+            composition: &p.composition,
+        },
+        None => ScopeTarget::Qualification(&p.composition),
+    };
+    let facts = facts::scope_facts(
+        &p.policy,
+        &p.grant,
+        target,
+        &args.workload,
+        facts::Reservation {
+            workloads: 0,
+            attempts: 1,
+            source_rows: args.source_rows,
+            source_bytes: args.source_bytes,
+        },
+        &usage,
+        p.now,
+        u64::try_from(epoch).unwrap_or(u64::MAX),
+    )
+    .map_err(|e| np_failure("scope facts", &e))?;
+    let decided = scope.scope_decide(&facts)?;
+    let decision_evidence = serde_json::to_value(&decided.evidence)
+        .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
+    let effective = match decided.decision {
+        ScopeDecision::Admit(admitted) => admitted.effective_limits,
+        ScopeDecision::Deny(reason) => {
+            print_json(&json!({
+                "result": "refused",
+                "workload_id": args.workload,
+                "decision": "deny",
+                "code": reason.code,
+                "pool": pool_json(&pool_key, &status),
+                "evidence": decision_evidence,
+            }))?;
+            return Err(Failure {
+                code: reason.code.clone(),
+                message: format!(
+                    "the scope component denied the attempt's reservation: {}",
+                    reason.message
+                ),
+                exit: REFUSED,
+            });
+        }
+    };
+    let reservation = rt
+        .block_on(store.admit(&auth, &request))
+        .map_err(store_failure)?;
+    print_json(&json!({
+        "result": "admitted",
+        "reservation": reservation_json(&reservation),
+        "evidence": {
+            "authentication": {
+                "bracket": "equal trust revisions before and after verification",
+                "trust_revision": auth.revision(),
+                "verification": verification,
+            },
+            "scope": {
+                "component": {"kind": "scope", "sha256": scope.digest().to_string(), "pinned": true},
+                "decision": "admit",
+                "effective_limits": {
+                    "max_workloads": effective.max_workloads,
+                    "max_attempts": effective.max_attempts,
+                    "max_source_rows": effective.max_source_rows,
+                    "max_source_bytes": effective.max_source_bytes,
+                    "max_attempt_seconds": effective.max_attempt_seconds,
+                },
+                "pool_before": pool_json(&pool_key, &status),
+                "evidence": decision_evidence,
+            },
+            "transaction": "SERIALIZABLE: trust revision, exact original bytes, database clock, revocation and ownership re-checked",
+        },
+    }))
+}
+
+/// `campaign settle`.
+pub fn settle(args: &SettleArgs) -> Result<(), Failure> {
+    let id =
+        store::Sha256Digest::parse("--reservation", &args.reservation).map_err(store_failure)?;
+    let int = |field: &str, v: u64| {
+        i64::try_from(v).map_err(|_| {
+            store_failure(StoreError::new(
+                StoreCode::InvalidInput,
+                format!("{field} is out of range"),
+            ))
+        })
+    };
+    let settlement = store::Settlement {
+        reservation_id: id,
+        measured_source_rows: int("--source-rows", args.source_rows)?,
+        measured_source_bytes: int("--source-bytes", args.source_bytes)?,
+        measured_http_bytes: int("--http-bytes", args.http_bytes)?,
+        outcome: match args.outcome {
+            Outcome::Succeeded => AttemptOutcome::Succeeded,
+            Outcome::Failed => AttemptOutcome::Failed,
+            Outcome::Incomplete => AttemptOutcome::Incomplete,
+        },
+    };
+    let store = open(&args.store)?;
+    let settled = runtime()?
+        .block_on(store.settle(&settlement))
+        .map_err(store_failure)?;
+    print_json(&json!({
+        "result": match settled {
+            Settled::Recorded => "recorded",
+            Settled::Reopened => "reopened",
+        },
+        "reservation_id": settlement.reservation_id.as_str(),
+        "measured_source_rows": settlement.measured_source_rows,
+        "measured_source_bytes": settlement.measured_source_bytes,
+        "measured_http_bytes": settlement.measured_http_bytes,
+        "outcome": settlement.outcome.as_str(),
+        "reservation_freed": false,
+    }))
+}
+
+/// `campaign status`.
+pub fn status(args: &StatusArgs) -> Result<(), Failure> {
+    let now = i64::try_from(now(args.now.as_deref())?).unwrap_or(i64::MAX);
+    let key = store::GrantKey {
+        grant_id: store::Uuid::parse("--grant-id", &args.grant_id).map_err(store_failure)?,
+        phase: match args.phase {
+            PhaseArg::Qualification => store::Phase::Qualification,
+            PhaseArg::Execution => store::Phase::Execution,
+        },
+    };
+    let ids = args
+        .reservation
+        .iter()
+        .map(|r| store::Sha256Digest::parse("--reservation", r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(store_failure)?;
+    let store = open(&args.store)?;
+    let rt = runtime()?;
+    let Some(history) = rt.block_on(store.history(&key)).map_err(store_failure)? else {
+        return Err(store_failure(StoreError::new(
+            StoreCode::GrantNotRegistered,
+            "the grant/phase key is not registered",
+        )));
+    };
+    // The original bytes were verified when they were registered; read them again for the
+    // pool key (the store's own values, never trusted for a new admission).
+    let grant: Authority = Authority::parse(&history.original_bytes).map_err(|_| {
+        store_failure(StoreError::new(
+            StoreCode::StoredStateInvalid,
+            "the registered original does not parse as a grant",
+        ))
+    })?;
+    let pool_key = mapping::pool_key(&grant).map_err(store_failure)?;
+    let pool = rt
+        .block_on(store.pool_status(&pool_key))
+        .map_err(store_failure)?;
+    let current = rt
+        .block_on(store.current_trust(&history.trust.environment))
+        .map_err(store_failure)?;
+    let mut probed = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let found = rt.block_on(store.probe(id)).map_err(store_failure)?;
+        probed.push(match found {
+            Some(r) => reservation_json(&r),
+            None => json!({"reservation_id": id.as_str(), "found": false}),
+        });
+    }
+    let listed = rt
+        .block_on(store.reservations(&pool_key, store::MAX_LISTED_RESERVATIONS))
+        .map_err(store_failure)?;
+    let reservations: Vec<Value> = listed
+        .iter()
+        .map(|l| {
+            let mut v = reservation_json(&l.reservation);
+            v["reserved_at_unix"] = json!(l.reserved_at_unix);
+            v["state"] = json!(if l.settlement.is_some() {
+                "settled"
+            } else {
+                "unresolved"
+            });
+            v["settlement"] = match &l.settlement {
+                Some(s) => json!({
+                    "measured_source_rows": s.measured_source_rows,
+                    "measured_source_bytes": s.measured_source_bytes,
+                    "measured_http_bytes": s.measured_http_bytes,
+                    "outcome": s.outcome.as_str(),
+                }),
+                None => Value::Null,
+            };
+            v
+        })
+        .collect();
+    let revoked = current
+        .as_ref()
+        .is_some_and(|t| history.revocation_epoch < t.revocation_epoch);
+    let expired = now >= history.not_after_unix;
+    print_json(&json!({
+        "result": "history",
+        "registration": {
+            "grant_id": history.key.grant_id.as_str(),
+            "phase": history.key.phase.as_str(),
+            "grant_digest": history.grant_digest.as_str(),
+            "original_size_bytes": history.original_bytes.len(),
+            "registered_at_unix": history.registered_at_unix,
+            "not_after_unix": history.not_after_unix,
+            "revocation_epoch": history.revocation_epoch,
+            "original_trust": trust_json(&history.trust),
+        },
+        "current_trust": current.as_ref().map(trust_json),
+        "current_authority": {
+            "expired": expired,
+            "revoked": revoked,
+            "admits_new_work": !expired && !revoked,
+            "note": "history is read as recorded; new admission re-verifies current authority",
+        },
+        "pool": pool_json(&pool_key, &pool),
+        "reservations": reservations,
+        "probed": probed,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const DOCS: &str = include_str!("../../../docs/cli.md");
+
+    #[test]
+    fn store_codes_exit_as_documented() {
+        let start = DOCS
+            .find("Codes of the nonproduction control store")
+            .expect("docs/cli.md documents the control store's codes");
+        let mut documented = BTreeMap::new();
+        let mut in_table = false;
+        for line in DOCS[start..].lines().skip(1) {
+            if line.starts_with('|') {
+                in_table = true;
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let Some(code) = cells
+                    .get(1)
+                    .and_then(|c| c.strip_prefix('`')?.strip_suffix('`'))
+                else {
+                    continue;
+                };
+                let exit: u8 = cells[2].parse().expect("exit status");
+                assert!(documented.insert(code.to_owned(), exit).is_none());
+            } else if in_table {
+                break;
+            }
+        }
+        let actual: BTreeMap<String, u8> = StoreCode::ALL
+            .iter()
+            .map(|c| (c.as_str().to_owned(), store_exit(*c)))
+            .collect();
+        assert_eq!(
+            documented, actual,
+            "docs/cli.md (left) and store_exit (right)"
+        );
+    }
+
+    #[test]
+    fn a_lost_acknowledgement_names_the_reservation_to_probe_and_retries() {
+        let mut e = StoreError::new(StoreCode::OutcomeUnknown, "commit acknowledgement lost");
+        let id = store::Sha256Digest::of(b"r");
+        e.reservation_id = Some(id.clone());
+        let f = store_failure(e);
+        assert_eq!(f.exit, RETRY);
+        assert!(f.message.contains(id.as_str()));
+    }
+}
