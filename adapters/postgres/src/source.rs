@@ -32,6 +32,34 @@
 //!    rename was reversed before the next check (which needs the schemas' owner);
 //! 8. `ROLLBACK` (the relation lock is held until both artifacts are complete).
 //!
+//! ## Source bound (nonproduction reservations)
+//!
+//! [`PgSource::with_bound`] sets a finite [`SourceBound`] (rows and source bytes) that the
+//! attempt reserved before the read; without one the source behaves exactly as before. The bound
+//! is enforced twice:
+//!
+//! - *before the read*: a bound of zero rows, or of fewer bytes than an empty binary COPY
+//!   stream ([`MIN_COPY_BYTES`]), authorizes no export and is refused before `BEGIN`, without
+//!   a connection. Catalog statistics (`reltuples`, relation size) are *not* consulted: an
+//!   estimate neither proves that a relation fits nor that it does not (the spec: "expected
+//!   row counts or statistics alone do not" establish a bound), so the streaming check is the
+//!   only authority;
+//! - *while streaming*: every COPY chunk is counted before it is framed or written; the
+//!   cumulative payload bytes and tuples of the attempt's COPY statements (the delta and, for
+//!   an incremental run, the key set: both are source reads of one attempt) may reach the
+//!   bound exactly; one byte or one tuple more fails with
+//!   [`ErrorCode::SourceByteBoundExceeded`] / [`ErrorCode::SourceRowBoundExceeded`]. The COPY
+//!   is abandoned by closing the connection (the server aborts the statement and rolls the
+//!   snapshot back; no `ROLLBACK` waits for the rest of the stream), the unfinished artifact's
+//!   temporary file is removed and any artifact already published by this attempt is removed.
+//!   Rows are never clipped with `LIMIT`: the query is the same with or without a bound.
+//!
+//! Source bytes are the binary COPY payload bytes as received (after the typed column
+//! projection, before any compression), which for this route are exactly the artifact bytes:
+//! [`PayloadReceipt::artifact`]`.bytes` and [`PayloadReceipt::rows`] of the envelope are the
+//! measurement, so the envelope needs no new field. [`PgSource::last_measurement`] reports the
+//! same totals, also for a refused or failed read (an incomplete observation).
+//!
 //! The delta filter compares the row's 32-bit `xmin` with the window `[previous, H)` modulo
 //! 2^32. This is exact because `H - previous < 2^31` is enforced (otherwise the run fails with
 //! `DPONE_XMIN_SOURCE_FREEZE_UNCERTAIN`) and PostgreSQL keeps the raw `xmin` of frozen tuples;
@@ -60,6 +88,100 @@ const FIRST_NORMAL_OBJECT_ID: u32 = 16384;
 const BLOCK: usize = 1 << 20;
 /// XIDs below this are special (invalid, bootstrap, frozen).
 const FIRST_NORMAL_XID: u64 = 3;
+/// Bytes of an empty binary COPY stream: the 19-byte header and the 2-byte trailer.
+pub const MIN_COPY_BYTES: u64 = 21;
+
+/// A finite source-export bound reserved for one attempt: the most tuples and COPY payload
+/// bytes its reads may carry (cumulative over the attempt's COPY statements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceBound {
+    /// Most tuples.
+    pub max_rows: u64,
+    /// Most COPY payload bytes (header, tuples and trailer, before any compression).
+    pub max_bytes: u64,
+}
+
+impl SourceBound {
+    /// Refuses, before any read, a bound that authorizes no export.
+    pub fn check_before_read(&self) -> Result<()> {
+        if self.max_rows == 0 {
+            return Err(XminError::new(
+                ErrorCode::SourceRowBoundExceeded,
+                "the source bound allows no rows; the read was not started",
+            ));
+        }
+        if self.max_bytes < MIN_COPY_BYTES {
+            return Err(XminError::new(
+                ErrorCode::SourceByteBoundExceeded,
+                format!(
+                    "the source bound of {} bytes is below an empty COPY stream; the read was \
+                     not started",
+                    self.max_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What one extraction read: tuples framed and COPY payload bytes received over all its COPY
+/// statements (for a refused read, up to and including the chunk that breached the bound), and
+/// whether the extraction returned an envelope.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceMeasurement {
+    /// Tuples received.
+    pub rows: u64,
+    /// COPY payload bytes received.
+    pub source_bytes: u64,
+    /// The extraction succeeded (otherwise an incomplete observation).
+    pub complete: bool,
+}
+
+/// Counts an attempt's reads against its optional bound.
+#[derive(Debug, Default)]
+struct Meter {
+    bound: Option<SourceBound>,
+    /// Rows and bytes of COPY statements already finished.
+    rows: u64,
+    bytes: u64,
+}
+
+impl Meter {
+    /// Admits `n` more bytes on top of the finished statements' and the current statement's
+    /// `so_far`.
+    fn admit_bytes(&self, so_far: u64, n: usize) -> Result<()> {
+        if let Some(b) = self.bound {
+            let total = self.bytes.saturating_add(so_far).saturating_add(n as u64);
+            if total > b.max_bytes {
+                return Err(XminError::new(
+                    ErrorCode::SourceByteBoundExceeded,
+                    format!(
+                        "the COPY streams carried more than the source bound of {} bytes; the \
+                         read was abandoned",
+                        b.max_bytes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn admit_rows(&self, so_far: u64) -> Result<()> {
+        if let Some(b) = self.bound
+            && self.rows.saturating_add(so_far) > b.max_rows
+        {
+            return Err(XminError::new(
+                ErrorCode::SourceRowBoundExceeded,
+                format!(
+                    "the COPY streams carried more than the source bound of {} rows; the read \
+                     was abandoned",
+                    b.max_rows
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// Settings pinned for the snapshot transaction (`SET LOCAL`, sent with `BEGIN` in one round
 /// trip). `row_security = off` makes a row-level security policy raise instead of filtering.
@@ -76,6 +198,10 @@ pub const SESSION_SETTINGS: &str = "SET LOCAL row_security = off; \
 pub struct PgSource {
     /// Called with the number of bytes received after each COPY chunk (progress display).
     progress: Option<fn(u64)>,
+    /// The attempt's reserved source bound, if any.
+    bound: Option<SourceBound>,
+    /// What the last extraction read.
+    last: Option<SourceMeasurement>,
 }
 
 impl PgSource {
@@ -88,6 +214,19 @@ impl PgSource {
     pub fn with_progress(mut self, f: fn(u64)) -> Self {
         self.progress = Some(f);
         self
+    }
+
+    /// Enforces `bound` on every extraction (see the module docs); without it nothing is
+    /// bounded beyond the artifact store.
+    pub fn with_bound(mut self, bound: SourceBound) -> Self {
+        self.bound = Some(bound);
+        self
+    }
+
+    /// Rows and COPY payload bytes the last extraction read (`None` before the first, or when
+    /// it was refused before the read).
+    pub fn last_measurement(&self) -> Option<SourceMeasurement> {
+        self.last
     }
 }
 
@@ -157,15 +296,44 @@ impl SourcePort for PgSource {
         req: &ExtractRequest<'_>,
         store: &dyn ArtifactStore,
     ) -> Result<SnapshotEnvelope> {
+        self.last = None;
+        if let Some(b) = &self.bound {
+            b.check_before_read()?;
+        }
         let conn = connect(
             req.endpoint,
             ErrorCode::SourceConnect,
             "dpone-host xmin source",
         )
         .await?;
-        let result = extract_on(&conn, req, store, self.progress).await;
-        // End the snapshot deterministically; a failure here only means the connection is gone.
-        let _ = conn.client.batch_execute("ROLLBACK").await;
+        let mut meter = Meter {
+            bound: self.bound,
+            ..Meter::default()
+        };
+        let result = extract_on(&conn, req, store, self.progress, &mut meter).await;
+        self.last = Some(SourceMeasurement {
+            rows: meter.rows,
+            source_bytes: meter.bytes,
+            complete: result.is_ok(),
+        });
+        match &result {
+            // A bound breach abandons the COPY: closing the connection makes the server abort
+            // the statement and the snapshot, instead of a ROLLBACK that would first wait for
+            // the rest of the stream.
+            Err(e)
+                if matches!(
+                    e.code(),
+                    ErrorCode::SourceRowBoundExceeded | ErrorCode::SourceByteBoundExceeded
+                ) =>
+            {
+                drop(conn);
+            }
+            // End the snapshot deterministically; a failure here only means the connection is
+            // gone.
+            _ => {
+                let _ = conn.client.batch_execute("ROLLBACK").await;
+            }
+        }
         result
     }
 }
@@ -175,6 +343,7 @@ async fn extract_on(
     req: &ExtractRequest<'_>,
     store: &dyn ArtifactStore,
     progress: Option<fn(u64)>,
+    meter: &mut Meter,
 ) -> Result<SnapshotEnvelope> {
     let c = &conn.client;
     let a = req.authority;
@@ -226,7 +395,7 @@ async fn extract_on(
             xmin_window(p, h)
         ),
     };
-    let rows = copy_to_artifact(c, &rows_sql, fields, key_fields, store, progress).await?;
+    let rows = copy_to_artifact(c, &rows_sql, fields, key_fields, store, progress, meter).await?;
     let keys = match previous {
         None => None,
         Some(_) => {
@@ -239,7 +408,7 @@ async fn extract_on(
                 "COPY (SELECT {} FROM ONLY {relation} WHERE {scope}) TO STDOUT (FORMAT binary)",
                 key_list.join(", ")
             );
-            match copy_to_artifact(c, &sql, key_fields, key_fields, store, progress).await {
+            match copy_to_artifact(c, &sql, key_fields, key_fields, store, progress, meter).await {
                 Ok(k) => Some(k),
                 Err(e) => {
                     let _ = store.remove(&rows.artifact.sha256);
@@ -526,6 +695,7 @@ async fn copy_to_artifact(
     key_fields: u16,
     store: &dyn ArtifactStore,
     progress: Option<fn(u64)>,
+    meter: &mut Meter,
 ) -> Result<PayloadReceipt> {
     let stream = c
         .copy_out(sql)
@@ -539,14 +709,31 @@ async fn copy_to_artifact(
     // The server sends one message per row: gather them so framing checks, hashing and writes
     // work on large blocks.
     let mut block: Vec<u8> = Vec::with_capacity(BLOCK);
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| read_error("copy out stream", &e))?;
-        block.extend_from_slice(&chunk);
-        if block.len() >= BLOCK {
-            flush_block(&mut block, &mut checker, writer.as_mut(), progress)?;
+    // Each chunk is counted and framed as it arrives, before it joins the block: a breach of
+    // the bound is caught on the chunk that carries the first byte or tuple over it, and no
+    // byte of that chunk reaches the artifact. (Without a bound this is the same framing as
+    // before, only in smaller steps.)
+    let mut received: u64 = 0;
+    let counted = async {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| read_error("copy out stream", &e))?;
+            let admitted = meter.admit_bytes(received, chunk.len());
+            received += chunk.len() as u64;
+            admitted?;
+            checker.push(&chunk).map_err(frame_error_to_xmin)?;
+            meter.admit_rows(checker.rows())?;
+            block.extend_from_slice(&chunk);
+            if block.len() >= BLOCK {
+                flush_block(&mut block, writer.as_mut(), progress)?;
+            }
         }
-    }
-    flush_block(&mut block, &mut checker, writer.as_mut(), progress)?;
+        flush_block(&mut block, writer.as_mut(), progress)
+    };
+    let streamed = counted.await;
+    meter.rows += checker.rows();
+    meter.bytes += received;
+    // On an error the unfinished writer is dropped here, which removes its temporary file.
+    streamed?;
     let complete = checker.complete();
     let artifact = writer
         .finish()
@@ -562,11 +749,9 @@ async fn copy_to_artifact(
 
 fn flush_block(
     block: &mut Vec<u8>,
-    checker: &mut FrameChecker,
     writer: &mut dyn Write,
     progress: Option<fn(u64)>,
 ) -> Result<()> {
-    checker.push(block).map_err(frame_error_to_xmin)?;
     writer
         .write_all(block)
         .map_err(|e| io_error("write artifact", &e))?;

@@ -168,6 +168,13 @@ codes! {
     SourceCheckpointRegression = "DPONE_XMIN_SOURCE_CHECKPOINT_REGRESSION",
     /// A source statement or the COPY stream failed.
     SourceExtractionFailed = "DPONE_XMIN_SOURCE_EXTRACTION_FAILED",
+    /// The attempt's source bound allows no export (zero rows, or fewer bytes than an empty
+    /// binary COPY), or the COPY streams carried more rows than the bound: the read is
+    /// abandoned and no artifact is published.
+    SourceRowBoundExceeded = "DPONE_XMIN_SOURCE_ROW_BOUND_EXCEEDED",
+    /// The COPY streams carried more payload bytes than the attempt's source bound: the read is
+    /// abandoned and no artifact is published.
+    SourceByteBoundExceeded = "DPONE_XMIN_SOURCE_BYTE_BOUND_EXCEEDED",
 
     // Artifacts and validation (before any target mutation).
     /// Reading or writing an artifact failed.
