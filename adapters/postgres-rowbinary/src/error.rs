@@ -47,6 +47,12 @@ pub mod codes {
     pub const COPY_FORMAT: &str = "DPONE_PG_ROWBINARY_COPY_FORMAT";
     /// The artifact sink refused bytes (for a breached bound the store reports its own code).
     pub const ARTIFACT_WRITE: &str = "DPONE_PG_ROWBINARY_ARTIFACT_WRITE";
+    /// The attempt's source bound allows no rows, or the COPY stream carried more tuples than
+    /// it: the read is abandoned and nothing is sealed.
+    pub const SOURCE_ROW_BOUND_EXCEEDED: &str = "DPONE_PG_ROWBINARY_SOURCE_ROW_BOUND_EXCEEDED";
+    /// The attempt's source bound is below an empty binary COPY stream, or the COPY stream
+    /// carried more payload bytes than it: the read is abandoned and nothing is sealed.
+    pub const SOURCE_BYTE_BOUND_EXCEEDED: &str = "DPONE_PG_ROWBINARY_SOURCE_BYTE_BOUND_EXCEEDED";
 }
 
 /// Why an extraction failed. Nothing is written to the sink before the column checks pass.
@@ -151,6 +157,23 @@ pub enum SourceError {
     /// The sink refused bytes.
     #[error("the artifact sink refused bytes")]
     ArtifactWrite,
+    /// More tuples than the source bound (or a bound of zero rows, refused before the read).
+    #[error(
+        "the COPY stream carried more than the source bound of {max} rows; the read was abandoned"
+    )]
+    RowBoundExceeded {
+        /// The bound.
+        max: u64,
+    },
+    /// More COPY payload bytes than the source bound (or a bound below an empty COPY stream,
+    /// refused before the read).
+    #[error(
+        "the COPY stream carried more than the source bound of {max} bytes; the read was abandoned"
+    )]
+    ByteBoundExceeded {
+        /// The bound.
+        max: u64,
+    },
 }
 
 impl SourceError {
@@ -175,6 +198,8 @@ impl SourceError {
             Self::ValueNotExact { .. } => codes::VALUE_NOT_EXACT,
             Self::CopyFormat(_) => codes::COPY_FORMAT,
             Self::ArtifactWrite => codes::ARTIFACT_WRITE,
+            Self::RowBoundExceeded { .. } => codes::SOURCE_ROW_BOUND_EXCEEDED,
+            Self::ByteBoundExceeded { .. } => codes::SOURCE_BYTE_BOUND_EXCEEDED,
         }
     }
 

@@ -19,6 +19,8 @@ pub mod types;
 /// The TLS modes of [`PgRowBinarySource::with_tls`].
 pub use dpone_pg_tls::Mode as TlsMode;
 pub use error::{SourceError, codes};
-pub use source::{PgRowBinarySource, check_declared, pg_config};
+pub use source::{
+    MIN_COPY_BYTES, PgRowBinarySource, SourceBound, SourceMeasurement, check_declared, pg_config,
+};
 /// The driver's connection configuration, re-exported so callers need no direct dependency.
 pub use tokio_postgres::Config as PgConfig;

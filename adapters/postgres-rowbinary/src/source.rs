@@ -25,6 +25,27 @@
 //!    sealed;
 //! 6. `ROLLBACK`.
 //!
+//! ## Source bound (nonproduction reservations)
+//!
+//! [`PgRowBinarySource::with_bound`] sets a finite [`SourceBound`] (rows and source bytes)
+//! reserved for the attempt; without one nothing changes. A bound of zero rows, or of fewer
+//! bytes than an empty binary COPY stream ([`MIN_COPY_BYTES`]), is refused before any
+//! connection. Catalog statistics are not consulted (an estimate proves nothing either way;
+//! the streaming check is the authority). While streaming, each COPY chunk's bytes are counted
+//! before it is decoded, and each tuple before it is converted or written: the COPY payload may
+//! reach the bound exactly, one byte or tuple more fails with
+//! [`SourceError::ByteBoundExceeded`] / [`SourceError::RowBoundExceeded`]. The COPY is then
+//! abandoned by closing the connection (no `ROLLBACK` waiting for the rest of the stream), and
+//! the error reaches [`dpone_adapter_clickhouse::StoreArtifactSource`], which drops the
+//! unsealed writer: its temporary file is removed and no receipt is written. The query is the
+//! same with or without a bound (no `LIMIT`).
+//!
+//! Source bytes are the binary COPY payload bytes as received, after the typed projection of
+//! the declared columns and before any compression: *not* the `RowBinary` artifact's bytes
+//! (which the artifact store's `max_source_bytes` bounds separately).
+//! [`PgRowBinarySource::last_measurement`] reports rows and source bytes of the last
+//! extraction, also for a refused or failed one (an incomplete observation).
+//!
 //! The source owns a single-threaded Tokio runtime and blocks on it, like the ClickHouse
 //! adapter: call it outside any other Tokio runtime. TLS follows [`PgRowBinarySource::with_tls`]
 //! (the registry's `sslmode` and `sslrootcert`, see `dpone-pg-tls`); without it the session is
@@ -48,6 +69,46 @@ use crate::types::{FieldError, PgType, convert, decimal_precision, producible};
 
 /// Bytes of `RowBinary` gathered before one write to the sink.
 const BLOCK: usize = 1 << 20;
+/// Bytes of an empty binary COPY stream: the 19-byte header and the 2-byte trailer.
+pub const MIN_COPY_BYTES: u64 = 21;
+
+/// A finite source-export bound reserved for one attempt: the most tuples and binary COPY
+/// payload bytes the read may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceBound {
+    /// Most tuples.
+    pub max_rows: u64,
+    /// Most COPY payload bytes (header, tuples and trailer, before any compression).
+    pub max_bytes: u64,
+}
+
+impl SourceBound {
+    /// Refuses, before any read, a bound that authorizes no export.
+    pub fn check_before_read(&self) -> Result<(), SourceError> {
+        if self.max_rows == 0 {
+            return Err(SourceError::RowBoundExceeded { max: 0 });
+        }
+        if self.max_bytes < MIN_COPY_BYTES {
+            return Err(SourceError::ByteBoundExceeded {
+                max: self.max_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What one extraction read: tuples decoded and COPY payload bytes received (for a refused
+/// read, up to and including the chunk that breached the bound), and whether the extraction
+/// completed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceMeasurement {
+    /// Tuples decoded.
+    pub rows: u64,
+    /// COPY payload bytes received.
+    pub source_bytes: u64,
+    /// The extraction succeeded (otherwise an incomplete observation).
+    pub complete: bool,
+}
 
 /// Settings pinned for the snapshot transaction (`SET LOCAL`, sent with `BEGIN`).
 /// `row_security = off` makes a row-level security policy raise instead of filtering.
@@ -104,7 +165,9 @@ pub struct PgRowBinarySource {
     tls: (TlsMode, Option<String>),
     schema_name: String,
     table: String,
+    bound: Option<SourceBound>,
     last_error: Mutex<Option<SourceError>>,
+    last_measurement: Mutex<Option<SourceMeasurement>>,
 }
 
 impl std::fmt::Debug for PgRowBinarySource {
@@ -133,8 +196,25 @@ impl PgRowBinarySource {
             tls: (TlsMode::Disable, None),
             schema_name: schema_name.to_owned(),
             table: table.to_owned(),
+            bound: None,
             last_error: Mutex::new(None),
+            last_measurement: Mutex::new(None),
         }
+    }
+
+    /// Enforces `bound` on every extraction (see the module docs).
+    pub fn with_bound(mut self, bound: SourceBound) -> Self {
+        self.bound = Some(bound);
+        self
+    }
+
+    /// Rows and COPY payload bytes of the last extraction (`None` before the first, or when it
+    /// ended before the COPY started, e.g. a bound refused before the read).
+    pub fn last_measurement(&self) -> Option<SourceMeasurement> {
+        *self
+            .last_measurement
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Connects with TLS `mode`, trusting the CA bundle at `root_cert` (else the system's
@@ -155,13 +235,29 @@ impl PgRowBinarySource {
 
     /// Extracts the relation once into `out` as `RowBinary` of `schema`; returns the row count.
     pub fn extract_to(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, SourceError> {
-        let result = self.extract_inner(schema, out);
+        let mut measured: Option<SourceMeasurement> = None;
+        let result = self.extract_inner(schema, out, &mut measured);
+        if let Some(m) = &mut measured {
+            m.complete = result.is_ok();
+        }
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = result.as_ref().err().cloned();
+        *self
+            .last_measurement
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = measured;
         result
     }
 
-    fn extract_inner(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, SourceError> {
+    fn extract_inner(
+        &self,
+        schema: &Schema,
+        out: &mut dyn Write,
+        measured: &mut Option<SourceMeasurement>,
+    ) -> Result<u64, SourceError> {
         check_declared(schema)?;
+        if let Some(b) = &self.bound {
+            b.check_before_read()?;
+        }
         let types =
             column_types(schema).map_err(|_| SourceError::DeclaredTypeUnsupported { column: 0 })?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -195,10 +291,19 @@ impl PgRowBinarySource {
                     (client, driver)
                 }
             };
-            let result = self.snapshot(&client, schema, types, out).await;
-            if result.is_err() {
+            let result = self.snapshot(&client, schema, types, out, measured).await;
+            match &result {
+                // A bound breach abandons the COPY: closing the connection (below) makes the
+                // server abort the statement, instead of a ROLLBACK that would first wait for
+                // the rest of the stream.
+                Err(
+                    SourceError::RowBoundExceeded { .. } | SourceError::ByteBoundExceeded { .. },
+                ) => {}
                 // Best effort: the server also rolls back when the session ends.
-                let _ = client.batch_execute("ROLLBACK").await;
+                Err(_) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                }
+                Ok(_) => {}
             }
             drop(client);
             driver.abort();
@@ -212,6 +317,7 @@ impl PgRowBinarySource {
         schema: &Schema,
         types: Vec<ColumnType>,
         out: &mut dyn Write,
+        measured: &mut Option<SourceMeasurement>,
     ) -> Result<u64, SourceError> {
         let relation = format!("{}.{}", ident(&self.schema_name), ident(&self.table));
         client
@@ -329,10 +435,24 @@ impl PgRowBinarySource {
         let mut values: Vec<Value> = Vec::with_capacity(plan.len());
         let mut rows: u64 = 0;
         let mut pending = 0usize;
+        let bound = self.bound;
+        let measure = measured.insert(SourceMeasurement::default());
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| SourceError::from_pg("copy", &e))?;
+            measure.source_bytes += chunk.len() as u64;
+            if let Some(b) = bound
+                && measure.source_bytes > b.max_bytes
+            {
+                return Err(SourceError::ByteBoundExceeded { max: b.max_bytes });
+            }
             reader.push(&chunk, |fields| {
                 rows += 1;
+                measure.rows = rows;
+                if let Some(b) = bound
+                    && rows > b.max_rows
+                {
+                    return Err(SourceError::RowBoundExceeded { max: b.max_rows });
+                }
                 values.clear();
                 for (i, (p, raw)) in plan.iter().zip(fields).enumerate() {
                     let v = convert(p.pg, p.target, p.precision, *raw)

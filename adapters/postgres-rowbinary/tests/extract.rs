@@ -11,7 +11,10 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dpone_adapter_clickhouse::StoreArtifactSource;
-use dpone_adapter_postgres_rowbinary::{PgConfig, PgRowBinarySource, check_declared, pg_config};
+use dpone_adapter_postgres_rowbinary::{
+    MIN_COPY_BYTES, PgConfig, PgRowBinarySource, SourceBound, SourceMeasurement, check_declared,
+    pg_config,
+};
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types, content_digest};
 use dpone_engine_clickhouse::contracts::{Digest, Schema, schema_digest};
@@ -719,4 +722,212 @@ fn tls_modes_against_the_test_ca() {
     )
     .expect_err("bundle");
     assert_eq!(code, "DPONE_PG_ROWBINARY_TLS_ROOT_CERT_INVALID");
+}
+
+/// Entries of the store's `tmp/`, `objects/` and `receipts/` directories.
+fn store_entries(dir: &std::path::Path) -> usize {
+    ["tmp", "objects", "receipts"]
+        .iter()
+        .map(|d| {
+            std::fs::read_dir(dir.join(d))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Seals `table` with `bound` into a fresh store; on success the identity, on a refusal its
+/// class after checking that the store holds nothing (no object, no receipt, no temporary).
+fn seal_bounded(
+    db: &TestDb,
+    table: &str,
+    schema: &Schema,
+    bound: SourceBound,
+) -> (
+    Result<dpone_engine_clickhouse::contracts::ArtifactIdentity, &'static str>,
+    Option<SourceMeasurement>,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ArtifactStore::open_path(dir.path(), 1 << 30).expect("store");
+    let source = db.source(table).with_bound(bound);
+    let r = StoreArtifactSource::new(&store, &source).seal(schema, 1 << 30);
+    let m = source.last_measurement();
+    match r {
+        Ok(id) => (Ok(id), m),
+        Err(e) => {
+            assert_eq!(e.kind, PortErrorKind::Rejected, "{e:?}");
+            assert_eq!(
+                store_entries(dir.path()),
+                0,
+                "a refused read seals nothing and leaves no temporary file"
+            );
+            if let Some(m) = m {
+                assert!(!m.complete, "a refused read is an incomplete observation");
+            }
+            (Err(e.class), m)
+        }
+    }
+}
+
+/// The reserved source bound on a real COPY stream: exactly N rows and N COPY payload bytes
+/// (measured by a first, unbounded read) pass with the same artifact; N+1 is refused with its
+/// code and seals nothing; mid-stream refusals abandon the COPY.
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn the_source_bound_passes_exactly_n_rows_and_bytes_and_refuses_n_plus_one() {
+    const N: u64 = 60_000;
+    let setup = format!(
+        "CREATE TABLE public.big AS
+           SELECT i::bigint AS id, repeat('y', 40) || i AS label
+             FROM generate_series(1, {N}) AS i;"
+    );
+    let Some(db) = TestDb::create(&setup) else {
+        return;
+    };
+    let schema = Schema::of(&[("id", "UInt64"), ("label", "String")]);
+
+    // Unbounded: the measurement the bounds come from.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ArtifactStore::open_path(dir.path(), 1 << 30).expect("store");
+    let source = db.source("big");
+    let base = StoreArtifactSource::new(&store, &source)
+        .seal(&schema, 1 << 30)
+        .expect("sealed");
+    let m = source.last_measurement().expect("measured");
+    assert!(m.complete);
+    assert_eq!(m.rows, N);
+    assert_eq!(base.row_count, N);
+    let bytes = m.source_bytes;
+    // Source bytes are the COPY payload (header, per tuple a field count and two length-prefixed
+    // fields, trailer), not the RowBinary artifact.
+    let labels: u64 = (1..=N).map(|i| 40 + i.to_string().len() as u64).sum();
+    assert_eq!(bytes, 19 + N * (2 + 4 + 8 + 4) + labels + 2);
+    assert_ne!(bytes, base.byte_size);
+    // Half the stream is more than one 1 MiB RowBinary block: a mid-stream refusal below has
+    // already written to the temporary file.
+    assert!(base.byte_size / 2 > 1 << 20, "{}", base.byte_size);
+
+    let exact = SourceBound {
+        max_rows: N,
+        max_bytes: bytes,
+    };
+    let (r, m) = seal_bounded(&db, "big", &schema, exact);
+    assert_eq!(r, Ok(base), "a bound never changes the artifact");
+    assert_eq!(
+        m,
+        Some(SourceMeasurement {
+            rows: N,
+            source_bytes: bytes,
+            complete: true
+        })
+    );
+
+    let (r, m) = seal_bounded(
+        &db,
+        "big",
+        &schema,
+        SourceBound {
+            max_rows: N - 1,
+            ..exact
+        },
+    );
+    assert_eq!(r, Err("DPONE_PG_ROWBINARY_SOURCE_ROW_BOUND_EXCEEDED"));
+    assert_eq!(m.map(|m| m.rows), Some(N), "refused on tuple N+1");
+
+    let (r, m) = seal_bounded(
+        &db,
+        "big",
+        &schema,
+        SourceBound {
+            max_bytes: bytes - 1,
+            ..exact
+        },
+    );
+    assert_eq!(r, Err("DPONE_PG_ROWBINARY_SOURCE_BYTE_BOUND_EXCEEDED"));
+    assert_eq!(m.map(|m| m.source_bytes), Some(bytes));
+
+    // Mid-stream, after more than one RowBinary block reached the temporary file.
+    let (r, m) = seal_bounded(
+        &db,
+        "big",
+        &schema,
+        SourceBound {
+            max_rows: N / 2,
+            ..exact
+        },
+    );
+    assert_eq!(r, Err("DPONE_PG_ROWBINARY_SOURCE_ROW_BOUND_EXCEEDED"));
+    assert_eq!(m.map(|m| m.rows), Some(N / 2 + 1));
+    let (r, m) = seal_bounded(
+        &db,
+        "big",
+        &schema,
+        SourceBound {
+            max_bytes: bytes / 2,
+            ..exact
+        },
+    );
+    assert_eq!(r, Err("DPONE_PG_ROWBINARY_SOURCE_BYTE_BOUND_EXCEEDED"));
+    let m = m.expect("measured");
+    assert!(
+        m.source_bytes > bytes / 2 && m.source_bytes < bytes,
+        "{m:?}"
+    );
+
+    // Refused before the read: nothing measured, nothing sealed.
+    for (bound, code) in [
+        (
+            SourceBound {
+                max_rows: 0,
+                max_bytes: u64::MAX,
+            },
+            "DPONE_PG_ROWBINARY_SOURCE_ROW_BOUND_EXCEEDED",
+        ),
+        (
+            SourceBound {
+                max_rows: u64::MAX,
+                max_bytes: MIN_COPY_BYTES - 1,
+            },
+            "DPONE_PG_ROWBINARY_SOURCE_BYTE_BOUND_EXCEEDED",
+        ),
+    ] {
+        let (r, m) = seal_bounded(&db, "big", &schema, bound);
+        assert_eq!(r, Err(code));
+        assert_eq!(m, None, "refused before the read");
+    }
+}
+
+/// An empty relation is exactly `MIN_COPY_BYTES` of COPY payload and fits the smallest bound
+/// that allows a read.
+#[test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+fn an_empty_relation_fits_the_smallest_bound() {
+    let Some(db) = TestDb::create("CREATE TABLE public.empty (id integer NOT NULL);") else {
+        return;
+    };
+    let schema = Schema::of(&[("id", "Int32")]);
+    let (r, m) = seal_bounded(
+        &db,
+        "empty",
+        &schema,
+        SourceBound {
+            max_rows: 1,
+            max_bytes: MIN_COPY_BYTES,
+        },
+    );
+    assert_eq!(r.map(|id| id.row_count), Ok(0));
+    assert_eq!(
+        m,
+        Some(SourceMeasurement {
+            rows: 0,
+            source_bytes: MIN_COPY_BYTES,
+            complete: true
+        })
+    );
 }
