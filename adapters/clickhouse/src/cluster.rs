@@ -7,6 +7,19 @@
 //! cluster DDL) go through one-shot clients whose HTTP layer never retries or replays a request
 //! and keeps no idle connections. The adapter owns a single-threaded Tokio runtime and blocks
 //! on it, so the engine stays synchronous; do not call it from inside another Tokio runtime.
+//!
+//! ## Body bytes sent
+//!
+//! Every member load records a [`BodyObservation`]: the HTTP request body bytes of its `INSERT
+//! … FORMAT RowBinary`, counted at the sender as each chunk is accepted by the client's body
+//! stream, and whether the server acknowledged the end of the insert. The `clickhouse` crate
+//! is built without its compression features, so the body is the artifact's `RowBinary`
+//! bytes exactly as sent (not compressed; the chunked transfer coding's framing is not body).
+//! This is a measurement separate from the source's COPY payload bytes (the spec's "source
+//! bytes and actual HTTP payload bytes remain separate measurements"). A failed or ambiguous
+//! send keeps its observation with `complete: false`: its count is what was handed to the
+//! body stream, an upper bound of what the server received. Read them with
+//! [`ClickHouseCluster::body_observations`].
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};
@@ -78,6 +91,18 @@ struct Clients {
     once: Client,
 }
 
+/// One member load's HTTP body, as measured at the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyObservation {
+    /// The member loaded.
+    pub member: MemberId,
+    /// Request body bytes accepted by the client's body stream (uncompressed: see the module
+    /// docs).
+    pub body_bytes: u64,
+    /// The server acknowledged the insert (`false`: failed or ambiguous; an upper bound).
+    pub complete: bool,
+}
+
 /// The real cluster behind the engine's ports.
 pub struct ClickHouseCluster {
     rt: tokio::runtime::Runtime,
@@ -88,6 +113,7 @@ pub struct ClickHouseCluster {
     ddl_timeout: u64,
     request_timeout: Duration,
     hosts: Mutex<BTreeMap<(String, u16), MemberId>>,
+    sent: Mutex<Vec<BodyObservation>>,
 }
 
 /// A `clickhouse` client whose HTTP layer never retries a request (not even one it believes was
@@ -193,7 +219,13 @@ impl ClickHouseCluster {
             ddl_timeout: config.ddl_task_timeout_secs,
             request_timeout: Duration::from_secs(config.request_timeout_secs.max(1)),
             hosts: Mutex::new(BTreeMap::new()),
+            sent: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The body of every member load so far, in order (one per `INSERT` started).
+    pub fn body_observations(&self) -> Vec<BodyObservation> {
+        self.sent.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn member(&self, id: &MemberId) -> Result<&Clients, PortError> {
@@ -503,7 +535,8 @@ impl MemberCatalog for ClickHouseCluster {
             r.unwrap_or(Err(clickhouse::error::Error::TimedOut))
                 .map_err(|e| port_error(&e, true))
         };
-        self.rt.block_on(async {
+        let mut body_bytes: u64 = 0;
+        let result = self.rt.block_on(async {
             loop {
                 let n = artifact
                     .read(&mut buf)
@@ -515,9 +548,19 @@ impl MemberCatalog for ClickHouseCluster {
                     tokio::time::timeout(timeout, insert.send(Bytes::copy_from_slice(&buf[..n])))
                         .await,
                 )?;
+                body_bytes += n as u64;
             }
             bounded(tokio::time::timeout(timeout, insert.end()).await)
-        })
+        });
+        self.sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(BodyObservation {
+                member: *member,
+                body_bytes,
+                complete: result.is_ok(),
+            });
+        result
     }
 
     fn drop_exact(

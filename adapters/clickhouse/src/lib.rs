@@ -16,5 +16,5 @@ mod error;
 pub mod sql;
 
 pub use artifact::{Extract, StoreArtifactSource};
-pub use cluster::{ClickHouseCluster, ClickHouseConfig, Credential};
+pub use cluster::{BodyObservation, ClickHouseCluster, ClickHouseConfig, Credential};
 pub use error::{class, port_error};
