@@ -334,6 +334,54 @@ struct RunReport<'a> {
     operation_id: Option<OperationId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     bundle: Option<&'a Value>,
+    /// What `run` measured: source rows and COPY bytes, and each member load's HTTP body bytes
+    /// (separate measurements; see docs/clickhouse-external-publication.md). Absent when
+    /// nothing was read or sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    measurements: Option<Measurements>,
+}
+
+/// The two separate measurements of one `run`.
+#[derive(Serialize)]
+struct Measurements {
+    /// Rows and binary COPY payload bytes the source read (`complete: false` for a failed or
+    /// refused read); absent when the source was not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<SourceMeasured>,
+    /// One entry per member load, in order: HTTP request body bytes as sent.
+    http_body: Vec<BodySent>,
+}
+
+#[derive(Serialize)]
+struct SourceMeasured {
+    rows: u64,
+    source_bytes: u64,
+    complete: bool,
+}
+
+#[derive(Serialize)]
+struct BodySent {
+    member: MemberId,
+    body_bytes: u64,
+    complete: bool,
+}
+
+fn measurements(source: &PgRowBinarySource, cluster: &ClickHouseCluster) -> Option<Measurements> {
+    let source = source.last_measurement().map(|m| SourceMeasured {
+        rows: m.rows,
+        source_bytes: m.source_bytes,
+        complete: m.complete,
+    });
+    let http_body: Vec<BodySent> = cluster
+        .body_observations()
+        .into_iter()
+        .map(|b| BodySent {
+            member: b.member,
+            body_bytes: b.body_bytes,
+            complete: b.complete,
+        })
+        .collect();
+    (source.is_some() || !http_body.is_empty()).then_some(Measurements { source, http_body })
 }
 
 impl<'a> RunReport<'a> {
@@ -355,6 +403,7 @@ impl<'a> RunReport<'a> {
             target_key: None,
             operation_id: None,
             bundle: None,
+            measurements: None,
         }
     }
 }
@@ -414,6 +463,7 @@ fn fail_closed(
     m: &Manifest,
     e: &EngineError,
     source_detail: Option<String>,
+    measurements: Option<Measurements>,
 ) -> Result<(), Failure> {
     let blockers: Vec<Blocker> = match e {
         EngineError::AdmissionBlocked(reasons) => {
@@ -440,6 +490,7 @@ fn fail_closed(
         blockers: Some(&blockers),
         target_key: Some(key),
         operation_id: operation,
+        measurements,
         ..RunReport::new(m)
     })?;
     let mut failure = wiring::engine_failure(e);
@@ -527,6 +578,7 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
             outcome: "completed",
             receipt: Some(&receipt),
             bundle: source.bundle_evidence(),
+            measurements: measurements(&pg_source, &cluster),
             ..RunReport::new(&m)
         }),
         Ok(RunOutcome::InProgress { phase, waiting }) => {
@@ -535,6 +587,7 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
                 phase: Some(phase),
                 waiting: Some(&waiting),
                 recovery: Some(RecoveryAction::WaitThenResume),
+                measurements: measurements(&pg_source, &cluster),
                 ..RunReport::new(&m)
             })?;
             Err(Failure {
@@ -554,7 +607,7 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
                 }
                 _ => None,
             };
-            fail_closed(args, &m, &e, detail)
+            fail_closed(args, &m, &e, detail, measurements(&pg_source, &cluster))
         }
     }
 }

@@ -209,16 +209,36 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
         if terminal {
             eprintln!();
         }
+        // Rows and binary COPY payload bytes the source read (the envelope's payload counts;
+        // also for a failed read, `complete: false`); absent when the source was not read (a
+        // replay or a failure before extraction).
+        let measured = source.last_measurement().map(|m| {
+            serde_json::json!({
+                "rows": m.rows,
+                "source_bytes": m.source_bytes,
+                "complete": m.complete,
+            })
+        });
         match outcome {
-            Ok(done) => print_json(&serde_json::json!({
-                "invocation_id": request.invocation_id,
-                "outcome": done,
-            })),
+            Ok(done) => {
+                let mut out = serde_json::json!({
+                    "invocation_id": request.invocation_id,
+                    "outcome": done,
+                });
+                if let Some(m) = measured {
+                    out["source_measurement"] = m;
+                }
+                print_json(&out)
+            }
             Err(failure) => {
-                print_json(&serde_json::json!({
+                let mut out = serde_json::json!({
                     "invocation_id": request.invocation_id,
                     "failure": &failure,
-                }))?;
+                });
+                if let Some(m) = measured {
+                    out["source_measurement"] = m;
+                }
+                print_json(&out)?;
                 Err(Failure::xmin(failure.error.code(), failure.error.message()))
             }
         }

@@ -107,6 +107,14 @@ async fn check_plan_run_status_with_policy_components_on_a_real_server() {
         "guard evidence from the component: {text}"
     );
     assert_eq!(f.active_keys().await, f.source_keys().await);
+    // The source's measurement: rows and binary COPY payload bytes of the read.
+    let m = &baseline["source_measurement"];
+    assert_eq!(m["rows"], 200, "{baseline}");
+    assert_eq!(m["complete"], true, "{baseline}");
+    assert!(
+        m["source_bytes"].as_u64().is_some_and(|b| b > 200 * 20),
+        "{baseline}"
+    );
 
     f.src_sql("DELETE FROM public.items WHERE id <= 3").await;
     let (rc, delete, err) = cli.run("run", &[]);
@@ -115,6 +123,8 @@ async fn check_plan_run_status_with_policy_components_on_a_real_server() {
         delete.to_string().contains("\"soft_deleted\":3"),
         "{delete}"
     );
+    // Incremental: the empty delta and the 197 keys, together.
+    assert_eq!(delete["source_measurement"]["rows"], 197, "{delete}");
     assert_eq!(f.active_keys().await, f.source_keys().await);
 
     let (rc, status, err) = cli.run("status", &[]);
