@@ -108,6 +108,28 @@ async fn refused(
     m
 }
 
+/// Waits (at most 10 s) until the source database has no session of the XMin source: a
+/// refused read closed its connection instead of leaving the COPY running.
+async fn source_sessions_end(f: &Fixture) {
+    for _ in 0..100 {
+        let n: i64 = f
+            .sc
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity \
+                  WHERE datname = $1 AND application_name = 'dpone-host xmin source'",
+                &[&f.src.name],
+            )
+            .await
+            .expect("activity")
+            .get(0);
+        if n == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the refused read's session is still open");
+}
+
 /// A bounded read that must pass and produce exactly the unbounded read's payloads.
 async fn passes(f: &Fixture, bound: SourceBound, previous: Option<Checkpoint>) -> SnapshotEnvelope {
     let mut source = PgSource::new().with_bound(bound);
@@ -212,6 +234,7 @@ async fn baseline_exactly_n_rows_and_bytes_pass_and_n_plus_one_is_refused() {
         "{m:?}"
     );
     assert!(m.rows < ROWS, "{m:?}");
+    source_sessions_end(&f).await;
 
     // The source is still readable afterwards (the abandoned COPY held nothing).
     let env = passes(&f, exact, None).await;

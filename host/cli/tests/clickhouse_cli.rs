@@ -1331,6 +1331,26 @@ fn live_check_plan_run_status_then_exchange_then_an_empty_source_on_two_real_mem
     let first = route.ok("run", Some("journey-1"));
     assert_eq!(first["outcome"], "completed");
     assert_eq!(first["receipt"]["publication"]["kind"], "rename");
+    // The two separate measurements: source rows and COPY payload bytes, and each member
+    // load's HTTP body (uncompressed RowBinary: the artifact's bytes).
+    let measured = &first["measurements"];
+    assert_eq!(measured["source"]["rows"], 1000, "{first}");
+    assert_eq!(measured["source"]["complete"], true, "{first}");
+    assert!(
+        measured["source"]["source_bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 1000),
+        "{first}"
+    );
+    let sent = measured["http_body"].as_array().expect("http_body");
+    assert_eq!(sent.len(), 2, "one load per member: {first}");
+    for s in sent {
+        assert_eq!(
+            s["body_bytes"], first["receipt"]["artifact"]["byte_size"],
+            "{first}"
+        );
+        assert_eq!(s["complete"], true, "{first}");
+    }
     let members = route.members();
     assert_eq!(members.len(), 2);
     assert!(members[0].0.starts_with("1000\t"), "{members:?}");
