@@ -138,6 +138,13 @@ fn first_publication_renames_a_retry_converges_and_a_second_operation_exchanges(
     };
     let receipt = completed(run(&c, &source, &first).expect("first run"));
     assert_eq!(receipt.artifact.row_count, 1_000);
+    // One load per member, each body the artifact's bytes, acknowledged.
+    let sent = c.body_observations();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for s in &sent {
+        assert_eq!(s.body_bytes, receipt.artifact.byte_size, "{sent:?}");
+        assert!(s.complete, "{sent:?}");
+    }
     let want = expected_fingerprint(&tier, 1_000, 1);
     for replica in [1, 2] {
         assert_eq!(
@@ -164,6 +171,7 @@ fn first_publication_renames_a_retry_converges_and_a_second_operation_exchanges(
     // A retry of the same invocation converges without loading anything again.
     let again = completed(run(&c, &source, &first).expect("retry"));
     assert_eq!(again.generation_id, receipt.generation_id);
+    assert_eq!(c.body_observations(), sent, "the retry sent no body");
     for replica in [1, 2] {
         assert_eq!(table_facts(&tier, replica, &target).0, 1_000);
     }

@@ -112,9 +112,8 @@ async fn refused(
 /// refused read closed its connection instead of leaving the COPY running.
 async fn source_sessions_end(f: &Fixture) {
     for _ in 0..100 {
-        let n: i64 = f
-            .sc
-            .query_one(
+        let n: i64 =
+            f.sc.query_one(
                 "SELECT count(*) FROM pg_catalog.pg_stat_activity \
                   WHERE datname = $1 AND application_name = 'dpone-host xmin source'",
                 &[&f.src.name],
