@@ -301,7 +301,10 @@ async fn incremental_bound_covers_delta_and_keys_together() {
     let base = extract(&f, &mut unbounded, Some(cp))
         .await
         .expect("unbounded incremental");
-    assert_eq!(base.rows.rows, 10);
+    // At least the 10 updated rows; more when another transaction on the server held the
+    // baseline's safe checkpoint back (those rows are replayed). No write to the relation
+    // happens between the reads below, so every read of this window has the same delta.
+    assert!(base.rows.rows >= 10, "{}", base.rows.rows);
     assert_eq!(base.keys.as_ref().map(|k| k.rows), Some(ROWS));
     let (rows, bytes) = totals(&base);
     release(&f, &base);
