@@ -118,7 +118,8 @@ fn dependencies_point_one_way() {
         &|d| {
             !matches!(
                 d,
-                "dpone-policy-model"
+                "dpone-boundary"
+                    | "dpone-policy-model"
                     | "serde"
                     | "serde_json"
                     | "serde_json_canonicalizer"

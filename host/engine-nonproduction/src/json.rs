@@ -16,15 +16,15 @@
 //! [`codes::UNKNOWN_FIELD`], a missing one [`codes::MISSING_FIELD`]. No field is optional and
 //! none has a default.
 //!
-//! This is deliberately a reader of its own rather than `dpone-trust`'s (which engines may not
-//! depend on): it adds the depth bound and reports the crate's own codes.
+//! The rules above are checked by the shared reader [`dpone_boundary::strict_json`] (not
+//! `dpone-trust`, which engines may not depend on), asked for this crate's size limit and depth
+//! bound; this module maps its faults to the crate's own codes, and paths in details show only
+//! keys in [`SCHEMA_KEYS`] (a duplicate key is never shown).
 
 use crate::codes;
 use crate::error::{NpError, Result};
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use dpone_boundary::strict_json::{self, CanonicalFault, JsonPath, Limits, StrictJsonFault};
 use serde_json::{Map, Value};
-use std::cell::RefCell;
-use std::fmt;
 
 /// The largest document any reader of this crate accepts: 256 KiB.
 pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
@@ -33,56 +33,65 @@ pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 pub const MAX_DEPTH: usize = 8;
 
 /// The largest integer a document may hold: 2^53 - 1.
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+pub const MAX_SAFE_INTEGER: u64 = strict_json::MAX_SAFE_INTEGER;
+
+const LIMITS: Limits = Limits {
+    max_bytes: MAX_DOCUMENT_BYTES,
+    max_depth: Some(MAX_DEPTH),
+};
 
 /// Parses `bytes` as one strict JSON value (size, syntax, depth, duplicate keys, numbers).
 pub fn parse_strict(bytes: &[u8]) -> Result<Value> {
-    if bytes.len() > MAX_DOCUMENT_BYTES {
-        return Err(NpError::new(
+    strict_json::parse(bytes, &LIMITS).map_err(refusal)
+}
+
+/// The crate's code and detail for a refusal of the strict reader. Paths show only keys in
+/// [`SCHEMA_KEYS`]; a duplicate key is never shown.
+fn refusal(fault: StrictJsonFault) -> NpError {
+    match fault {
+        StrictJsonFault::TooLarge { len, max_bytes } => NpError::new(
             codes::TOO_LARGE,
-            format!("{} bytes, the limit is {MAX_DOCUMENT_BYTES}", bytes.len()),
-        ));
+            format!("{len} bytes, the limit is {max_bytes}"),
+        ),
+        StrictJsonFault::Malformed { line, column, .. } => NpError::new(
+            codes::MALFORMED,
+            format!("not one JSON value (line {line}, column {column})"),
+        ),
+        StrictJsonFault::TooDeep { path, max_depth } => NpError::new(
+            codes::TOO_DEEP,
+            format!("{}: nesting deeper than {max_depth}", shown(&path)),
+        ),
+        StrictJsonFault::DuplicateKey { path, .. } => NpError::new(
+            codes::DUPLICATE_KEY,
+            format!("{}: a key appears twice", shown(&path)),
+        ),
+        StrictJsonFault::NumberInvalid { path, fault } => NpError::new(
+            codes::NUMBER_INVALID,
+            format!("{}: {}", shown(&path), fault.reason()),
+        ),
     }
-    let ctx = Ctx::default();
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = Seed {
-        ctx: &ctx,
-        path: String::from("$"),
-        depth: 0,
-    }
-    .deserialize(&mut de)
-    .and_then(|value| de.end().map(|()| value));
-    match parsed {
-        Ok(value) => Ok(value),
-        Err(err) => Err(match ctx.fault.into_inner() {
-            Some((code, detail)) => NpError::new(code, detail),
-            None => NpError::new(
-                codes::MALFORMED,
-                format!(
-                    "not one JSON value (line {}, column {})",
-                    err.line(),
-                    err.column()
-                ),
-            ),
-        }),
-    }
+}
+
+/// A path as reports show it: a key in [`SCHEMA_KEYS`] by name, any other by its position.
+fn shown(path: &JsonPath) -> String {
+    path.render(|name, position| match known_key(name) {
+        Some(known) => known.to_owned(),
+        None => format!("<key {position}>"),
+    })
 }
 
 /// Refuses `bytes` unless they are exactly the RFC 8785 encoding of `value`.
 pub fn expect_canonical(value: &Value, bytes: &[u8]) -> Result<()> {
-    let expected = canonical_bytes(value);
-    if expected != bytes {
-        let at = expected
-            .iter()
-            .zip(bytes)
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.len().min(bytes.len()));
-        return Err(NpError::new(
-            codes::NON_CANONICAL,
-            format!("the bytes differ from the RFC 8785 encoding at offset {at}"),
-        ));
-    }
-    Ok(())
+    let at = match strict_json::check_canonical(bytes, value) {
+        Ok(()) => return Ok(()),
+        Err(CanonicalFault::DiffersAt(at)) => at,
+        // Impossible for a `Value` (see [`canonical_bytes`]): the empty encoding differs at 0.
+        Err(CanonicalFault::Unencodable(_)) => 0,
+    };
+    Err(NpError::new(
+        codes::NON_CANONICAL,
+        format!("the bytes differ from the RFC 8785 encoding at offset {at}"),
+    ))
 }
 
 /// The RFC 8785 encoding of `value`.
@@ -91,7 +100,7 @@ pub fn expect_canonical(value: &Value, bytes: &[u8]) -> Result<()> {
 /// the canonicalizer always encodes; an (impossible) failure yields an empty vector, which no
 /// reader accepts and no digest of a valid document equals.
 pub fn canonical_bytes(value: &Value) -> Vec<u8> {
-    serde_json_canonicalizer::to_vec(value).unwrap_or_default()
+    strict_json::canonical_bytes(value).unwrap_or_default()
 }
 
 /// Reads the top-level `schema` and refuses any other than `expected`.
@@ -110,135 +119,6 @@ pub fn expect_schema(value: &Value, expected: &str) -> Result<()> {
             codes::SCHEMA_UNSUPPORTED,
             format!("$.schema: this reader reads only \"{expected}\""),
         )),
-    }
-}
-
-#[derive(Default)]
-struct Ctx {
-    fault: RefCell<Option<(&'static str, String)>>,
-}
-
-struct Seed<'c> {
-    ctx: &'c Ctx,
-    path: String,
-    depth: usize,
-}
-
-impl Seed<'_> {
-    fn fail<E: de::Error>(&self, code: &'static str, detail: String) -> E {
-        let mut slot = self.ctx.fault.borrow_mut();
-        if slot.is_none() {
-            *slot = Some((code, detail));
-        }
-        E::custom("strict JSON rule violated")
-    }
-
-    fn child(&self, path: String) -> Seed<'_> {
-        Seed {
-            ctx: self.ctx,
-            path,
-            depth: self.depth + 1,
-        }
-    }
-
-    fn enter<E: de::Error>(&self) -> Result<(), E> {
-        if self.depth + 1 > MAX_DEPTH {
-            return Err(self.fail(
-                codes::TOO_DEEP,
-                format!("{}: nesting deeper than {MAX_DEPTH}", self.path),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Seed<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Seed<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        if v > MAX_SAFE_INTEGER {
-            return Err(self.fail(
-                codes::NUMBER_INVALID,
-                format!("{}: integer above 2^53-1", self.path),
-            ));
-        }
-        Ok(Value::from(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        match u64::try_from(v) {
-            Ok(v) => self.visit_u64(v),
-            Err(_) => Err(self.fail(
-                codes::NUMBER_INVALID,
-                format!("{}: negative numbers are not allowed", self.path),
-            )),
-        }
-    }
-
-    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Value, E> {
-        Err(self.fail(
-            codes::NUMBER_INVALID,
-            format!("{}: only integers are allowed", self.path),
-        ))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        self.enter()?;
-        let mut out = Vec::new();
-        while let Some(item) =
-            seq.next_element_seed(self.child(format!("{}[{}]", self.path, out.len())))?
-        {
-            out.push(item);
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        self.enter()?;
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(self.fail(
-                    codes::DUPLICATE_KEY,
-                    format!("{}: a key appears twice", self.path),
-                ));
-            }
-            let child = match known_key(&key) {
-                Some(known) => format!("{}.{known}", self.path),
-                None => format!("{}.<key {}>", self.path, out.len()),
-            };
-            let value = map.next_value_seed(self.child(child))?;
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
     }
 }
 

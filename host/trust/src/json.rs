@@ -12,186 +12,85 @@
 //!   value (the value is re-canonicalized and the bytes compared);
 //! - has a field its schema does not define, lacks one it requires, or has a value of the
 //!   wrong type ([`Fields`]).
+//!
+//! The reading rules (all but the last) are those of the shared reader
+//! [`dpone_boundary::strict_json`], asked for no depth bound; this module maps its faults to
+//! [`DocumentFault`]s, quoting keys in paths and details with `error::shown`.
 
 use crate::Result;
 use crate::error::{Document, DocumentFault, TrustError, shown};
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use dpone_boundary::strict_json::{self, CanonicalFault, Limits, StrictJsonFault};
 use serde_json::{Map, Value};
-use std::cell::RefCell;
 use std::fmt;
 
 /// The largest integer a document may hold: 2^53 - 1, exact in IEEE 754 doubles.
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+pub const MAX_SAFE_INTEGER: u64 = strict_json::MAX_SAFE_INTEGER;
 
 /// Parses `bytes` as one strict JSON document of kind `doc`.
 ///
 /// `limit` is the maximum size in bytes; with `canonical`, the bytes must also be exactly the
-/// RFC 8785 encoding of the parsed value.
+/// RFC 8785 encoding of the parsed value. The reader is [`dpone_boundary::strict_json`] without
+/// a depth bound of its own; paths and duplicate keys are quoted with `error::shown`.
 pub fn parse_strict(doc: Document, bytes: &[u8], limit: usize, canonical: bool) -> Result<Value> {
-    if bytes.len() > limit {
-        return Err(TrustError::doc(
-            doc,
-            DocumentFault::TooLarge,
-            format!("{} bytes, the limit is {limit}", bytes.len()),
-        ));
-    }
-    let ctx = Ctx::default();
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = Seed {
-        ctx: &ctx,
-        path: String::from("$"),
-    }
-    .deserialize(&mut de)
-    .and_then(|value| de.end().map(|()| value));
-    let value = match parsed {
-        Ok(value) => value,
-        Err(err) => {
-            return Err(match ctx.fault.into_inner() {
-                Some((fault, detail)) => TrustError::doc(doc, fault, detail),
-                None => TrustError::doc(doc, DocumentFault::Malformed, err.to_string()),
-            });
-        }
+    let limits = Limits {
+        max_bytes: limit,
+        max_depth: None,
     };
+    let value = strict_json::parse(bytes, &limits).map_err(|fault| refusal(doc, fault))?;
     if canonical {
-        let expected = serde_json_canonicalizer::to_vec(&value)
-            .map_err(|err| TrustError::doc(doc, DocumentFault::Malformed, err.to_string()))?;
-        if expected != bytes {
-            let at = expected
-                .iter()
-                .zip(bytes)
-                .position(|(a, b)| a != b)
-                .unwrap_or(expected.len().min(bytes.len()));
-            return Err(TrustError::doc(
+        strict_json::check_canonical(bytes, &value).map_err(|fault| match fault {
+            CanonicalFault::Unencodable(err) => {
+                TrustError::doc(doc, DocumentFault::Malformed, err.to_string())
+            }
+            CanonicalFault::DiffersAt(at) => TrustError::doc(
                 doc,
                 DocumentFault::NonCanonical,
                 format!("the bytes differ from the RFC 8785 encoding at offset {at}"),
-            ));
-        }
+            ),
+        })?;
     }
     Ok(value)
 }
 
+/// The crate's fault and detail for a refusal of the strict reader.
+fn refusal(doc: Document, fault: StrictJsonFault) -> TrustError {
+    let path = |path: &strict_json::JsonPath| path.render(|name, _| shown(name));
+    match fault {
+        StrictJsonFault::TooLarge { len, max_bytes } => TrustError::doc(
+            doc,
+            DocumentFault::TooLarge,
+            format!("{len} bytes, the limit is {max_bytes}"),
+        ),
+        StrictJsonFault::Malformed { message, .. } => {
+            TrustError::doc(doc, DocumentFault::Malformed, message)
+        }
+        // No depth bound is asked for: serde_json's own limit reports as malformed.
+        StrictJsonFault::TooDeep {
+            path: at,
+            max_depth,
+        } => TrustError::doc(
+            doc,
+            DocumentFault::Malformed,
+            format!("{}: nesting deeper than {max_depth}", path(&at)),
+        ),
+        StrictJsonFault::DuplicateKey { path: at, key } => TrustError::doc(
+            doc,
+            DocumentFault::DuplicateKey,
+            format!("{}: key \"{}\" appears twice", path(&at), shown(&key)),
+        ),
+        StrictJsonFault::NumberInvalid { path: at, fault } => TrustError::doc(
+            doc,
+            DocumentFault::InvalidValue,
+            format!("{}: {}", path(&at), fault.reason()),
+        ),
+    }
+}
+
 /// The RFC 8785 canonical encoding of `value`.
 pub fn canonical_bytes(value: &Value) -> Result<Vec<u8>> {
-    serde_json_canonicalizer::to_vec(value).map_err(|err| TrustError::Internal {
+    strict_json::canonical_bytes(value).map_err(|err| TrustError::Internal {
         detail: format!("canonical JSON encoding failed: {err}"),
     })
-}
-
-#[derive(Default)]
-struct Ctx {
-    fault: RefCell<Option<(DocumentFault, String)>>,
-}
-
-struct Seed<'c> {
-    ctx: &'c Ctx,
-    path: String,
-}
-
-impl Seed<'_> {
-    fn fail<E: de::Error>(&self, fault: DocumentFault, detail: String) -> E {
-        let mut slot = self.ctx.fault.borrow_mut();
-        if slot.is_none() {
-            *slot = Some((fault, detail));
-        }
-        E::custom("strict JSON rule violated")
-    }
-
-    fn child(&self, path: String) -> Seed<'_> {
-        Seed {
-            ctx: self.ctx,
-            path,
-        }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Seed<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Seed<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        if v > MAX_SAFE_INTEGER {
-            return Err(self.fail(
-                DocumentFault::InvalidValue,
-                format!("{}: integer above 2^53-1", self.path),
-            ));
-        }
-        Ok(Value::from(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        match u64::try_from(v) {
-            Ok(v) => self.visit_u64(v),
-            Err(_) => Err(self.fail(
-                DocumentFault::InvalidValue,
-                format!("{}: negative numbers are not allowed", self.path),
-            )),
-        }
-    }
-
-    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Value, E> {
-        Err(self.fail(
-            DocumentFault::InvalidValue,
-            format!("{}: only integers are allowed", self.path),
-        ))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::new();
-        while let Some(item) =
-            seq.next_element_seed(self.child(format!("{}[{}]", self.path, out.len())))?
-        {
-            out.push(item);
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(self.fail(
-                    DocumentFault::DuplicateKey,
-                    format!("{}: key \"{}\" appears twice", self.path, shown(&key)),
-                ));
-            }
-            let value =
-                map.next_value_seed(self.child(format!("{}.{}", self.path, shown(&key))))?;
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
-    }
 }
 
 /// Typed access to the fields of one JSON object, refusing fields the schema does not name.
