@@ -1144,6 +1144,91 @@ mod tests {
     }
 
     #[test]
+    fn a_run_under_a_reservation_refuses_with_the_first_failing_check() {
+        // Tier: unit (pure).
+        let uuid = Uuid::parse("u", "00000000-0000-4000-8000-000000000001").unwrap();
+        let policy = Sha256Digest::of(b"policy");
+        let running = ReservationAuthority {
+            listed: ListedReservation {
+                reservation: Reservation {
+                    reservation_id: Sha256Digest::of(b"r"),
+                    grant: GrantKey {
+                        grant_id: uuid.clone(),
+                        phase: Phase::Execution,
+                    },
+                    grant_digest: Sha256Digest::of(b"g"),
+                    trust_revision: 1,
+                    workload: WorkloadId::new("w").unwrap(),
+                    attempt: AttemptId::new("a").unwrap(),
+                    source_rows: 10,
+                    source_bytes: 100,
+                    attempt_seconds: 60,
+                    resolved_by_probe: false,
+                },
+                reserved_at_unix: 1,
+                settlement: None,
+            },
+            environment: uuid,
+            grant_revocation_epoch: 3,
+            grant_expired: false,
+            grant_not_yet_valid: false,
+            attempt_window_elapsed: false,
+            admitted_policy_digest: policy.clone(),
+            current_trust: Some(CurrentTrust {
+                revision: 2,
+                policy_digest: policy,
+                revocation_epoch: 3,
+            }),
+            clock_backwards: false,
+        };
+        assert_eq!(
+            running.check(),
+            Ok(()),
+            "a new revision that revokes nothing"
+        );
+        let code = |edit: &dyn Fn(&mut ReservationAuthority)| {
+            let mut a = running.clone();
+            edit(&mut a);
+            a.check().unwrap_err().code
+        };
+        assert_eq!(
+            code(&|a| {
+                a.listed.settlement = Some(Settlement {
+                    reservation_id: a.listed.reservation.reservation_id.clone(),
+                    measured_source_rows: 0,
+                    measured_source_bytes: 0,
+                    measured_http_bytes: 0,
+                    outcome: AttemptOutcome::Failed,
+                });
+                a.grant_expired = true;
+            }),
+            StoreCode::ReservationResolved
+        );
+        assert_eq!(code(&|a| a.current_trust = None), StoreCode::TrustMissing);
+        assert_eq!(
+            code(&|a| a.clock_backwards = true),
+            StoreCode::ClockBackwards
+        );
+        assert_eq!(
+            code(&|a| a.grant_revocation_epoch = 2),
+            StoreCode::GrantRevoked
+        );
+        assert_eq!(
+            code(&|a| a.admitted_policy_digest = Sha256Digest::of(b"old")),
+            StoreCode::TrustRevisionChanged
+        );
+        assert_eq!(code(&|a| a.grant_expired = true), StoreCode::GrantExpired);
+        assert_eq!(
+            code(&|a| a.grant_not_yet_valid = true),
+            StoreCode::GrantNotYetValid
+        );
+        assert_eq!(
+            code(&|a| a.attempt_window_elapsed = true),
+            StoreCode::AttemptWindowElapsed
+        );
+    }
+
+    #[test]
     fn every_code_is_distinct_and_in_the_family() {
         // Tier: unit (pure).
         let set: std::collections::BTreeSet<_> =
