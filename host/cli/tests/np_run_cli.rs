@@ -7,7 +7,8 @@
 //! Covered: a reservation of exactly the relation's rows and COPY bytes runs, settles complete
 //! and `campaign status` shows it; a reservation one row short fails closed with the row-bound
 //! code, leaves the target untouched and settles incomplete (still charged); a settled, a
-//! foreign-workload and an unknown reservation, and a reservation whose grant was revoked
+//! foreign-workload and an unknown reservation, one whose duration bound elapsed, one whose
+//! admitting policy is no longer the current trust revision and one whose grant was revoked
 //! (`campaign policy register` with a higher epoch) are refused before any read (no run output,
 //! no artifact directory, target unchanged); a malformed id and a ClickHouse manifest are bad
 //! input before the store is touched. No output names the store's connection.
@@ -293,13 +294,77 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     );
     assert_eq!(st["pool"]["unresolved"], 1, "only the foreign reservation");
 
-    // Revocation after admission: a new trust revision with a higher epoch refuses the run
-    // before any read, although the reservation is RUNNING.
-    let pending = reservation(&run, &docs, &grant, WORKLOAD, "a3", 200, bytes);
+    // The attempt's duration bound elapsed since its reservation: refused before any read;
+    // settled by hand so that the workload may be admitted again.
     f.src_sql("UPDATE public.items SET qty = qty + 1 WHERE id <= 10")
         .await;
     let before = f.target_fingerprint().await;
-    ok(&run.policy_register(&docs, Some(4)));
+    let mut a = vec!["admit".to_owned()];
+    a.extend(run.grant_args(&docs, true, &grant));
+    a.extend(
+        [
+            "--workload",
+            WORKLOAD,
+            "--attempt",
+            "a3",
+            "--source-rows",
+            "200",
+            "--source-bytes",
+            &bytes.to_string(),
+            "--attempt-seconds",
+            "1",
+        ]
+        .map(str::to_owned),
+    );
+    let brief = id(&ok(&run.cli(&a))["reservation"]["reservation_id"]);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let out = xmin.run(&store, "elapsed", Some(&brief));
+    assert_eq!(
+        refused_before_read(&out, &store, &xmin, "elapsed"),
+        "DPONE_NP_STORE_ATTEMPT_WINDOW_ELAPSED"
+    );
+    let s = ok(&run.cli(
+        &[
+            "settle",
+            "--reservation",
+            &brief,
+            "--source-rows",
+            "0",
+            "--source-bytes",
+            "0",
+            "--outcome",
+            "failed",
+        ]
+        .map(str::to_owned),
+    ));
+    assert_eq!(s["result"], "recorded");
+
+    // Another policy becomes the current trust revision after admission: refused before any
+    // read (the reservation was admitted under the pinned policy).
+    let pending = reservation(&run, &docs, &grant, WORKLOAD, "a4", 200, bytes);
+    let mut other = docs.clone();
+    other.policy["validity"]["not_after"] = (other.policy["validity"]["not_after"]
+        .as_u64()
+        .expect("not_after")
+        + 1)
+    .into();
+    other.seal();
+    assert_eq!(
+        ok(&run.policy_register(&other, None))["trust"]["revision"],
+        2
+    );
+    let out = xmin.run(&store, "changed", Some(&pending));
+    assert_eq!(
+        refused_before_read(&out, &store, &xmin, "changed"),
+        "DPONE_NP_STORE_TRUST_REVISION_CHANGED"
+    );
+
+    // Revocation after admission: the pinned policy again, with a higher epoch, refuses the run
+    // before any read, although the reservation is RUNNING.
+    assert_eq!(
+        ok(&run.policy_register(&docs, Some(4)))["trust"]["revision"],
+        3
+    );
     let out = xmin.run(&store, "revoked", Some(&pending));
     assert_eq!(
         refused_before_read(&out, &store, &xmin, "revoked"),
