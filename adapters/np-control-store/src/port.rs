@@ -85,6 +85,11 @@ pub enum StoreCode {
     AttemptRunning,
     /// No reservation has this id.
     ReservationUnknown,
+    /// The reservation already has a settlement: it is no longer RUNNING, so no source read may
+    /// start under it.
+    ReservationResolved,
+    /// The attempt's duration bound (from its reservation time) has elapsed.
+    AttemptWindowElapsed,
     /// Measured usage exceeds the reservation.
     SettleExceedsReservation,
     /// The reservation was already settled with other measurements.
@@ -95,7 +100,7 @@ pub enum StoreCode {
 
 impl StoreCode {
     /// Every code, for documentation checks.
-    pub const ALL: [StoreCode; 37] = [
+    pub const ALL: [StoreCode; 39] = [
         Self::InvalidInput,
         Self::LimitAboveCeiling,
         Self::CatalogInvalid,
@@ -130,6 +135,8 @@ impl StoreCode {
         Self::AttemptDuplicate,
         Self::AttemptRunning,
         Self::ReservationUnknown,
+        Self::ReservationResolved,
+        Self::AttemptWindowElapsed,
         Self::SettleExceedsReservation,
         Self::SettlementConflict,
         Self::StoredStateInvalid,
@@ -172,6 +179,8 @@ impl StoreCode {
             Self::AttemptDuplicate => "DPONE_NP_STORE_ATTEMPT_DUPLICATE",
             Self::AttemptRunning => "DPONE_NP_STORE_ATTEMPT_RUNNING",
             Self::ReservationUnknown => "DPONE_NP_STORE_RESERVATION_UNKNOWN",
+            Self::ReservationResolved => "DPONE_NP_STORE_RESERVATION_RESOLVED",
+            Self::AttemptWindowElapsed => "DPONE_NP_STORE_ATTEMPT_WINDOW_ELAPSED",
             Self::SettleExceedsReservation => "DPONE_NP_STORE_SETTLE_EXCEEDS_RESERVATION",
             Self::SettlementConflict => "DPONE_NP_STORE_SETTLEMENT_CONFLICT",
             Self::StoredStateInvalid => "DPONE_NP_STORE_STORED_STATE_INVALID",
@@ -868,6 +877,102 @@ pub struct ListedReservation {
 /// Most reservations one listing returns (a pool holds at most 128 attempts).
 pub const MAX_LISTED_RESERVATIONS: u32 = 256;
 
+/// The current trust revision as a run under a reservation re-reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CurrentTrust {
+    /// The revision number.
+    pub revision: i64,
+    /// `sha256:` of its policy bytes.
+    pub policy_digest: Sha256Digest,
+    /// Its revocation epoch.
+    pub revocation_epoch: i64,
+}
+
+/// What a source read under an admitted reservation re-checks before it starts, read in one
+/// statement (one snapshot, database clock): the reservation with its settlement, its grant's
+/// registration, the trust revision it was admitted under and the current one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservationAuthority {
+    /// The reservation, its time and its settlement (`None`: unresolved, RUNNING).
+    pub listed: ListedReservation,
+    /// The environment of the reservation.
+    pub environment: Uuid,
+    /// The registered grant's revocation epoch.
+    pub grant_revocation_epoch: i64,
+    /// The grant's validity window has ended (database clock).
+    pub grant_expired: bool,
+    /// The grant's validity window has not started (database clock).
+    pub grant_not_yet_valid: bool,
+    /// The attempt's duration bound has elapsed since the reservation (database clock).
+    pub attempt_window_elapsed: bool,
+    /// The policy digest of the trust revision the reservation was admitted under.
+    pub admitted_policy_digest: Sha256Digest,
+    /// The environment's current trust revision (`None`: none recorded).
+    pub current_trust: Option<CurrentTrust>,
+    /// The database clock is earlier than the newest trust revision.
+    pub clock_backwards: bool,
+}
+
+impl ReservationAuthority {
+    /// Refuses a read under this reservation unless it is RUNNING (unsettled), current
+    /// authority still holds (a trust revision is recorded, the clock has not gone back, the
+    /// grant's epoch is not below the current one, the current revision pins the policy the
+    /// reservation was admitted under, the grant's window holds) and the attempt's duration
+    /// bound has not elapsed. The first failing check names the code.
+    pub fn check(&self) -> Result<()> {
+        if self.listed.settlement.is_some() {
+            return Err(StoreError::new(
+                StoreCode::ReservationResolved,
+                "the reservation is already settled; admit a new attempt",
+            ));
+        }
+        let Some(current) = &self.current_trust else {
+            return Err(StoreError::new(
+                StoreCode::TrustMissing,
+                "no trust revision is recorded",
+            ));
+        };
+        if self.clock_backwards {
+            return Err(StoreError::new(
+                StoreCode::ClockBackwards,
+                "the database clock is earlier than the newest trust revision",
+            ));
+        }
+        if self.grant_revocation_epoch < current.revocation_epoch {
+            return Err(StoreError::new(
+                StoreCode::GrantRevoked,
+                "the reservation's grant is revoked by the current trust revision",
+            ));
+        }
+        if current.policy_digest != self.admitted_policy_digest {
+            return Err(StoreError::new(
+                StoreCode::TrustRevisionChanged,
+                "the current trust revision pins another policy than the reservation was \
+                 admitted under",
+            ));
+        }
+        if self.grant_expired {
+            return Err(StoreError::new(
+                StoreCode::GrantExpired,
+                "the grant's validity window has ended",
+            ));
+        }
+        if self.grant_not_yet_valid {
+            return Err(StoreError::new(
+                StoreCode::GrantNotYetValid,
+                "the grant's validity window has not started",
+            ));
+        }
+        if self.attempt_window_elapsed {
+            return Err(StoreError::new(
+                StoreCode::AttemptWindowElapsed,
+                "the attempt's duration bound has elapsed since its reservation",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The pool a status is read for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolKey {
@@ -966,6 +1071,13 @@ pub trait ControlStorePort {
         limit: u32,
     ) -> impl Future<Output = Result<Vec<ListedReservation>>> + Send;
 
+    /// What a run under the reservation re-checks before any source read
+    /// ([`ReservationAuthority::check`]), in one snapshot; `None` for an unknown id.
+    fn reservation_authority(
+        &self,
+        reservation_id: &Sha256Digest,
+    ) -> impl Future<Output = Result<Option<ReservationAuthority>>> + Send;
+
     /// A registration as recorded, under its original trust revision.
     fn history(
         &self,
@@ -1029,6 +1141,91 @@ mod tests {
             AttemptId::new("1a1").unwrap(),
         );
         assert_ne!(id, reservation_id(&e, &c, Phase::Execution, &w2, &a2));
+    }
+
+    #[test]
+    fn a_run_under_a_reservation_refuses_with_the_first_failing_check() {
+        // Tier: unit (pure).
+        let uuid = Uuid::parse("u", "00000000-0000-4000-8000-000000000001").unwrap();
+        let policy = Sha256Digest::of(b"policy");
+        let running = ReservationAuthority {
+            listed: ListedReservation {
+                reservation: Reservation {
+                    reservation_id: Sha256Digest::of(b"r"),
+                    grant: GrantKey {
+                        grant_id: uuid.clone(),
+                        phase: Phase::Execution,
+                    },
+                    grant_digest: Sha256Digest::of(b"g"),
+                    trust_revision: 1,
+                    workload: WorkloadId::new("w").unwrap(),
+                    attempt: AttemptId::new("a").unwrap(),
+                    source_rows: 10,
+                    source_bytes: 100,
+                    attempt_seconds: 60,
+                    resolved_by_probe: false,
+                },
+                reserved_at_unix: 1,
+                settlement: None,
+            },
+            environment: uuid,
+            grant_revocation_epoch: 3,
+            grant_expired: false,
+            grant_not_yet_valid: false,
+            attempt_window_elapsed: false,
+            admitted_policy_digest: policy.clone(),
+            current_trust: Some(CurrentTrust {
+                revision: 2,
+                policy_digest: policy,
+                revocation_epoch: 3,
+            }),
+            clock_backwards: false,
+        };
+        assert_eq!(
+            running.check(),
+            Ok(()),
+            "a new revision that revokes nothing"
+        );
+        let code = |edit: &dyn Fn(&mut ReservationAuthority)| {
+            let mut a = running.clone();
+            edit(&mut a);
+            a.check().unwrap_err().code
+        };
+        assert_eq!(
+            code(&|a| {
+                a.listed.settlement = Some(Settlement {
+                    reservation_id: a.listed.reservation.reservation_id.clone(),
+                    measured_source_rows: 0,
+                    measured_source_bytes: 0,
+                    measured_http_bytes: 0,
+                    outcome: AttemptOutcome::Failed,
+                });
+                a.grant_expired = true;
+            }),
+            StoreCode::ReservationResolved
+        );
+        assert_eq!(code(&|a| a.current_trust = None), StoreCode::TrustMissing);
+        assert_eq!(
+            code(&|a| a.clock_backwards = true),
+            StoreCode::ClockBackwards
+        );
+        assert_eq!(
+            code(&|a| a.grant_revocation_epoch = 2),
+            StoreCode::GrantRevoked
+        );
+        assert_eq!(
+            code(&|a| a.admitted_policy_digest = Sha256Digest::of(b"old")),
+            StoreCode::TrustRevisionChanged
+        );
+        assert_eq!(code(&|a| a.grant_expired = true), StoreCode::GrantExpired);
+        assert_eq!(
+            code(&|a| a.grant_not_yet_valid = true),
+            StoreCode::GrantNotYetValid
+        );
+        assert_eq!(
+            code(&|a| a.attempt_window_elapsed = true),
+            StoreCode::AttemptWindowElapsed
+        );
     }
 
     #[test]

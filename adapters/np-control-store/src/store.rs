@@ -1846,6 +1846,124 @@ impl ControlStorePort for PgControlStore {
         })
     }
 
+    async fn reservation_authority(
+        &self,
+        reservation_id: &Sha256Digest,
+    ) -> Result<Option<ReservationAuthority>> {
+        let id = reservation_id.as_str().to_owned();
+        read!(self, "read the reservation's authority", |c, t| async {
+            // One statement: one snapshot and one database clock for every check.
+            let sql = format!(
+                "SELECT r.reservation_id, r.grant_id::text, r.phase, r.grant_digest, \
+                 r.trust_revision, r.workload_id, r.attempt_id, r.reserved_source_rows, \
+                 r.reserved_source_bytes, r.reserved_seconds, \
+                 extract(epoch FROM r.reserved_at_utc)::bigint, s.measured_source_rows, \
+                 s.measured_source_bytes, s.measured_http_bytes, s.outcome, \
+                 r.environment_id::text, g.revocation_epoch, g.grant_digest, \
+                 clock_timestamp() >= g.not_after_utc, clock_timestamp() < g.not_before_utc, \
+                 clock_timestamp() >= r.reserved_at_utc + r.reserved_seconds * interval '1 second', \
+                 a.policy_digest, cur.revision, cur.policy_digest, cur.revocation_epoch, \
+                 clock_timestamp() < (SELECT max(recorded_at_utc) FROM {tr} \
+                    WHERE environment_id = r.environment_id) \
+                 FROM {r} r LEFT JOIN {s} s USING (reservation_id) \
+                 LEFT JOIN {g} g ON g.grant_id = r.grant_id AND g.phase = r.phase \
+                 LEFT JOIN {tr} a ON a.environment_id = r.environment_id \
+                    AND a.revision = r.trust_revision \
+                 LEFT JOIN LATERAL (SELECT revision, policy_digest, revocation_epoch FROM {tr} \
+                    WHERE environment_id = r.environment_id ORDER BY revision DESC LIMIT 1) cur \
+                    ON true \
+                 WHERE r.reservation_id = $1",
+                r = t.reservation,
+                s = t.settlement,
+                g = t.registration,
+                tr = t.trust,
+            );
+            let Some(row) = c.query_opt(&sql, &[&id]).await? else {
+                return Ok(None);
+            };
+            let rid = stored(Sha256Digest::parse("reservation_id", row.get(0)))?;
+            let grant_digest: String = row.get(3);
+            let registered_digest: Option<String> = row.get(17);
+            let admitted_policy: Option<String> = row.get(21);
+            let (Some(registered_digest), Some(admitted_policy)) =
+                (registered_digest, admitted_policy)
+            else {
+                return refuse(
+                    StoreCode::StoredStateInvalid,
+                    "a reservation's registration or trust revision is missing",
+                );
+            };
+            if registered_digest != grant_digest {
+                return refuse(
+                    StoreCode::StoredStateInvalid,
+                    "a reservation names another grant digest than its registration",
+                );
+            }
+            let outcome: Option<&str> = row.get(14);
+            let settlement = match outcome {
+                None => None,
+                Some(o) => Some(Settlement {
+                    reservation_id: rid.clone(),
+                    measured_source_rows: row.get(11),
+                    measured_source_bytes: row.get(12),
+                    measured_http_bytes: row.get(13),
+                    outcome: match o {
+                        "succeeded" => AttemptOutcome::Succeeded,
+                        "failed" => AttemptOutcome::Failed,
+                        "incomplete" => AttemptOutcome::Incomplete,
+                        _ => {
+                            return refuse(
+                                StoreCode::StoredStateInvalid,
+                                "stored outcome is not an outcome",
+                            );
+                        }
+                    },
+                }),
+            };
+            let current_revision: Option<i64> = row.get(22);
+            let current_trust = match current_revision {
+                None => None,
+                Some(revision) => Some(CurrentTrust {
+                    revision,
+                    policy_digest: stored(Sha256Digest::parse("policy_digest", row.get(23)))?,
+                    revocation_epoch: row.get(24),
+                }),
+            };
+            Ok(Some(ReservationAuthority {
+                listed: ListedReservation {
+                    reservation: Reservation {
+                        reservation_id: rid,
+                        grant: GrantKey {
+                            grant_id: stored(Uuid::parse("grant_id", row.get(1)))?,
+                            phase: phase_of(row.get(2))?,
+                        },
+                        grant_digest: stored(Sha256Digest::parse("grant_digest", &grant_digest))?,
+                        trust_revision: row.get(4),
+                        workload: stored(WorkloadId::new(row.get(5)))?,
+                        attempt: stored(AttemptId::new(row.get(6)))?,
+                        source_rows: row.get(7),
+                        source_bytes: row.get(8),
+                        attempt_seconds: row.get(9),
+                        resolved_by_probe: false,
+                    },
+                    reserved_at_unix: row.get(10),
+                    settlement,
+                },
+                environment: stored(Uuid::parse("environment", row.get(15)))?,
+                grant_revocation_epoch: row.get(16),
+                grant_expired: row.get(18),
+                grant_not_yet_valid: row.get(19),
+                attempt_window_elapsed: row.get(20),
+                admitted_policy_digest: stored(Sha256Digest::parse(
+                    "policy_digest",
+                    &admitted_policy,
+                ))?,
+                current_trust,
+                clock_backwards: row.get::<_, Option<bool>>(25).unwrap_or(false),
+            }))
+        })
+    }
+
     async fn history(&self, grant: &GrantKey) -> Result<Option<RegistrationHistory>> {
         let (id, phase) = (grant.grant_id.as_str().to_owned(), grant.phase);
         read!(self, "read the registration", |c, t| async {

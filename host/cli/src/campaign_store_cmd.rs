@@ -256,7 +256,7 @@ pub fn store_exit(code: StoreCode) -> u8 {
     }
 }
 
-fn store_failure(e: StoreError) -> Failure {
+pub(crate) fn store_failure(e: StoreError) -> Failure {
     let mut message = e.message;
     if let Some(id) = &e.reservation_id {
         message = format!(
@@ -271,7 +271,7 @@ fn store_failure(e: StoreError) -> Failure {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -279,7 +279,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 /// The store over the connection the options name; connects lazily.
-fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
+pub(crate) fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
     let url = std::env::var(&args.store_url_env)
         .ok()
         .filter(|v| !v.trim().is_empty())

@@ -215,6 +215,7 @@ mod tests {
             include_str!("exit.rs"),
             include_str!("input.rs"),
             include_str!("main.rs"),
+            include_str!("np_run.rs"),
             include_str!("policy_cmd.rs"),
             include_str!("route.rs"),
             include_str!("scaffold.rs"),
@@ -256,6 +257,7 @@ mod tests {
             crate::campaign_store_cmd::POLICY_NOT_CURRENT.to_owned(),
             REFUSED,
         );
+        raised.insert(crate::np_run::SETTLEMENT_UNRECORDED.to_owned(), RETRY);
         raised
     }
 

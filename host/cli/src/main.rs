@@ -13,6 +13,7 @@ mod connections_cmd;
 mod demo;
 mod exit;
 mod input;
+mod np_run;
 mod policy_cmd;
 mod route;
 mod scaffold;
@@ -50,8 +51,10 @@ enum Command {
     Check(route::CheckArgs),
     /// Print the plan of a workload (JSON) without running it.
     Plan(route::RouteArgs),
-    /// Run a workload and print its evidence (JSON).
-    Run(route::RouteArgs),
+    /// Run a workload and print its evidence (JSON). With `--np-reservation` (XMin route):
+    /// under an admitted nonproduction reservation, checked in the control store before any
+    /// read, its rows/bytes bounding the source, the measured usage settled after the run.
+    Run(route::RunArgs),
     /// Read-only status of a workload's authority and state, with the safe recovery action.
     Status(route::RouteArgs),
     /// ClickHouse route: the operator's way out of a fail-closed hold. Re-observes every member
@@ -129,7 +132,12 @@ fn main() -> ExitCode {
         Command::Plan(args) => {
             route_command(args, &cli.source, clickhouse_cmd::plan, xmin_cmd::plan)
         }
-        Command::Run(args) => route_command(args, &cli.source, clickhouse_cmd::run, xmin_cmd::run),
+        Command::Run(args) if args.np.np_reservation.is_some() => {
+            np_run::run(args.route, &args.np, &cli.source)
+        }
+        Command::Run(args) => {
+            route_command(args.route, &cli.source, clickhouse_cmd::run, xmin_cmd::run)
+        }
         Command::Status(args) => {
             route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status)
         }

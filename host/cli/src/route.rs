@@ -47,6 +47,18 @@ impl RouteArgs {
     }
 }
 
+/// Options of `run`: the route options, and the nonproduction reservation the run may be bound
+/// to (`crate::np_run`).
+#[derive(Args)]
+pub struct RunArgs {
+    /// Route options.
+    #[command(flatten)]
+    pub route: RouteArgs,
+    /// The admitted reservation and the control store.
+    #[command(flatten)]
+    pub np: crate::np_run::NpRunArgs,
+}
+
 /// Code of a route command run without `--manifest` (and of `check` with neither `--manifest`
 /// nor `--connections`).
 pub const MANIFEST_REQUIRED: &str = "DPONE_CLI_MANIFEST_REQUIRED";

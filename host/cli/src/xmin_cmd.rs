@@ -11,7 +11,7 @@ use crate::shipped::{self, Policy, PolicySource};
 use clap::Subcommand;
 use dpone_adapter_mssql::target::{MssqlTarget, MssqlTargetSpec};
 use dpone_adapter_postgres::artifacts::DirArtifactStore;
-use dpone_adapter_postgres::source::PgSource;
+use dpone_adapter_postgres::source::{PgSource, SourceBound, SourceMeasurement};
 use dpone_adapter_postgres::target::PgTarget;
 use dpone_engine_xmin::manifest::TargetKind;
 use dpone_engine_xmin::ports::{Judged, PolicyPort};
@@ -151,98 +151,162 @@ fn valid_invocation(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
+/// A run under an admitted nonproduction reservation ([`crate::np_run`]): checked with the
+/// prepared route before any source or target access, it yields the source bound; after the
+/// run it settles what the source measured.
+pub trait RunGate {
+    /// Called once with the prepared route before any source or target access; a refusal
+    /// ends the command and nothing is read.
+    fn admit(&mut self, route: &Route) -> Result<SourceBound, Failure>;
+
+    /// Called once after the run, also after a failure before the read (`read: None`): the
+    /// settlement's JSON for the run's output, and the failure to report when it could not be
+    /// recorded.
+    fn settle(
+        &mut self,
+        read: Option<SourceMeasurement>,
+        succeeded: bool,
+    ) -> (serde_json::Value, Option<Failure>);
+}
+
 /// `run`: one reconciliation run; prints the evidence.
 pub fn run(args: &RouteArgs) -> Result<(), Failure> {
+    run_gated(args, None)
+}
+
+/// `run`, optionally under a [`RunGate`]: the gate is asked before any I/O, its bound is the
+/// source's bound, and its settlement is printed as `np_reservation` in the run's JSON.
+pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result<(), Failure> {
     let invocation_id = invocation_id(args)?;
     with_route(args, |route, policies| {
+        let bound = match gate.as_deref_mut() {
+            Some(g) => Some(g.admit(route)?),
+            None => None,
+        };
         let request = RunRequest {
             invocation_id: invocation_id.clone(),
             repair_authority_ref: args.repair_authority_ref.clone(),
         };
-        let artifact_dir: PathBuf = args.artifact_dir.join(&request.invocation_id);
-        std::fs::create_dir_all(&artifact_dir).map_err(|e| {
-            Failure::bad_input(
-                "DPONE_CLI_ARTIFACT_DIR",
-                format!("cannot create the artifact directory: {}", e.kind()),
-            )
-        })?;
-        let store = DirArtifactStore::open(&artifact_dir).map_err(|e| {
-            Failure::bad_input(
-                "DPONE_CLI_ARTIFACT_DIR",
-                format!("cannot open the artifact directory: {}", e.kind()),
-            )
-        })?;
         let terminal = std::io::stderr().is_terminal();
         let mut source = PgSource::new();
         if terminal {
             source = source.with_progress(extract_progress);
         }
-        let outcome = match route.manifest.target_kind {
-            TargetKind::Postgres => {
-                let mut target = PgTarget::for_route(route)?;
-                if terminal {
-                    target = target.with_progress(stage_progress);
-                }
-                let run = dpone_engine_xmin::run(
-                    route,
-                    &request,
-                    &mut source,
-                    &mut target,
-                    &store,
-                    policies,
-                );
-                block_on(run)?
-            }
-            TargetKind::Mssql => {
-                let mut target = MssqlTarget::for_route(route)?;
-                let run = dpone_engine_xmin::run(
-                    route,
-                    &request,
-                    &mut source,
-                    &mut target,
-                    &store,
-                    policies,
-                );
-                block_on(run)?
-            }
-        };
+        if let Some(bound) = bound {
+            source = source.with_bound(bound);
+        }
+        let executed = execute(args, route, policies, &request, &mut source, terminal);
         if terminal {
             eprintln!();
         }
         // Rows and binary COPY payload bytes the source read (the envelope's payload counts;
         // also for a failed read, `complete: false`); absent when the source was not read (a
         // replay or a failure before extraction).
-        let measured = source.last_measurement().map(|m| {
+        let read = source.last_measurement();
+        let measured = read.map(|m| {
             serde_json::json!({
                 "rows": m.rows,
                 "source_bytes": m.source_bytes,
                 "complete": m.complete,
             })
         });
-        match outcome {
-            Ok(done) => {
-                let mut out = serde_json::json!({
-                    "invocation_id": request.invocation_id,
-                    "outcome": done,
-                });
-                if let Some(m) = measured {
-                    out["source_measurement"] = m;
+        let outcome = match executed {
+            Ok(outcome) => outcome,
+            Err(setup) => {
+                // Nothing ran (artifact directory, target wiring): a gated run still settles
+                // its reservation, as failed without a read.
+                if let Some(g) = gate {
+                    let (settlement, unrecorded) = g.settle(read, false);
+                    print_json(&serde_json::json!({
+                        "invocation_id": request.invocation_id,
+                        "failure": {"code": setup.code, "message": setup.message},
+                        "np_reservation": settlement,
+                    }))?;
+                    if let Some(f) = unrecorded {
+                        return Err(f);
+                    }
                 }
-                print_json(&out)
+                return Err(setup);
             }
-            Err(failure) => {
-                let mut out = serde_json::json!({
-                    "invocation_id": request.invocation_id,
-                    "failure": &failure,
-                });
-                if let Some(m) = measured {
-                    out["source_measurement"] = m;
-                }
-                print_json(&out)?;
-                Err(Failure::xmin(failure.error.code(), failure.error.message()))
-            }
+        };
+        let settled = gate.map(|g| g.settle(read, outcome.is_ok()));
+        let (settlement, unrecorded) = match settled {
+            Some((s, f)) => (Some(s), f),
+            None => (None, None),
+        };
+        let mut out = match &outcome {
+            Ok(done) => serde_json::json!({
+                "invocation_id": request.invocation_id,
+                "outcome": done,
+            }),
+            Err(failure) => serde_json::json!({
+                "invocation_id": request.invocation_id,
+                "failure": failure,
+            }),
+        };
+        if let Some(m) = measured {
+            out["source_measurement"] = m;
         }
+        if let Some(s) = settlement {
+            out["np_reservation"] = s;
+        }
+        print_json(&out)?;
+        if let Err(failure) = outcome {
+            return Err(Failure::xmin(failure.error.code(), failure.error.message()));
+        }
+        unrecorded.map_or(Ok(()), Err)
     })
+}
+
+/// The artifact store and the target, then the engine's run; an `Err` means nothing ran.
+fn execute(
+    args: &RouteArgs,
+    route: &Route,
+    policies: &ComponentPolicies<'_>,
+    request: &RunRequest,
+    source: &mut PgSource,
+    terminal: bool,
+) -> Result<Result<dpone_engine_xmin::RunOutcome, dpone_engine_xmin::RunFailure>, Failure> {
+    let artifact_dir: PathBuf = args.artifact_dir.join(&request.invocation_id);
+    std::fs::create_dir_all(&artifact_dir).map_err(|e| {
+        Failure::bad_input(
+            "DPONE_CLI_ARTIFACT_DIR",
+            format!("cannot create the artifact directory: {}", e.kind()),
+        )
+    })?;
+    let store = DirArtifactStore::open(&artifact_dir).map_err(|e| {
+        Failure::bad_input(
+            "DPONE_CLI_ARTIFACT_DIR",
+            format!("cannot open the artifact directory: {}", e.kind()),
+        )
+    })?;
+    match route.manifest.target_kind {
+        TargetKind::Postgres => {
+            let mut target = PgTarget::for_route(route)?;
+            if terminal {
+                target = target.with_progress(stage_progress);
+            }
+            block_on(dpone_engine_xmin::run(
+                route,
+                request,
+                source,
+                &mut target,
+                &store,
+                policies,
+            ))
+        }
+        TargetKind::Mssql => {
+            let mut target = MssqlTarget::for_route(route)?;
+            block_on(dpone_engine_xmin::run(
+                route,
+                request,
+                source,
+                &mut target,
+                &store,
+                policies,
+            ))
+        }
+    }
 }
 
 /// `status`: the state row and the latest receipts of the route (`state show`).

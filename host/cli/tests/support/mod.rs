@@ -1,2 +1,3 @@
 //! Helpers shared by the CLI tests (and the campaign verify benchmark).
 pub mod campaign;
+pub mod np_store;
