@@ -128,17 +128,24 @@ fn main() {
         ..SandboxConfig::default()
     };
     let (on_demand, _) = sandboxed_decisions(on_demand_config, &facts, n / 5);
-    // Variant: reset the resident part of each memory in place (memset) instead of finding the
-    // dirty pages with the kernel's PAGEMAP_SCAN (the default); which is faster depends on the
-    // CPU and kernel (see docs/performance.md).
-    let (pooled_reset_in_place, _) = sandboxed_decisions(
-        SandboxConfig {
-            pagemap_scan: false,
-            ..SandboxConfig::default()
-        },
-        &facts,
-        n,
-    );
+    // Both pooled-memory resets, whichever is this CPU's default: resetting the resident part of
+    // each memory in place (memset) and finding the dirty pages with the kernel's PAGEMAP_SCAN.
+    // The default is chosen per CPU vendor (see `SandboxConfig::pagemap_scan` and
+    // docs/performance.md); these two runs show the choice was right on this machine.
+    let reset_variant = |pagemap_scan| {
+        sandboxed_decisions(
+            SandboxConfig {
+                pagemap_scan,
+                ..SandboxConfig::default()
+            },
+            &facts,
+            n,
+        )
+        .0
+    };
+    let pooled_reset_in_place = reset_variant(false);
+    let pooled_pagemap_scan = reset_variant(true);
+    let pagemap_scan_default = SandboxConfig::default().pagemap_scan;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|text| {
@@ -210,7 +217,9 @@ fn main() {
         "input_digest_only": evidence_only,
         "fresh_sandbox_decision_pooling": pooled,
         "fresh_sandbox_decision_on_demand_baseline": on_demand,
+        "pagemap_scan_default": pagemap_scan_default,
         "fresh_sandbox_decision_pooling_reset_in_place": pooled_reset_in_place,
+        "fresh_sandbox_decision_pooling_pagemap_scan": pooled_pagemap_scan,
         "warm_load_from_cache": summary(warm),
         "cold_compile": summary(cold),
         "targets": {"decision_p50_us": 6, "decision_p99_us": 25, "warm_load_us": 1000},

@@ -38,7 +38,8 @@ pub struct SandboxConfig {
     pub pooling: bool,
     /// Bytes of each pooled linear memory reset in place rather than returned to the kernel.
     pub keep_resident_bytes: usize,
-    /// Find dirty pages with the kernel's `PAGEMAP_SCAN` when resetting a pooled memory.
+    /// Find dirty pages with the kernel's `PAGEMAP_SCAN` when resetting a pooled memory; the
+    /// default depends on the CPU (on for Intel, off otherwise: see `pagemap_scan_by_cpu`).
     pub pagemap_scan: bool,
 }
 
@@ -54,13 +55,34 @@ impl Default for SandboxConfig {
             max_output_bytes: 64 << 10,
             pooling: true,
             keep_resident_bytes: 256 << 10,
-            // Reset only the pages a decision dirtied (the kernel's PAGEMAP_SCAN; wasmtime falls
-            // back to resetting in place on kernels without it). On the Intel Xeon machines this
-            // was 0.7 µs per decision faster than a memset of the resident 256 KiB; on the AMD
-            // EPYC machine measured earlier the memset was faster (see docs/performance.md).
-            pagemap_scan: true,
+            // How a pooled memory is reset after a decision depends on the CPU: see
+            // `pagemap_scan_by_cpu`.
+            pagemap_scan: pagemap_scan_by_cpu(),
         }
     }
+}
+
+/// The faster way to reset a pooled memory on this CPU, measured per vendor in the decision
+/// benchmark (docs/performance.md, same-run comparisons of both resets):
+///
+/// - Intel: resetting only the pages a decision dirtied (the kernel's `PAGEMAP_SCAN`; wasmtime
+///   falls back to the memset on kernels without it) was 0.7–0.9 µs per decision faster than a
+///   memset of the resident 256 KiB;
+/// - AMD, and any CPU not measured: the memset was about 1 µs faster than the scan ioctl.
+///
+/// Both resets give a zeroed memory, so the choice changes time only, never a decision. Read
+/// once per process from `/proc/cpuinfo`; `SandboxConfig::pagemap_scan` overrides it.
+fn pagemap_scan_by_cpu() -> bool {
+    static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INTEL.get_or_init(|| {
+        std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("vendor_id"))
+                .is_some_and(|rest| {
+                    rest.trim_start_matches([' ', '\t', ':']).trim() == "GenuineIntel"
+                })
+        })
+    })
 }
 
 /// What one decision may consume. Declared per policy (bundles carry it in their manifest).
