@@ -66,3 +66,46 @@ fn the_checked_first_decision_and_the_direct_later_ones_agree() {
         }
     }
 }
+
+/// The pooled-memory reset is chosen per CPU (`SandboxConfig::pagemap_scan`); both must leave a
+/// zeroed memory, so a decision after many others decides and evidences the same either way.
+#[test]
+fn both_pooled_memory_resets_give_the_same_decisions() {
+    let lock = read_json(workspace().join("policies/components.lock.json"));
+    let path = workspace().join("target/components/guard.wasm");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{} is not built ({e}); run `cargo xtask policies`",
+            path.display()
+        )
+    });
+    let pin: Sha256Digest = lock["components"]["guard"]["sha256"]
+        .as_str()
+        .expect("pin")
+        .parse()
+        .expect("pin parses");
+    let input = read_json(workspace().join("fixtures/samples/guard.json"));
+    let outcomes = [false, true].map(|pagemap_scan| {
+        let runtime = PolicyRuntime::new(SandboxConfig {
+            pagemap_scan,
+            ..SandboxConfig::default()
+        })
+        .expect("runtime");
+        let loaded = runtime
+            .load(PolicyKind::Guard, &bytes, pin, Budget::default())
+            .expect("loads");
+        // Enough decisions that pooled slots are reused and reset many times.
+        let all: Vec<String> = (0..100)
+            .map(|_| {
+                let decided = loaded.decide_json("decide", &input).expect("decides");
+                serde_json::to_string(&(&decided.decision, &decided.evidence)).expect("JSON")
+            })
+            .collect();
+        assert!(
+            all.windows(2).all(|w| w[0] == w[1]),
+            "pagemap_scan {pagemap_scan}"
+        );
+        all[0].clone()
+    });
+    assert_eq!(outcomes[0], outcomes[1]);
+}
