@@ -50,34 +50,85 @@ pub enum CampaignCommand {
     Status(crate::campaign_store_cmd::StatusArgs),
 }
 
-/// `campaign verify` options.
+/// The files that authenticate and scope one grant, shared by `campaign verify` and the
+/// protected commands (`grant register`, `admit`).
 #[derive(Args)]
-pub struct VerifyArgs {
+pub struct GrantFileArgs {
     /// The `dpone.nonproduction-authority-policy.v1` document.
     #[arg(long)]
-    policy: PathBuf,
+    pub(crate) policy: PathBuf,
     /// The external pin of the policy, `sha256:<hex>` (the policy carries no attestation).
     #[arg(long)]
-    policy_digest: String,
+    pub(crate) policy_digest: String,
     /// The grant, `dpone.nonproduction-authority.v1`.
     #[arg(long)]
-    document: PathBuf,
+    pub(crate) document: PathBuf,
     /// The grant's GitHub Artifact Attestation (Sigstore bundle); required for a grant.
     #[arg(long)]
-    attestation: Option<PathBuf>,
+    pub(crate) attestation: Option<PathBuf>,
     /// `trusted_root.json`; its sha256 must be the policy's `signer.trusted_root_digest`.
     #[arg(long)]
-    trusted_root: PathBuf,
+    pub(crate) trusted_root: PathBuf,
     /// The composition whose workloads are decided (the qualification plan's workloads, or
     /// the parent composition the activation request activates).
     #[arg(long)]
-    composition: Option<PathBuf>,
+    pub(crate) composition: Option<PathBuf>,
     /// The scoped activation request: decides the execution phase (with `--composition`).
     #[arg(long)]
-    request: Option<PathBuf>,
+    pub(crate) request: Option<PathBuf>,
     /// The scoped native release set the execution grant names (checked when given).
     #[arg(long)]
-    release_set: Option<PathBuf>,
+    pub(crate) release_set: Option<PathBuf>,
+}
+
+/// The bytes of a grant's files, each read through the bounded reader.
+pub(crate) struct GrantFiles {
+    pub(crate) policy: Vec<u8>,
+    pub(crate) grant: Vec<u8>,
+    pub(crate) attestation: Vec<u8>,
+    pub(crate) trusted_root: Vec<u8>,
+    pub(crate) composition: Vec<u8>,
+    pub(crate) request: Option<Vec<u8>>,
+    pub(crate) release_set: Option<Vec<u8>>,
+}
+
+impl GrantFileArgs {
+    /// Reads every file; a grant without its attestation or composition is refused first.
+    pub(crate) fn read(&self) -> Result<GrantFiles, Failure> {
+        let Some(attestation_path) = &self.attestation else {
+            return Err(Failure::refused(
+                "DPONE_CLI_CAMPAIGN_ATTESTATION_REQUIRED",
+                "a grant is authenticated only by its GitHub Artifact Attestation (--attestation)",
+            ));
+        };
+        let Some(composition_path) = &self.composition else {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_CAMPAIGN_COMPOSITION_REQUIRED",
+                "the scope decision needs the composition whose workloads it decides (--composition)",
+            ));
+        };
+        let optional = |path: &Option<PathBuf>| {
+            path.as_ref()
+                .map(|p| read(p, InputKind::NonproductionDocument))
+                .transpose()
+        };
+        Ok(GrantFiles {
+            policy: read(&self.policy, InputKind::NonproductionDocument)?,
+            grant: read(&self.document, InputKind::NonproductionDocument)?,
+            attestation: read(attestation_path, InputKind::SigstoreBundle)?,
+            trusted_root: dpone_trust::trusted_root::read_trusted_root_file(&self.trusted_root)?,
+            composition: read(composition_path, InputKind::NonproductionDocument)?,
+            request: optional(&self.request)?,
+            release_set: optional(&self.release_set)?,
+        })
+    }
+}
+
+/// `campaign verify` options.
+#[derive(Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    files: GrantFileArgs,
     /// Decide only this workload (default: every workload of the request or composition).
     #[arg(long)]
     workload: Option<String>,
@@ -239,44 +290,18 @@ pub(crate) fn now(arg: Option<&str>) -> Result<u64, Failure> {
 
 fn verify(args: &VerifyArgs) -> Result<(), Failure> {
     let now = now(args.now.as_deref())?;
-    let Some(attestation_path) = &args.attestation else {
-        return Err(Failure::refused(
-            "DPONE_CLI_CAMPAIGN_ATTESTATION_REQUIRED",
-            "a grant is authenticated only by its GitHub Artifact Attestation (--attestation)",
-        ));
-    };
-    let Some(composition_path) = &args.composition else {
-        return Err(Failure::bad_input(
-            "DPONE_CLI_CAMPAIGN_COMPOSITION_REQUIRED",
-            "the scope decision needs the composition whose workloads it decides (--composition)",
-        ));
-    };
-    let policy = read(&args.policy, InputKind::NonproductionDocument)?;
-    let grant = read(&args.document, InputKind::NonproductionDocument)?;
-    let attestation = read(attestation_path, InputKind::SigstoreBundle)?;
-    let trusted_root = dpone_trust::trusted_root::read_trusted_root_file(&args.trusted_root)?;
-    let composition = read(composition_path, InputKind::NonproductionDocument)?;
-    let request = args
-        .request
-        .as_ref()
-        .map(|p| read(p, InputKind::NonproductionDocument))
-        .transpose()?;
-    let release_set = args
-        .release_set
-        .as_ref()
-        .map(|p| read(p, InputKind::NonproductionDocument))
-        .transpose()?;
+    let files = args.files.read()?;
     let runtime = shipped::runtime(args.cache_dir.as_deref())?;
     let scope = shipped::load(&runtime, args.components_dir.as_deref(), PolicyKind::Scope)?;
     let inputs = pipeline::Inputs {
-        policy: &policy,
-        policy_digest: &args.policy_digest,
-        grant: &grant,
-        attestation: &attestation,
-        trusted_root: &trusted_root,
-        composition: &composition,
-        request: request.as_deref(),
-        release_set: release_set.as_deref(),
+        policy: &files.policy,
+        policy_digest: &args.files.policy_digest,
+        grant: &files.grant,
+        attestation: &files.attestation,
+        trusted_root: &files.trusted_root,
+        composition: &files.composition,
+        request: files.request.as_deref(),
+        release_set: files.release_set.as_deref(),
         workload: args.workload.as_deref(),
         now,
         revocation_epoch: args.revocation_epoch,

@@ -126,31 +126,9 @@ pub struct PolicyRegisterArgs {
 /// The verification inputs of `grant register` and `admit` (those of `campaign verify`).
 #[derive(Args)]
 pub struct GrantArgs {
-    /// The `dpone.nonproduction-authority-policy.v1` document (must be the store's current
-    /// trust revision).
-    #[arg(long)]
-    policy: PathBuf,
-    /// The external pin of the policy, `sha256:<hex>`.
-    #[arg(long)]
-    policy_digest: String,
-    /// The grant, `dpone.nonproduction-authority.v1`.
-    #[arg(long)]
-    document: PathBuf,
-    /// The grant's GitHub Artifact Attestation (Sigstore bundle).
-    #[arg(long)]
-    attestation: Option<PathBuf>,
-    /// `trusted_root.json`; its sha256 must be the policy's `signer.trusted_root_digest`.
-    #[arg(long)]
-    trusted_root: PathBuf,
-    /// The composition whose workloads are decided.
-    #[arg(long)]
-    composition: Option<PathBuf>,
-    /// The scoped activation request (execution grants).
-    #[arg(long)]
-    request: Option<PathBuf>,
-    /// The scoped native release set the execution grant names (checked when given).
-    #[arg(long)]
-    release_set: Option<PathBuf>,
+    /// The grant's files; the policy must be the store's current trust revision.
+    #[command(flatten)]
+    files: crate::campaign_cmd::GrantFileArgs,
     /// Directory of the shipped components (still checked against the embedded pins).
     #[arg(long)]
     components_dir: Option<PathBuf>,
@@ -453,33 +431,15 @@ fn prepare(args: &GrantArgs) -> Result<Prepared, Failure> {
     // A protected command reads the system clock; it takes no caller-supplied time (the store
     // checks the grant's window against the database clock as well).
     let now = now(None)?;
-    let Some(attestation_path) = &args.attestation else {
-        return Err(Failure::refused(
-            "DPONE_CLI_CAMPAIGN_ATTESTATION_REQUIRED",
-            "a grant is authenticated only by its GitHub Artifact Attestation (--attestation)",
-        ));
-    };
-    let Some(composition_path) = &args.composition else {
-        return Err(Failure::bad_input(
-            "DPONE_CLI_CAMPAIGN_COMPOSITION_REQUIRED",
-            "the scope decision needs the composition whose workloads it decides (--composition)",
-        ));
-    };
-    let policy_bytes = read(&args.policy, InputKind::NonproductionDocument)?;
-    let grant_bytes = read(&args.document, InputKind::NonproductionDocument)?;
-    let attestation = read(attestation_path, InputKind::SigstoreBundle)?;
-    let trusted_root = dpone_trust::trusted_root::read_trusted_root_file(&args.trusted_root)?;
-    let composition_bytes = read(composition_path, InputKind::NonproductionDocument)?;
-    let request_bytes = args
-        .request
-        .as_ref()
-        .map(|p| read(p, InputKind::NonproductionDocument))
-        .transpose()?;
-    let release_set = args
-        .release_set
-        .as_ref()
-        .map(|p| read(p, InputKind::NonproductionDocument))
-        .transpose()?;
+    let crate::campaign_cmd::GrantFiles {
+        policy: policy_bytes,
+        grant: grant_bytes,
+        attestation,
+        trusted_root,
+        composition: composition_bytes,
+        request: request_bytes,
+        release_set,
+    } = args.files.read()?;
     let policy = parse("policy", &policy_bytes)?;
     let grant = parse("document", &grant_bytes)?;
     let composition = parse("composition", &composition_bytes)?;
@@ -529,7 +489,7 @@ fn authenticate(
         } else {
             let inputs = pipeline::Inputs {
                 policy: &p.policy_bytes,
-                policy_digest: &args.policy_digest,
+                policy_digest: &args.files.policy_digest,
                 grant: &p.grant_bytes,
                 attestation: &p.attestation,
                 trusted_root: &p.trusted_root,
