@@ -1801,27 +1801,7 @@ impl ControlStorePort for PgControlStore {
             let mut out = Vec::with_capacity(rows.len());
             for row in rows {
                 let id = stored(Sha256Digest::parse("reservation_id", row.get(0)))?;
-                let outcome: Option<&str> = row.get(14);
-                let settlement = match outcome {
-                    None => None,
-                    Some(o) => Some(Settlement {
-                        reservation_id: id.clone(),
-                        measured_source_rows: row.get(11),
-                        measured_source_bytes: row.get(12),
-                        measured_http_bytes: row.get(13),
-                        outcome: match o {
-                            "succeeded" => AttemptOutcome::Succeeded,
-                            "failed" => AttemptOutcome::Failed,
-                            "incomplete" => AttemptOutcome::Incomplete,
-                            _ => {
-                                return refuse(
-                                    StoreCode::StoredStateInvalid,
-                                    "stored outcome is not an outcome",
-                                );
-                            }
-                        },
-                    }),
-                };
+                let settlement = settlement_columns(&row, &id)?;
                 out.push(ListedReservation {
                     reservation: Reservation {
                         reservation_id: id,
@@ -1899,27 +1879,7 @@ impl ControlStorePort for PgControlStore {
                     "a reservation names another grant digest than its registration",
                 );
             }
-            let outcome: Option<&str> = row.get(14);
-            let settlement = match outcome {
-                None => None,
-                Some(o) => Some(Settlement {
-                    reservation_id: rid.clone(),
-                    measured_source_rows: row.get(11),
-                    measured_source_bytes: row.get(12),
-                    measured_http_bytes: row.get(13),
-                    outcome: match o {
-                        "succeeded" => AttemptOutcome::Succeeded,
-                        "failed" => AttemptOutcome::Failed,
-                        "incomplete" => AttemptOutcome::Incomplete,
-                        _ => {
-                            return refuse(
-                                StoreCode::StoredStateInvalid,
-                                "stored outcome is not an outcome",
-                            );
-                        }
-                    },
-                }),
-            };
+            let settlement = settlement_columns(&row, &rid)?;
             let current_revision: Option<i64> = row.get(22);
             let current_trust = match current_revision {
                 None => None,
@@ -2003,4 +1963,33 @@ impl ControlStorePort for PgControlStore {
             }))
         })
     }
+}
+
+/// The settlement columns of a reservation row (measured rows, bytes and HTTP bytes at 11..=13,
+/// the outcome at 14), shared by every query that lists reservations with their settlement.
+fn settlement_columns(
+    row: &tokio_postgres::Row,
+    reservation_id: &Sha256Digest,
+) -> Tx<Option<Settlement>> {
+    let Some(outcome) = row.get::<_, Option<&str>>(14) else {
+        return Ok(None);
+    };
+    let outcome = match outcome {
+        "succeeded" => AttemptOutcome::Succeeded,
+        "failed" => AttemptOutcome::Failed,
+        "incomplete" => AttemptOutcome::Incomplete,
+        _ => {
+            return refuse(
+                StoreCode::StoredStateInvalid,
+                "stored outcome is not an outcome",
+            );
+        }
+    };
+    Ok(Some(Settlement {
+        reservation_id: reservation_id.clone(),
+        measured_source_rows: row.get(11),
+        measured_source_bytes: row.get(12),
+        measured_http_bytes: row.get(13),
+        outcome,
+    }))
 }

@@ -27,7 +27,7 @@ fn grant() -> GrantRegistration {
 
 /// The child: admits 600 of the pool's 1,000 rows, says so, and waits to be killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "helper: runs only as the child of unresolved_reservations_stay_charged_after_the_process_dies"]
+#[ignore = "SKIP: not a test on its own; unresolved_reservations_stay_charged_after_the_process_dies runs it as its child process and kills it"]
 async fn child_reserves_then_waits_to_be_killed() {
     let schema = std::env::var(CHILD).expect("run only as the child of the crash test");
     let e = Env::attach(&schema).await;

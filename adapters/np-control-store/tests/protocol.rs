@@ -15,8 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use support::*;
 use tokio_postgres::Client;
 
-const SKIP: &str = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres";
-
 struct Campaign {
     env: Uuid,
     campaign: Uuid,
@@ -47,7 +45,6 @@ async fn campaign(e: &Env, policy_limits: Limits) -> Campaign {
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
 async fn the_reviewed_ddl_is_verified_never_created_and_deviations_refuse() {
-    let _ = SKIP;
     let e = Env::new().await;
     let store = e.store();
     store

@@ -23,8 +23,6 @@ use std::process::Command;
 use support::campaign::{self as c, Docs};
 use support::np_store::*;
 
-const SKIP: &str = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres";
-
 /// A qualification campaign: the qualification plan's workloads (the export cell only), with
 /// the composition's scope recomputed from its effects (as `campaign_cli.rs` does).
 fn qualification_docs() -> Docs {
@@ -79,7 +77,6 @@ fn qualification_docs() -> Docs {
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
 async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
-    let _ = SKIP;
     let store = Store::new().await;
     let run = Run::new(&store);
     let docs = live_docs();

@@ -28,8 +28,6 @@ use std::process::{Command, Output};
 use support::campaign as c;
 use support::np_store::*;
 
-const SKIP: &str = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres";
-
 /// The workload of the execution grant's membership the XMin manifest runs as.
 const WORKLOAD: &str = "pg-customers";
 
@@ -153,7 +151,6 @@ const SOURCE_ROWS: &str = "INSERT INTO public.items SELECT g, 'item-' || g, g % 
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
 async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
-    let _ = SKIP;
     let dir = tempfile::tempdir().expect("tempdir");
 
     // The relation's exact rows and COPY payload bytes, measured by an unbounded run on a twin
