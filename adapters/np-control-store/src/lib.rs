@@ -26,14 +26,18 @@
 //! acknowledgement is probed by the deterministic reservation id after the original backend has
 //! ended, never assumed.
 //!
-//! The typed keys and values and the [`port::ControlStorePort`] trait live in [`port`], so the
-//! nonproduction engine can drive the store without knowing PostgreSQL.
+//! The typed keys and values and the [`port::ControlStorePort`] trait are the nonproduction
+//! engine's (`dpone_engine_nonproduction::control_store`, re-exported here as [`port`]): the
+//! engine's protected admission drives the store without knowing PostgreSQL.
 //!
 //! Tier: the catalog contract and the typed values are unit-tested; everything else runs
 //! against a real PostgreSQL server (`tests/`, `cfg(dpone_live_pg)`).
 
 pub mod catalog;
-pub mod port;
+/// The engine's port this adapter implements.
+pub mod port {
+    pub use dpone_engine_nonproduction::control_store::*;
+}
 pub mod store;
 
 pub use port::*;

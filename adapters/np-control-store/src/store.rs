@@ -231,18 +231,24 @@ enum Op<'r> {
         &'r [u8],
         &'r ActivationRequest,
     ),
-    Admit(&'r Authenticated, &'r AdmissionRequest),
+    /// An admission, with the decision made inside its transaction on the pool it read.
+    Admit(&'r Authenticated, &'r AdmissionRequest, &'r StdMutex<Decide<'r>>),
     /// A settlement, with the environment of its (immutable) reservation for the lock.
     Settle(&'r Settlement, Option<&'r str>),
 }
 
+/// The decision an admission makes inside its transaction: `true` admits.
+type Decide<'r> = dyn FnMut(&PoolStatus) -> bool + Send + 'r;
+
 enum Out {
     Trust(TrustRevision),
+    /// An admission the decision denied on the pool it read (nothing written).
+    Denied(PoolStatus),
     Registered(Registered),
     Unit,
     New(bool),
     Selected(Selected),
-    Reservation(Reservation),
+    Reservation(Reservation, PoolStatus),
     Settled(Settled),
 }
 
@@ -272,6 +278,47 @@ fn limits_at(row: &Row, first: usize) -> Limits {
         source_rows: row.get(first + 2),
         source_bytes: row.get(first + 3),
         attempt_seconds: row.get(first + 4),
+    }
+}
+
+/// A pool's key as SQL: `$1` environment, `$2` campaign, `$3` phase.
+const POOL: &str = "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid AND phase = $3";
+
+/// The eight columns of a [`PoolStatus`] (`$4` is the route of the row/byte pool: a
+/// qualification's exact route, `NULL` for execution), read by [`pool_at`].
+fn pool_columns(t: &Names) -> String {
+    let route = "route IS NOT DISTINCT FROM $4::text[]";
+    format!(
+        "(SELECT count(*) FROM {m} WHERE {p}), \
+         (SELECT count(*) FROM {r} WHERE {p}), \
+         (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {r} WHERE {p} AND {route}), \
+         (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {r} WHERE {p} AND {route}), \
+         (SELECT count(*) FROM {r} x WHERE {p} AND NOT EXISTS \
+            (SELECT 1 FROM {s} s WHERE s.reservation_id = x.reservation_id)), \
+         (SELECT coalesce(sum(s.measured_source_rows), 0)::bigint FROM {s} s \
+            JOIN {r} x USING (reservation_id) WHERE {p} AND {route}), \
+         (SELECT coalesce(sum(s.measured_source_bytes), 0)::bigint FROM {s} s \
+            JOIN {r} x USING (reservation_id) WHERE {p} AND {route}), \
+         (SELECT coalesce(sum(s.measured_http_bytes), 0)::bigint FROM {s} s \
+            JOIN {r} x USING (reservation_id) WHERE {p} AND {route})",
+        m = t.membership,
+        r = t.reservation,
+        s = t.settlement,
+        p = POOL,
+    )
+}
+
+/// The [`PoolStatus`] in the first eight columns of `row` ([`pool_columns`]).
+fn pool_at(row: &Row) -> PoolStatus {
+    PoolStatus {
+        members: row.get(0),
+        attempts: row.get(1),
+        reserved_source_rows: row.get(2),
+        reserved_source_bytes: row.get(3),
+        unresolved: row.get(4),
+        measured_source_rows: row.get(5),
+        measured_source_bytes: row.get(6),
+        measured_http_bytes: row.get(7),
     }
 }
 
@@ -434,7 +481,7 @@ impl PgControlStore {
             Op::Register(a, _)
             | Op::Consume(a, _, _)
             | Op::Select(a, _, _, _)
-            | Op::Admit(a, _) => Some(a.environment.as_str()),
+            | Op::Admit(a, _, _) => Some(a.environment().as_str()),
             Op::Settle(_, environment) => *environment,
             Op::Candidate(_) => None,
         }
@@ -456,25 +503,39 @@ impl PgControlStore {
                 client: c,
                 cache: &conn.cache,
             };
-            if let Some(key) = lock
-                && let Err(e) = c.execute("SELECT pg_advisory_lock($1)", &[&key]).await
-            {
+            // The lock and BEGIN as two queries pipelined in one round trip (each its own
+            // statement, so BEGIN starts a fresh transaction whose snapshot is taken by its first
+            // statement, after the lock is held). The key is computed, never input: a literal.
+            let take = lock.map(|key| format!("SELECT pg_advisory_lock({key})"));
+            let (locked, begun) = tokio::join!(
+                async {
+                    match &take {
+                        Some(sql) => c.batch_execute(sql).await,
+                        None => Ok(()),
+                    }
+                },
+                c.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            );
+            if let Err(e) = locked.and(begun) {
+                // Whether the lock was taken is unknown: the connection is not reused.
                 *guard = None;
                 return Err(db_error("take the environment lock", &e));
             }
-            let body = async {
-                c.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-                    .await?;
-                self.body(&db, &op).await
-            }
-            .await;
+            let body = self.body(&db, &op).await;
             match body {
+                Ok(out @ Out::Denied(_)) => {
+                    // The decision denied: nothing was written, so nothing is committed.
+                    if !release(c, lock).await {
+                        *guard = None;
+                    }
+                    return Ok(out);
+                }
                 Ok(mut out) => match self.commit.commit(c).await {
                     CommitAck::Acknowledged => {
                         if !unlock(c, lock).await {
                             *guard = None;
                         }
-                        if let Out::Reservation(r) = &mut out {
+                        if let Out::Reservation(r, _) = &mut out {
                             r.resolved_by_probe = probed;
                         }
                         return Ok(out);
@@ -502,7 +563,7 @@ impl PgControlStore {
                                 "the commit acknowledgement was lost; probe before retrying",
                             ));
                         };
-                        let Out::Reservation(mine) = out else {
+                        let Out::Reservation(mine, pool_before) = out else {
                             return Err(StoreError::new(
                                 StoreCode::StoredStateInvalid,
                                 "admission produced no reservation",
@@ -513,10 +574,13 @@ impl PgControlStore {
                         if let Some(found) =
                             self.resolve_lost(&mut guard, pid, &start, &mine).await?
                         {
-                            return Ok(Out::Reservation(Reservation {
-                                resolved_by_probe: true,
-                                ..found
-                            }));
+                            return Ok(Out::Reservation(
+                                Reservation {
+                                    resolved_by_probe: true,
+                                    ..found
+                                },
+                                pool_before,
+                            ));
                         }
                     }
                 },
@@ -633,7 +697,7 @@ impl PgControlStore {
             Op::Consume(a, k, b) => self.consume_body(c, a, k, b).await.map(|()| Out::Unit),
             Op::Candidate(r) => self.candidate_body(c, r).await.map(Out::New),
             Op::Select(a, k, b, r) => self.select_body(c, a, k, b, r).await.map(Out::Selected),
-            Op::Admit(a, r) => self.admit_body(c, a, r).await.map(Out::Reservation),
+            Op::Admit(a, r, decide) => self.admit_body(c, a, r, decide).await,
             Op::Settle(s, _) => self.settle_body(c, s).await.map(Out::Settled),
         }
     }
@@ -671,17 +735,17 @@ impl PgControlStore {
     /// Inside the transaction: the authenticated revision is still current, and the database
     /// clock has not gone back behind it.
     async fn check_current(&self, c: &Db<'_>, auth: &Authenticated) -> Tx<TrustRevision> {
-        let Some(current) = Self::trust_at(c, &self.t, auth.environment.as_str(), None).await?
+        let Some(current) = Self::trust_at(c, &self.t, auth.environment().as_str(), None).await?
         else {
             return refuse(StoreCode::TrustMissing, "no trust revision is recorded");
         };
-        if current.revision != auth.revision {
+        if current.revision != auth.revision() {
             return refuse(
                 StoreCode::TrustRevisionChanged,
                 "the trust revision changed after authentication; authenticate again",
             );
         }
-        self.check_clock(c, auth.environment.as_str()).await?;
+        self.check_clock(c, auth.environment().as_str()).await?;
         Ok(current)
     }
 
@@ -748,7 +812,7 @@ impl PgControlStore {
                 "the grant/phase key is not registered",
             );
         };
-        if g.environment != auth.environment.as_str() {
+        if g.environment != auth.environment().as_str() {
             return refuse(
                 StoreCode::GrantNotRegistered,
                 "the grant is registered for another environment",
@@ -844,7 +908,7 @@ impl PgControlStore {
         auth: &Authenticated,
         g: &GrantRegistration,
     ) -> Tx<Registered> {
-        if g.environment != auth.environment {
+        if &g.environment != auth.environment() {
             return refuse(
                 StoreCode::InvalidInput,
                 "the registration names another environment than the authentication",
@@ -1159,7 +1223,8 @@ impl PgControlStore {
         c: &Db<'_>,
         auth: &Authenticated,
         r: &AdmissionRequest,
-    ) -> Tx<Reservation> {
+        decide: &StdMutex<Decide<'_>>,
+    ) -> Tx<Out> {
         let trust = self.check_current(c, auth).await?;
         let g = self
             .current_grant(c, auth, &trust, &r.grant, &r.original_bytes)
@@ -1231,32 +1296,23 @@ impl PgControlStore {
             .await?
             .get(0);
         let id = reservation_id(
-            &auth.environment,
+            auth.environment(),
             &stored(Uuid::parse("campaign", &g.campaign))?,
             g.phase,
             &r.workload,
             &r.attempt,
         );
-        let pool =
-            "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid AND phase = $3";
+        // The pool's charges as this transaction reads them (after the environment lock, in its
+        // snapshot), and the attempt's own facts, in one statement.
         let sql = format!(
-            "SELECT \
-             (SELECT count(*) FROM {m} WHERE {pool}), \
-             (SELECT count(*) FROM {m} WHERE {pool} AND workload_id = $4), \
-             (SELECT count(*) FROM {res} WHERE {pool}), \
-             (SELECT count(*) FROM {res} WHERE {pool} AND workload_id = $4), \
-             (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {res} \
-                WHERE {pool} AND route IS NOT DISTINCT FROM $5::text[]), \
-             (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {res} \
-                WHERE {pool} AND route IS NOT DISTINCT FROM $5::text[]), \
-             (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {res} \
-                WHERE {pool} AND workload_id = $4), \
-             (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {res} \
-                WHERE {pool} AND workload_id = $4), \
-             EXISTS (SELECT 1 FROM {res} r WHERE {pool} AND workload_id = $4 \
+            "SELECT {pool}, \
+             EXISTS (SELECT 1 FROM {m} WHERE {p} AND workload_id = $5), \
+             EXISTS (SELECT 1 FROM {res} r WHERE {p} AND workload_id = $5 \
                 AND NOT EXISTS (SELECT 1 FROM {s} s WHERE s.reservation_id = r.reservation_id)), \
              EXISTS (SELECT 1 FROM {res} WHERE reservation_id = $6 \
-                OR ({pool} AND workload_id = $4 AND attempt_id = $7))",
+                OR ({p} AND workload_id = $5 AND attempt_id = $7))",
+            pool = pool_columns(&self.t),
+            p = POOL,
             m = self.t.membership,
             res = self.t.reservation,
             s = self.t.settlement,
@@ -1265,21 +1321,19 @@ impl PgControlStore {
             .query_one(
                 &sql,
                 &[
-                    &auth.environment.as_str(),
+                    &auth.environment().as_str(),
                     &g.campaign,
                     &phase,
-                    &r.workload.as_str(),
                     &g.route,
+                    &r.workload.as_str(),
                     &id.as_str(),
                     &r.attempt.as_str(),
                 ],
             )
             .await?;
-        let (members, is_member, attempts, w_attempts): (i64, i64, i64, i64) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
-        let (rows, bytes, w_rows, w_bytes): (i64, i64, i64, i64) =
-            (row.get(4), row.get(5), row.get(6), row.get(7));
-        let (running, duplicate): (bool, bool) = (row.get(8), row.get(9));
+        let pool = pool_at(&row);
+        let (is_member, running, duplicate): (bool, bool, bool) =
+            (row.get(8), row.get(9), row.get(10));
         if duplicate {
             return refuse(
                 StoreCode::AttemptDuplicate,
@@ -1292,37 +1346,43 @@ impl PgControlStore {
                 "another attempt of the workload is still running",
             );
         }
+        // The decision, on this transaction's read.
+        let admitted = match decide.lock() {
+            Ok(mut decide) => (*decide)(&pool),
+            Err(_) => false,
+        };
+        if !admitted {
+            return Ok(Out::Denied(pool));
+        }
+        // The store's own ceilings, the same the scope component applies: every layer's limit
+        // (policy, grant, workload) bounds the pool's charges.
         let pool_limits = trust.limits.min(&g.limits);
-        let attempt_limits = pool_limits.min(&workload_limits);
-        if r.attempt_seconds > attempt_limits.attempt_seconds {
+        let effective = pool_limits.min(&workload_limits);
+        if r.attempt_seconds > effective.attempt_seconds {
             return refuse(
                 StoreCode::AttemptSecondsExceeded,
                 "the attempt's duration bound exceeds the effective ceiling",
             );
         }
-        if is_member != 1 || members > pool_limits.workloads.min(membership_ceiling) {
+        if !is_member || pool.members > effective.workloads.min(membership_ceiling) {
             return refuse(
                 StoreCode::MembershipExceeded,
                 "the pool's membership exceeds the current effective workload ceiling",
             );
         }
-        if attempts + 1 > pool_limits.attempts || w_attempts + 1 > workload_limits.attempts {
+        if pool.attempts + 1 > effective.attempts {
             return refuse(
                 StoreCode::AttemptsExceeded,
                 "the attempt would exceed the effective attempt ceiling",
             );
         }
-        if rows + r.source_rows > pool_limits.source_rows
-            || w_rows + r.source_rows > workload_limits.source_rows
-        {
+        if pool.reserved_source_rows + r.source_rows > effective.source_rows {
             return refuse(
                 StoreCode::SourceRowsExceeded,
                 "the reservation would exceed the effective source-row ceiling",
             );
         }
-        if bytes + r.source_bytes > pool_limits.source_bytes
-            || w_bytes + r.source_bytes > workload_limits.source_bytes
-        {
+        if pool.reserved_source_bytes + r.source_bytes > effective.source_bytes {
             return refuse(
                 StoreCode::SourceBytesExceeded,
                 "the reservation would exceed the effective source-byte ceiling",
@@ -1339,7 +1399,7 @@ impl PgControlStore {
             ),
             &[
                 &id.as_str(),
-                &auth.environment.as_str(),
+                &auth.environment().as_str(),
                 &g.campaign,
                 &phase,
                 &g.route,
@@ -1354,7 +1414,7 @@ impl PgControlStore {
             ],
         )
         .await?;
-        Ok(Reservation {
+        let reservation = Reservation {
             reservation_id: id,
             grant: r.grant.clone(),
             grant_digest: stored(Sha256Digest::parse("grant_digest", &g.digest))?,
@@ -1365,7 +1425,8 @@ impl PgControlStore {
             source_bytes: r.source_bytes,
             attempt_seconds: r.attempt_seconds,
             resolved_by_probe: false,
-        })
+        };
+        Ok(Out::Reservation(reservation, pool))
     }
 
     async fn settle_body(&self, c: &Db<'_>, s: &Settlement) -> Tx<Settled> {
@@ -1521,15 +1582,19 @@ impl PgControlStore {
 /// Ends a protected transaction that did not commit and releases the environment lock; `false`
 /// when the connection can no longer be trusted (then it is dropped).
 async fn release(c: &Client, lock: Option<i64>) -> bool {
-    let rolled = c.batch_execute("ROLLBACK").await;
-    rolled.is_ok() && unlock(c, lock).await
+    let sql = match lock {
+        Some(key) => format!("ROLLBACK; SELECT pg_advisory_unlock({key})"),
+        None => "ROLLBACK".to_owned(),
+    };
+    c.batch_execute(&sql).await.is_ok()
 }
 
 /// Releases the environment lock after a commit; `false` when the connection failed.
 async fn unlock(c: &Client, lock: Option<i64>) -> bool {
     match lock {
+        // A literal integer (the key is computed, never input): one round trip, no prepare.
         Some(key) => c
-            .execute("SELECT pg_advisory_unlock($1)", &[&key])
+            .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
             .await
             .is_ok(),
         None => true,
@@ -1617,10 +1682,10 @@ impl ControlStorePort for PgControlStore {
                 "the trust revision changed during verification; authenticate again",
             ));
         }
-        Ok(Authenticated {
-            environment: environment.clone(),
-            revision: before.revision,
-        })
+        Ok(Authenticated::bracketed(
+            environment.clone(),
+            before.revision,
+        ))
     }
 
     async fn register(
@@ -1677,13 +1742,28 @@ impl ControlStorePort for PgControlStore {
         })
     }
 
-    async fn admit(&self, auth: &Authenticated, request: &AdmissionRequest) -> Result<Reservation> {
+    async fn admit_decided<F>(
+        &self,
+        auth: &Authenticated,
+        request: &AdmissionRequest,
+        decide: F,
+    ) -> Result<Admission>
+    where
+        F: FnMut(&PoolStatus) -> bool + Send,
+    {
         request.validate()?;
-        let out = self.transact(Op::Admit(auth, request)).await?;
-        Self::expect(out, |o| match o {
-            Out::Reservation(r) => Some(r),
-            _ => None,
-        })
+        let decide = StdMutex::new(decide);
+        match self.transact(Op::Admit(auth, request, &decide)).await? {
+            Out::Reservation(reservation, pool_before) => Ok(Admission::Admitted {
+                reservation,
+                pool_before,
+            }),
+            Out::Denied(pool_before) => Ok(Admission::Denied { pool_before }),
+            _ => Err(StoreError::new(
+                StoreCode::StoredStateInvalid,
+                "unexpected operation result",
+            )),
+        }
     }
 
     async fn probe(&self, reservation_id: &Sha256Digest) -> Result<Option<Reservation>> {
@@ -1733,43 +1813,11 @@ impl ControlStorePort for PgControlStore {
         );
         let route: Option<Vec<String>> = pool.route.as_ref().map(|r| r.dims().to_vec());
         read!(self, "read the pool", |c, t| async {
-            let p = "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid \
-                     AND phase = $3";
-            let sql = format!(
-                "SELECT (SELECT count(*) FROM {m} WHERE {p}), \
-                 (SELECT count(*) FROM {r} WHERE {p}), \
-                 (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {r} \
-                    WHERE {p} AND route IS NOT DISTINCT FROM $4::text[]), \
-                 (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {r} \
-                    WHERE {p} AND route IS NOT DISTINCT FROM $4::text[]), \
-                 (SELECT count(*) FROM {r} x WHERE {p} AND NOT EXISTS \
-                    (SELECT 1 FROM {s} s WHERE s.reservation_id = x.reservation_id)), \
-                 (SELECT coalesce(sum(s.measured_source_rows), 0)::bigint FROM {s} s \
-                    JOIN {r} x USING (reservation_id) WHERE {p} \
-                    AND route IS NOT DISTINCT FROM $4::text[]), \
-                 (SELECT coalesce(sum(s.measured_source_bytes), 0)::bigint FROM {s} s \
-                    JOIN {r} x USING (reservation_id) WHERE {p} \
-                    AND route IS NOT DISTINCT FROM $4::text[]), \
-                 (SELECT coalesce(sum(s.measured_http_bytes), 0)::bigint FROM {s} s \
-                    JOIN {r} x USING (reservation_id) WHERE {p} \
-                    AND route IS NOT DISTINCT FROM $4::text[])",
-                m = t.membership,
-                r = t.reservation,
-                s = t.settlement,
-            );
+            let sql = format!("SELECT {}", pool_columns(t));
             let row = c
                 .query_one(&sql, &[&env, &campaign, &phase, &route])
                 .await?;
-            Ok(PoolStatus {
-                members: row.get(0),
-                attempts: row.get(1),
-                reserved_source_rows: row.get(2),
-                reserved_source_bytes: row.get(3),
-                unresolved: row.get(4),
-                measured_source_rows: row.get(5),
-                measured_source_bytes: row.get(6),
-                measured_http_bytes: row.get(7),
-            })
+            Ok(pool_at(&row))
         })
     }
 

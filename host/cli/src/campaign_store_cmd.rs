@@ -29,8 +29,6 @@
 //! `docs/cli.md`) and name no endpoint, credential, value or path. The mapping from documents to
 //! the port's values is [`mapping`].
 
-pub mod mapping;
-
 use crate::campaign_cmd::pipeline::{self, Refusal};
 use crate::campaign_cmd::{failure, now};
 use crate::exit::{BAD_INPUT, Failure, INTERNAL, REFUSED, RETRY, print_json};
@@ -41,12 +39,15 @@ use dpone_adapter_np_control_store::{
     self as store, AttemptOutcome, ControlStorePort, PgControlStore, Registered, Selected, Settled,
     StoreCode, StoreEndpoint, StoreError,
 };
+use dpone_engine_nonproduction::admission::{
+    self, AdmitError, AdmitInputs, Admitted, ScopeDecider, Verifier,
+};
 use dpone_engine_nonproduction::authority::PhaseSubjects;
-use dpone_engine_nonproduction::facts::{self, ScopeTarget};
+use dpone_engine_nonproduction::control_store::mapping;
 use dpone_engine_nonproduction::{
     ActivationRequest, Authority, AuthorityPolicy, Composition, Document,
 };
-use dpone_policy_model::scope::ScopeDecision;
+use dpone_policy_model::scope::{ScopeDecision, ScopeFacts};
 use dpone_policy_runtime::{LoadedPolicy, PolicyKind};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -463,64 +464,94 @@ fn prepare(args: &GrantArgs) -> Result<Prepared, Failure> {
     })
 }
 
-/// Authenticates inside the store's revision bracket: the pinned policy must be the current
-/// trust revision's exact bytes, then the grant is verified as `campaign verify` does, with the
-/// revision's revocation epoch. A refusal inside keeps its own code.
-fn authenticate(
-    rt: &tokio::runtime::Runtime,
-    store: &PgControlStore,
-    p: &Prepared,
-    args: &GrantArgs,
-    scope: &LoadedPolicy,
-    workload: Option<&str>,
-) -> Result<(store::Authenticated, Value, i64), Failure> {
-    let environment = mapping::environment(&p.policy).map_err(store_failure)?;
-    let outcome: Mutex<Option<(Result<Value, Refusal>, i64)>> = Mutex::new(None);
-    let verify = |trust: &store::TrustRevision| -> Result<(), String> {
-        let result = if trust.policy_bytes != p.policy_bytes {
-            Err(Refusal {
+/// The grant's verification under a trust revision, exactly as `campaign verify` does it: the
+/// pinned policy must be the revision's exact bytes, then signature, reopen and the stateless
+/// scope decision, with the revision's revocation epoch. A refusal keeps its own code.
+struct GrantVerifier<'a> {
+    p: &'a Prepared,
+    args: &'a GrantArgs,
+    scope: &'a LoadedPolicy,
+    workload: Option<&'a str>,
+}
+
+impl Verifier for GrantVerifier<'_> {
+    type Evidence = Value;
+    type Refusal = Refusal;
+
+    fn verify(&self, trust: &store::TrustRevision) -> Result<Value, Refusal> {
+        let p = self.p;
+        if trust.policy_bytes != p.policy_bytes {
+            return Err(Refusal {
                 code: POLICY_NOT_CURRENT.to_owned(),
                 message: "the pinned policy is not the store's current trust revision \
                           (campaign policy register)"
                     .to_owned(),
                 class: pipeline::Class::Refused,
                 evidence: None,
-            })
-        } else {
-            let inputs = pipeline::Inputs {
-                policy: &p.policy_bytes,
-                policy_digest: &args.files.policy_digest,
-                grant: &p.grant_bytes,
-                attestation: &p.attestation,
-                trusted_root: &p.trusted_root,
-                composition: &p.composition_bytes,
-                request: p.request_bytes.as_deref(),
-                release_set: p.release_set.as_deref(),
-                workload,
-                now: p.now,
-                revocation_epoch: u64::try_from(trust.revocation_epoch).ok(),
-            };
-            pipeline::verify(&inputs, scope)
+            });
+        }
+        let inputs = pipeline::Inputs {
+            policy: &p.policy_bytes,
+            policy_digest: &self.args.files.policy_digest,
+            grant: &p.grant_bytes,
+            attestation: &p.attestation,
+            trusted_root: &p.trusted_root,
+            composition: &p.composition_bytes,
+            request: p.request_bytes.as_deref(),
+            release_set: p.release_set.as_deref(),
+            workload: self.workload,
+            now: p.now,
+            revocation_epoch: u64::try_from(trust.revocation_epoch).ok(),
         };
+        pipeline::verify(&inputs, self.scope)
+    }
+}
+
+/// The pinned scope component as the engine's decision port.
+struct ComponentDecider<'a>(&'a LoadedPolicy);
+
+impl ScopeDecider for ComponentDecider<'_> {
+    type Evidence = Value;
+    type Failure = Failure;
+
+    fn decide(&self, facts: &ScopeFacts) -> Result<(ScopeDecision, Value), Failure> {
+        let decided = self.0.scope_decide(facts)?;
+        let evidence = serde_json::to_value(&decided.evidence)
+            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
+        Ok((decided.decision, evidence))
+    }
+}
+
+/// A refused verification: its evidence (a stateless scope denial's) is printed, its code kept.
+fn verification_refused(mut refusal: Refusal) -> Failure {
+    if let Some(evidence) = refusal.evidence.take()
+        && let Err(f) = print_json(&evidence)
+    {
+        return f;
+    }
+    failure(refusal)
+}
+
+/// Authenticates inside the store's revision bracket with [`GrantVerifier`].
+fn authenticate(
+    rt: &tokio::runtime::Runtime,
+    store: &PgControlStore,
+    verifier: &GrantVerifier<'_>,
+) -> Result<(store::Authenticated, Value), Failure> {
+    let environment = mapping::environment(&verifier.p.policy).map_err(store_failure)?;
+    let outcome: Mutex<Option<Result<Value, Refusal>>> = Mutex::new(None);
+    let auth = rt.block_on(store.authenticate(&environment, |trust| {
+        let result = verifier.verify(trust);
         let ok = result.is_ok();
         if let Ok(mut slot) = outcome.lock() {
-            *slot = Some((result, trust.revocation_epoch));
+            *slot = Some(result);
         }
-        if ok {
-            Ok(())
-        } else {
-            Err("refused".to_owned())
-        }
-    };
-    let auth = rt.block_on(store.authenticate(&environment, verify));
-    let verified = outcome.into_inner().ok().flatten();
-    match (auth, verified) {
-        (Ok(auth), Some((Ok(evidence), epoch))) => Ok((auth, evidence, epoch)),
-        (Err(e), Some((Err(mut refusal), _))) if e.code == StoreCode::AuthenticationFailed => {
-            if let Some(evidence) = refusal.evidence.take() {
-                print_json(&evidence)?;
-            }
-            Err(failure(refusal))
+        if ok { Ok(()) } else { Err("refused".to_owned()) }
+    }));
+    match (auth, outcome.into_inner().ok().flatten()) {
+        (Ok(auth), Some(Ok(evidence))) => Ok((auth, evidence)),
+        (Err(e), Some(Err(refusal))) if e.code == StoreCode::AuthenticationFailed => {
+            Err(verification_refused(refusal))
         }
         (Err(e), _) => Err(store_failure(e)),
         (Ok(_), _) => Err(Failure::internal(
@@ -545,7 +576,13 @@ fn grant_register(args: &GrantArgs) -> Result<(), Failure> {
     let scope = shipped::load(&runtime, args.components_dir.as_deref(), PolicyKind::Scope)?;
     let store = open(&args.store)?;
     let rt = self::runtime()?;
-    let (auth, evidence, _) = authenticate(&rt, &store, &p, args, &scope, None)?;
+    let verifier = GrantVerifier {
+        p: &p,
+        args,
+        scope: &scope,
+        workload: None,
+    };
+    let (auth, evidence) = authenticate(&rt, &store, &verifier)?;
     let key = registration.key();
     let registered = rt
         .block_on(store.register(&auth, &registration))
@@ -592,29 +629,27 @@ fn grant_register(args: &GrantArgs) -> Result<(), Failure> {
     }))
 }
 
-/// `campaign admit`.
+/// `campaign admit`: the engine's protected admission ([`admission::admit`]) over the store
+/// adapter, the grant's verification and the pinned scope component, which decides inside the
+/// transaction that commits the reservation.
 pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
     let p = prepare(&args.grant)?;
-    let key = mapping::grant_key(&p.grant).map_err(store_failure)?;
+    let inputs = AdmitInputs {
+        policy: &p.policy,
+        grant: &p.grant,
+        grant_bytes: &p.grant_bytes,
+        composition: &p.composition,
+        request: p.request.as_ref(),
+        workload: &args.workload,
+        attempt: &args.attempt,
+        source_rows: args.source_rows,
+        source_bytes: args.source_bytes,
+        attempt_seconds: args.attempt_seconds,
+        now: p.now,
+    };
+    // Every value is validated before a component is loaded or the store contacted.
+    admission::admission_request(&inputs).map_err(store_failure)?;
     let pool_key = mapping::pool_key(&p.grant).map_err(store_failure)?;
-    let int = |field: &str, v: u64| {
-        i64::try_from(v).map_err(|_| {
-            store_failure(StoreError::new(
-                StoreCode::LimitAboveCeiling,
-                format!("{field} is above the spec's ceiling"),
-            ))
-        })
-    };
-    let request = store::AdmissionRequest {
-        grant: key.clone(),
-        original_bytes: p.grant_bytes.clone(),
-        workload: store::WorkloadId::new(&args.workload).map_err(store_failure)?,
-        attempt: store::AttemptId::new(&args.attempt).map_err(store_failure)?,
-        source_rows: int("--source-rows", args.source_rows)?,
-        source_bytes: int("--source-bytes", args.source_bytes)?,
-        attempt_seconds: int("--attempt-seconds", args.attempt_seconds)?,
-    };
-    request.validate().map_err(store_failure)?;
     let runtime = shipped::runtime(args.grant.cache_dir.as_deref())?;
     let scope = shipped::load(
         &runtime,
@@ -622,89 +657,76 @@ pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
         PolicyKind::Scope,
     )?;
     let store = open(&args.grant.store)?;
-    let rt = self::runtime()?;
-    let (auth, verification, epoch) =
-        authenticate(&rt, &store, &p, &args.grant, &scope, Some(&args.workload))?;
-    // The pool as the store has it now; the component decides with it and this attempt's bound.
-    let status = rt
-        .block_on(store.pool_status(&pool_key))
-        .map_err(store_failure)?;
-    let usage = mapping::pool_usage(&p.grant, &status);
-    let target = match &p.request {
-        Some(request) => ScopeTarget::Execution {
-            request,
-            composition: &p.composition,
-        },
-        None => ScopeTarget::Qualification(&p.composition),
+    let verifier = GrantVerifier {
+        p: &p,
+        args: &args.grant,
+        scope: &scope,
+        workload: Some(&args.workload),
     };
-    let facts = facts::scope_facts(
-        &p.policy,
-        &p.grant,
-        target,
-        &args.workload,
-        facts::Reservation {
-            workloads: 0,
-            attempts: 1,
-            source_rows: args.source_rows,
-            source_bytes: args.source_bytes,
-        },
-        &usage,
-        p.now,
-        u64::try_from(epoch).unwrap_or(u64::MAX),
-    )
-    .map_err(|e| np_failure("scope facts", &e))?;
-    let decided = scope.scope_decide(&facts)?;
-    let decision_evidence = serde_json::to_value(&decided.evidence)
-        .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
-    let effective = match decided.decision {
-        ScopeDecision::Admit(admitted) => admitted.effective_limits,
-        ScopeDecision::Deny(reason) => {
+    let decider = ComponentDecider(&scope);
+    let outcome =
+        self::runtime()?.block_on(admission::admit(&store, &verifier, &decider, &inputs));
+    let component = json!({"kind": "scope", "sha256": scope.digest().to_string(), "pinned": true});
+    match outcome {
+        Ok(Admitted::Reserved {
+            reservation,
+            trust_revision,
+            verification,
+            effective_limits: effective,
+            decision,
+        }) => print_json(&json!({
+            "result": "admitted",
+            "reservation": reservation_json(&reservation),
+            "evidence": {
+                "authentication": {
+                    "bracket": "equal trust revisions before and after verification",
+                    "trust_revision": trust_revision,
+                    "verification": verification,
+                },
+                "scope": {
+                    "component": component,
+                    "decision": "admit",
+                    "decided_in": "the admission transaction, on the pool it read and committed against",
+                    "effective_limits": {
+                        "max_workloads": effective.max_workloads,
+                        "max_attempts": effective.max_attempts,
+                        "max_source_rows": effective.max_source_rows,
+                        "max_source_bytes": effective.max_source_bytes,
+                        "max_attempt_seconds": effective.max_attempt_seconds,
+                    },
+                    "pool_before": pool_json(&pool_key, &decision.pool_before),
+                    "evidence": decision.evidence,
+                },
+                "transaction": "SERIALIZABLE under the environment lock: trust revision, exact original bytes, database clock, revocation and ownership re-checked; the scope decision made on the transaction's own read",
+            },
+        })),
+        Ok(Admitted::Denied {
+            reason, decision, ..
+        }) => {
             print_json(&json!({
                 "result": "refused",
                 "workload_id": args.workload,
                 "decision": "deny",
                 "code": reason.code,
-                "pool": pool_json(&pool_key, &status),
-                "evidence": decision_evidence,
+                "decided_in": "the admission transaction, on the pool it read",
+                "component": component,
+                "pool": pool_json(&pool_key, &decision.pool_before),
+                "evidence": decision.evidence,
             }))?;
-            return Err(Failure {
+            Err(Failure {
                 code: reason.code.clone(),
                 message: format!(
                     "the scope component denied the attempt's reservation: {}",
                     reason.message
                 ),
                 exit: REFUSED,
-            });
+            })
         }
-    };
-    let reservation = rt
-        .block_on(store.admit(&auth, &request))
-        .map_err(store_failure)?;
-    print_json(&json!({
-        "result": "admitted",
-        "reservation": reservation_json(&reservation),
-        "evidence": {
-            "authentication": {
-                "bracket": "equal trust revisions before and after verification",
-                "trust_revision": auth.revision(),
-                "verification": verification,
-            },
-            "scope": {
-                "component": {"kind": "scope", "sha256": scope.digest().to_string(), "pinned": true},
-                "decision": "admit",
-                "effective_limits": {
-                    "max_workloads": effective.max_workloads,
-                    "max_attempts": effective.max_attempts,
-                    "max_source_rows": effective.max_source_rows,
-                    "max_source_bytes": effective.max_source_bytes,
-                    "max_attempt_seconds": effective.max_attempt_seconds,
-                },
-                "pool_before": pool_json(&pool_key, &status),
-                "evidence": decision_evidence,
-            },
-            "transaction": "SERIALIZABLE: trust revision, exact original bytes, database clock, revocation and ownership re-checked",
-        },
-    }))
+        Err(AdmitError::Verification(refusal)) => Err(verification_refused(refusal)),
+        Err(AdmitError::Facts(e)) => Err(np_failure("scope facts", &e)),
+        Err(AdmitError::Decider(f)) => Err(f),
+        Err(AdmitError::Store(e)) => Err(store_failure(e)),
+    }
 }
 
 /// `campaign settle`.

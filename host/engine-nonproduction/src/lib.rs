@@ -1,5 +1,5 @@
-//! Nonproduction composition authority contracts (spec 004, issue 11 part 1): an engine-level
-//! crate, pure — no driver, no tokio, no wasmtime, no `dpone-trust`.
+//! The nonproduction composition authority (spec 004): its contracts and its protocols, pure —
+//! no driver, no tokio, no wasmtime, no `dpone-trust`; I/O and decisions come in through ports.
 //!
 //! - Six strict, bounded, canonical documents ([`Document`]): [`policy`]
 //!   (`dpone.nonproduction-authority-policy.v1`), [`authority`]
@@ -14,16 +14,24 @@
 //! - [`any::AnyDocument`]: the closed dispatch on `schema` for tools handed any document.
 //! - [`reopen`]: the pure checks after signature verification.
 //! - [`facts`]: the mapping to the scope component's facts.
+//! - [`control_store`]: the protected control store's port (typed keys and values, the
+//!   [`control_store::ControlStorePort`] trait an adapter implements) and the mapping from
+//!   verified documents to its values.
+//! - [`admission`]: the protected admission protocol behind that port and the verification and
+//!   scope-decision ports (authenticate in the revision bracket; read, decide and reserve in one
+//!   transaction).
 //!
 //! Every refusal is an [`NpError`] with one stable code of [`codes`]. The schemas with examples
 //! are in `docs/nonproduction-authority.md`.
 
 pub mod activation;
+pub mod admission;
 pub mod any;
 pub mod authority;
 pub mod codes;
 pub mod common;
 pub mod composition;
+pub mod control_store;
 pub mod document;
 pub mod error;
 pub mod facts;

@@ -197,7 +197,8 @@ impl<'a> Run<'a> {
         p.display().to_string()
     }
 
-    pub fn cli(&self, args: &[String]) -> Output {
+    /// `dpone-host campaign ARGS` against this store, not started yet.
+    pub fn command(&self, args: &[String]) -> Command {
         let (cache, key) = cache();
         let mut all = args.to_vec();
         all.extend(self.store.args());
@@ -205,13 +206,17 @@ impl<'a> Run<'a> {
         if matches!(args.first().map(String::as_str), Some("grant" | "admit")) {
             all.extend(["--cache-dir".to_owned(), cache.display().to_string()]);
         }
-        Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dpone-host"));
+        command
             .env("DPONE_NP_STORE_URL", &self.store.url)
             .env("DPONE_CACHE_KEY", key)
             .arg("campaign")
-            .args(&all)
-            .output()
-            .expect("run dpone-host")
+            .args(&all);
+        command
+    }
+
+    pub fn cli(&self, args: &[String]) -> Output {
+        self.command(args).output().expect("run dpone-host")
     }
 
     pub fn policy_register(&self, docs: &Docs, epoch: Option<u64>) -> Output {
@@ -275,6 +280,22 @@ impl<'a> Run<'a> {
         rows: u64,
         bytes: u64,
     ) -> Output {
+        let a = self.admit_args(docs, execution, grant, workload, attempt, rows, bytes);
+        self.cli(&a)
+    }
+
+    /// The arguments of one `campaign admit`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit_args(
+        &self,
+        docs: &Docs,
+        execution: bool,
+        grant: &[u8],
+        workload: &str,
+        attempt: &str,
+        rows: u64,
+        bytes: u64,
+    ) -> Vec<String> {
         let mut a = vec!["admit".to_owned()];
         a.extend(self.grant_args(docs, execution, grant));
         a.extend([
@@ -289,7 +310,7 @@ impl<'a> Run<'a> {
             "--attempt-seconds".to_owned(),
             "600".to_owned(),
         ]);
-        self.cli(&a)
+        a
     }
 
     pub fn settle(&self, reservation: &str, rows: u64, bytes: u64, http: u64) -> Output {

@@ -1,12 +1,16 @@
-//! The store's port: plain typed keys and values (UUIDs, `sha256:` digests, the phase, the
-//! six-dimensional route, limits as integers, canonical document bytes) and the
-//! [`ControlStorePort`] trait the nonproduction engine will drive. Nothing here parses a signed
-//! document: the engine verifies documents and hands the store their exact canonical bytes and
-//! the typed facts it derived from them; the store keeps the bytes immutable and re-checks them.
+//! The protected control store's port: plain typed keys and values (UUIDs, `sha256:` digests,
+//! the phase, the six-dimensional route, limits as integers, canonical document bytes) and the
+//! [`ControlStorePort`] trait the engine's protected admission ([`crate::admission`]) drives.
+//! Implementations live in adapters (`dpone-adapter-np-control-store` on PostgreSQL). Nothing
+//! here parses a signed document: the engine verifies documents and hands the store their exact
+//! canonical bytes and the typed facts it derived from them; the store keeps the bytes immutable
+//! and re-checks them.
 //!
 //! Every constructor validates its input before anything is stored, and every refusal carries a
 //! stable [`StoreCode`]; messages name fields and relations only (never bytes, endpoints,
 //! credentials or paths).
+
+pub mod mapping;
 
 use sha2::{Digest as _, Sha256};
 use std::fmt;
@@ -511,15 +515,25 @@ pub struct TrustRevision {
 }
 
 /// Proof that a verification ran bracketed by two equal reads of the current trust revision.
-/// Only the store makes one ([`ControlStorePort::authenticate`]); every protected transaction
-/// re-checks that its revision is still current, so holding one grants nothing by itself.
+/// Only a store makes one ([`ControlStorePort::authenticate`], through [`Authenticated::bracketed`]);
+/// every protected transaction re-checks that its revision is still current, so holding one
+/// grants nothing by itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Authenticated {
-    pub(crate) environment: Uuid,
-    pub(crate) revision: i64,
+    environment: Uuid,
+    revision: i64,
 }
 
 impl Authenticated {
+    /// For [`ControlStorePort`] implementations: the verification ran and the two reads around
+    /// it saw `revision` of `environment`.
+    pub fn bracketed(environment: Uuid, revision: i64) -> Self {
+        Self {
+            environment,
+            revision,
+        }
+    }
+
     /// The environment.
     pub fn environment(&self) -> &Uuid {
         &self.environment
@@ -973,6 +987,25 @@ impl ReservationAuthority {
     }
 }
 
+/// What an admission transaction decided on the pool it read: the decision is made inside the
+/// transaction that commits it (after the environment lock, in its snapshot), so concurrent
+/// schedulers see each other's reservations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The decision admitted and the store reserved.
+    Admitted {
+        /// The issued reservation.
+        reservation: Reservation,
+        /// The pool's charges the decision was made on.
+        pool_before: PoolStatus,
+    },
+    /// The decision denied; nothing was written.
+    Denied {
+        /// The pool's charges the decision was made on.
+        pool_before: PoolStatus,
+    },
+}
+
 /// The pool a status is read for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolKey {
@@ -1044,12 +1077,40 @@ pub trait ControlStorePort {
         request: &ActivationRequest,
     ) -> impl Future<Output = Result<Selected>> + Send;
 
-    /// Reserves RUNNING plus the attempt's complete bound in one SERIALIZABLE transaction.
+    /// Reserves RUNNING plus the attempt's complete bound in one SERIALIZABLE transaction,
+    /// after `decide` admitted on the pool's charges as that transaction reads them. `decide`
+    /// runs inside the transaction, once per try (a serialization retry decides again on the
+    /// new read); the store's own checks (duplicate and running attempts, ownership, the
+    /// effective ceilings of policy, grant and workload applied to the pool) run around it and
+    /// can only refuse more.
+    fn admit_decided<F>(
+        &self,
+        auth: &Authenticated,
+        request: &AdmissionRequest,
+        decide: F,
+    ) -> impl Future<Output = Result<Admission>> + Send
+    where
+        F: FnMut(&PoolStatus) -> bool + Send;
+
+    /// [`ControlStorePort::admit_decided`] with the store's own checks only.
     fn admit(
         &self,
         auth: &Authenticated,
         request: &AdmissionRequest,
-    ) -> impl Future<Output = Result<Reservation>> + Send;
+    ) -> impl Future<Output = Result<Reservation>> + Send
+    where
+        Self: Sync,
+    {
+        async move {
+            match self.admit_decided(auth, request, |_| true).await? {
+                Admission::Admitted { reservation, .. } => Ok(reservation),
+                Admission::Denied { .. } => Err(StoreError::new(
+                    StoreCode::StoredStateInvalid,
+                    "an admission that always admits was denied",
+                )),
+            }
+        }
+    }
 
     /// Reads a reservation by its deterministic id.
     fn probe(

@@ -1,17 +1,13 @@
-//! The mapping from verified nonproduction documents (`dpone-engine-nonproduction`) to the plain
-//! values of the control store's port (`dpone-adapter-np-control-store::port`).
-//!
-//! It lives in the cli because the cli is the only crate that sees both: the engine stays pure
-//! and does not know the adapter, the adapter does not parse signed documents (see
-//! `docs/architecture.md`). When the store's port moves into the engine, this file moves with it.
+//! The mapping from verified nonproduction documents to the plain values of the control store's
+//! port ([`crate::control_store`]); the store adapter never parses a signed document.
 //!
 //! Every value goes through the port's validating constructors, so a mapping that could store
 //! something malformed refuses with `DPONE_NP_STORE_INVALID_INPUT` before anything is written.
 
-use dpone_adapter_np_control_store as store;
-use dpone_engine_nonproduction::authority::PhaseSubjects;
-use dpone_engine_nonproduction::common;
-use dpone_engine_nonproduction::{Authority, AuthorityPolicy, Composition, Document};
+use crate::authority::PhaseSubjects;
+use crate::common;
+use crate::control_store as store;
+use crate::{Authority, AuthorityPolicy, Composition, Document};
 use store::{StoreCode, StoreError};
 
 fn int(field: &str, v: u64) -> Result<i64, StoreError> {
@@ -177,7 +173,7 @@ pub fn registration(
 
 /// The scoped activation request as the activation coordinator records it.
 pub fn activation_request(
-    request: &dpone_engine_nonproduction::ActivationRequest,
+    request: &crate::ActivationRequest,
 ) -> Result<store::ActivationRequest, StoreError> {
     let r = store::ActivationRequest {
         activation_id: store::Uuid::parse("activation_id", request.activation_id.as_str())?,

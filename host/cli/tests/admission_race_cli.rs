@@ -1,0 +1,344 @@
+//! The concurrency tier of protected admission: many `dpone-host campaign admit` *processes*
+//! released together against one pool of a real PostgreSQL control store, for each limit layer
+//! (policy, grant, workload) and dimension (attempts, source rows, source bytes, unresolved
+//! attempts, membership). Each race must admit exactly what one-at-a-time admission admits on a
+//! fresh store of the same campaign, and every refusal must carry the dimension's code.
+//!
+//! The campaign: one execution grant whose membership is `N` ordinary workloads (clones of the
+//! fixture's `pg-customers` with their own ids and pack digests), so that `N` schedulers can each
+//! hold one RUNNING attempt at once; the limit under test is set to 16 on one layer and the other
+//! layers are left above it. Each process reserves 1,000 rows and 1,000 bytes.
+//!
+//! Tier: real database integration through the binary (`cfg(dpone_live_pg)`; without a
+//! configured server these tests are reported ignored with their SKIP reason, never passed).
+
+mod support;
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::process::{Child, Output};
+use support::campaign::{self as c, Docs};
+use support::np_store::*;
+
+/// The races run one after another: each starts up to 128 processes with a connection each.
+static ONE_RACE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The limit under test on its layer.
+const LIMIT: u64 = 16;
+/// What each attempt reserves.
+const ROWS: u64 = 1_000;
+const BYTES: u64 = 1_000;
+
+#[derive(Clone, Copy, Debug)]
+enum Layer {
+    Policy,
+    Grant,
+    Workload,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Dimension {
+    Attempts,
+    Rows,
+    Bytes,
+}
+
+impl Dimension {
+    fn key(self) -> &'static str {
+        match self {
+            Dimension::Attempts => "max_attempts",
+            Dimension::Rows => "max_source_rows",
+            Dimension::Bytes => "max_source_bytes",
+        }
+    }
+
+    /// The limit that admits exactly [`LIMIT`] attempts of [`ROWS`] rows and [`BYTES`] bytes.
+    fn limit(self) -> u64 {
+        match self {
+            Dimension::Attempts => LIMIT,
+            Dimension::Rows => LIMIT * ROWS,
+            Dimension::Bytes => LIMIT * BYTES,
+        }
+    }
+
+    fn code(self) -> &'static str {
+        match self {
+            Dimension::Attempts => "DPONE_SCOPE_BUDGET_ATTEMPTS_EXHAUSTED",
+            Dimension::Rows => "DPONE_SCOPE_BUDGET_SOURCE_ROWS_EXHAUSTED",
+            Dimension::Bytes => "DPONE_SCOPE_BUDGET_SOURCE_BYTES_EXHAUSTED",
+        }
+    }
+}
+
+fn workload_id(i: usize) -> String {
+    format!("race-w{i:03}")
+}
+
+/// A campaign of `n` ordinary workloads with every layer's limits high enough for `n` attempts
+/// and `layer`'s `dimension` set to its [`Dimension::limit`].
+fn race_docs(n: usize, layer: Layer, dimension: Dimension) -> Docs {
+    let mut docs = live_docs();
+    let template = docs.composition["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .find(|w| w["workload_id"] == "pg-customers")
+        .cloned()
+        .expect("the pg-customers workload");
+    let roomy = json!({
+        "max_attempt_seconds": 900,
+        "max_attempts": 128,
+        "max_source_bytes": 1u64 << 30,
+        "max_source_rows": 100_000,
+        "max_workloads": 64,
+    });
+    let mut workloads = Vec::with_capacity(n);
+    let mut members = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut w = template.clone();
+        let id = workload_id(i);
+        let pack = c::digest(&json!({"race-pack": id}));
+        w["workload_id"] = id.clone().into();
+        w["pack_digest"] = pack.clone().into();
+        w["limits"] = roomy.clone();
+        if let Layer::Workload = layer {
+            w["limits"][dimension.key()] = dimension.limit().into();
+        }
+        workloads.push(w);
+        members.push(json!({"workload_id": id, "pack_digest": pack}));
+    }
+    // The composition's scope is exactly its workloads' effects: the template's.
+    let table = docs.policy["enrollment"]["participants"]
+        .as_array()
+        .expect("participants")
+        .clone();
+    let mut subjects = std::collections::BTreeSet::new();
+    for e in template["effects"].as_array().expect("effects") {
+        subjects.insert((
+            e["participant_id"].as_str().unwrap_or_default().to_owned(),
+            e["relation"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    let ids: std::collections::BTreeSet<&String> = subjects.iter().map(|(p, _)| p).collect();
+    let participants: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            table
+                .iter()
+                .find(|p| p["participant_id"] == id.as_str())
+                .cloned()
+                .unwrap_or_else(|| panic!("participant {id}"))
+        })
+        .collect();
+    docs.composition["workloads"] = Value::Array(workloads);
+    docs.composition["scope"] = json!({
+        "participants": participants,
+        "subjects": subjects
+            .iter()
+            .map(|(p, r)| json!({"participant_id": p, "relation": r}))
+            .collect::<Vec<_>>(),
+    });
+    docs.egrant["phase_subjects"]["membership"] = Value::Array(members.clone());
+    docs.request["workloads"] = Value::Array(members);
+    docs.egrant["limits"] = roomy.clone();
+    docs.policy["ceilings"] = roomy;
+    match layer {
+        Layer::Grant => docs.egrant["limits"][dimension.key()] = dimension.limit().into(),
+        Layer::Policy => docs.policy["ceilings"][dimension.key()] = dimension.limit().into(),
+        Layer::Workload => {}
+    }
+    docs.seal();
+    docs
+}
+
+/// A fresh store with the campaign's policy and grant registered (which warms the precompiled
+/// cache, so the racing processes only read it).
+async fn registered(docs: &Docs) -> (Store, Vec<u8>) {
+    let store = Store::new().await;
+    let grant = c::canon(&docs.egrant);
+    {
+        let run = Run::new(&store);
+        ok(&run.policy_register(docs, None));
+        let r = ok(&run.grant_register(docs, true, &grant));
+        assert_eq!(r["result"], "registered");
+    }
+    (store, grant)
+}
+
+/// The outcome of one admit process: `Ok(())` admitted, `Err(code)` refused.
+fn outcome(out: &Output) -> Result<(), String> {
+    if out.status.success() {
+        let v: Value = serde_json::from_slice(&out.stdout).expect("admit prints JSON");
+        assert_eq!(v["result"], "admitted");
+        return Ok(());
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a refusal, not a failure: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    Err(serde_json::from_str::<Value>(&line)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_owned))
+        .unwrap_or(line))
+}
+
+/// `(workload, attempt)` admissions, all processes started before any is awaited (`together`)
+/// or one after another. Returns the outcomes in order.
+fn admit_all(
+    run: &Run<'_>,
+    docs: &Docs,
+    grant: &[u8],
+    who: &[(String, String)],
+    together: bool,
+) -> Vec<Result<(), String>> {
+    // The files are written once; each process differs in its workload and attempt only.
+    let base = run.admit_args(docs, true, grant, "w", "a", ROWS, BYTES);
+    let args_of = |workload: &str, attempt: &str| {
+        let mut a = base.clone();
+        for (flag, value) in [("--workload", workload), ("--attempt", attempt)] {
+            let at = a.iter().position(|x| x == flag).expect("flag") + 1;
+            a[at] = value.to_owned();
+        }
+        a
+    };
+    if together {
+        let children: Vec<Child> = who
+            .iter()
+            .map(|(w, a)| {
+                run.command(&args_of(w, a))
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn dpone-host")
+            })
+            .collect();
+        children
+            .into_iter()
+            .map(|child| outcome(&child.wait_with_output().expect("wait")))
+            .collect()
+    } else {
+        who.iter()
+            .map(|(w, a)| outcome(&run.cli(&args_of(w, a))))
+            .collect()
+    }
+}
+
+fn tally(outcomes: &[Result<(), String>]) -> (usize, BTreeMap<String, usize>) {
+    let mut refused = BTreeMap::new();
+    let mut admitted = 0;
+    for o in outcomes {
+        match o {
+            Ok(()) => admitted += 1,
+            Err(code) => *refused.entry(code.clone()).or_insert(0) += 1,
+        }
+    }
+    (admitted, refused)
+}
+
+/// One race: `processes` admissions of distinct workloads, one at a time on one fresh store and
+/// all together on another; both must admit exactly [`LIMIT`], refuse the rest with the
+/// dimension's code, and leave the pool charged with exactly what was admitted.
+async fn race(processes: usize, layer: Layer, dimension: Dimension) {
+    let docs = race_docs(processes.min(64), layer, dimension);
+    let who: Vec<(String, String)> = (0..processes)
+        .map(|i| (workload_id(i % 64), format!("a{}", i / 64)))
+        .collect();
+    let mut results = Vec::new();
+    for together in [false, true] {
+        let (store, grant) = registered(&docs).await;
+        let run = Run::new(&store);
+        let outcomes = admit_all(&run, &docs, &grant, &who, together);
+        let (admitted, refused) = tally(&outcomes);
+        let mode = if together { "together" } else { "one at a time" };
+        assert_eq!(
+            admitted, LIMIT as usize,
+            "{layer:?} {dimension:?} {mode}: admitted {admitted}, refused {refused:?}"
+        );
+        let mut expected = BTreeMap::new();
+        let refusals = processes - LIMIT as usize;
+        // With more processes than workloads, a workload's second attempt may meet its first
+        // still RUNNING; every other refusal is the dimension's.
+        let running = refused
+            .get("DPONE_NP_STORE_ATTEMPT_RUNNING")
+            .copied()
+            .unwrap_or(0);
+        if running > 0 {
+            assert!(processes > 64, "{mode}: running refusals without reuse");
+            expected.insert("DPONE_NP_STORE_ATTEMPT_RUNNING".to_owned(), running);
+        }
+        expected.insert(dimension.code().to_owned(), refusals - running);
+        assert_eq!(refused, expected, "{layer:?} {dimension:?} {mode}");
+        let st = ok(&run.status(&id(&docs.egrant["grant_id"]), "execution", &[]));
+        assert_eq!(st["pool"]["attempts"], LIMIT, "{mode}: the pool's charge");
+        assert_eq!(st["pool"]["reserved_source_rows"], LIMIT * ROWS);
+        assert_eq!(st["pool"]["reserved_source_bytes"], LIMIT * BYTES);
+        results.push(admitted);
+        drop(run);
+        store.drop_schema().await;
+    }
+    assert_eq!(results[0], results[1], "one at a time and together agree");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn workload_limits_hold_against_64_concurrent_admit_processes() {
+    let _one = ONE_RACE_AT_A_TIME.lock().await;
+    for dimension in [Dimension::Attempts, Dimension::Rows, Dimension::Bytes] {
+        race(64, Layer::Workload, dimension).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn workload_attempt_limit_holds_against_128_concurrent_admit_processes() {
+    let _one = ONE_RACE_AT_A_TIME.lock().await;
+    race(128, Layer::Workload, Dimension::Attempts).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn grant_and_policy_limits_hold_against_64_concurrent_admit_processes() {
+    let _one = ONE_RACE_AT_A_TIME.lock().await;
+    for layer in [Layer::Grant, Layer::Policy] {
+        for dimension in [Dimension::Attempts, Dimension::Rows, Dimension::Bytes] {
+            race(64, layer, dimension).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn one_workload_holds_one_unresolved_attempt_against_64_concurrent_processes() {
+    let _one = ONE_RACE_AT_A_TIME.lock().await;
+    let docs = race_docs(4, Layer::Workload, Dimension::Attempts);
+    let who: Vec<(String, String)> = (0..64).map(|i| (workload_id(0), format!("a{i}"))).collect();
+    let (store, grant) = registered(&docs).await;
+    let run = Run::new(&store);
+    let (admitted, refused) = tally(&admit_all(&run, &docs, &grant, &who, true));
+    assert_eq!(admitted, 1, "refused: {refused:?}");
+    assert_eq!(
+        refused,
+        BTreeMap::from([("DPONE_NP_STORE_ATTEMPT_RUNNING".to_owned(), 63)])
+    );
+    drop(run);
+    store.drop_schema().await;
+}

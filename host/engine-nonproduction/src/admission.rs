@@ -1,0 +1,296 @@
+//! Protected admission (spec 004, "Shared protected ownership" and "Scope, phases and limits"):
+//! the protocol that admits one scheduler attempt against the protected control store, behind
+//! two ports the composition root fills — the store ([`ControlStorePort`], an adapter) and the
+//! grant's verification and the scope decision ([`Verifier`], [`ScopeDecider`]: the signature
+//! adapter and the pinned scope component).
+//!
+//! 1. **Validate** every value before anything is contacted (keys, route, attempt, bound).
+//! 2. **Authenticate in the revision bracket**: the store reads the current trust revision,
+//!    the verifier verifies the grant under it (its revocation epoch), the store reads again;
+//!    the two reads must agree ([`ControlStorePort::authenticate`]).
+//! 3. **Read, decide and reserve in one transaction**: the store takes the environment lock,
+//!    begins a SERIALIZABLE transaction, re-checks the revision, the exact original bytes, the
+//!    database clock, revocation and ownership, reads the pool's charges, and only then the
+//!    scope component decides on *that* read ([`ControlStorePort::admit_decided`]). The
+//!    reservation is written in the same transaction. A serialization retry decides again on
+//!    its own read. So concurrent schedulers get exactly the answers one-at-a-time schedulers
+//!    get, for every limit layer (policy, grant, workload) and dimension (attempts, rows,
+//!    bytes, membership, unresolved attempts), and the evidence returned is the decision that
+//!    was committed.
+//! 4. **A lost acknowledgement** is probed by the deterministic reservation id inside the store
+//!    (the original backend is ended first); the outcome returned says so
+//!    (`resolved_by_probe`).
+//!
+//! Pure: no driver and no runtime; the futures are the store's.
+
+use crate::control_store::{
+    self as store, Admission, AdmissionRequest, ControlStorePort, PoolStatus, StoreError,
+    TrustRevision, mapping,
+};
+use crate::error::NpError;
+use crate::facts::{self, ScopeTarget};
+use crate::{ActivationRequest, Authority, AuthorityPolicy, Composition};
+use dpone_policy_model::scope::{Limits, ScopeDecision, ScopeFacts};
+use dpone_policy_model::types::Reason;
+use std::sync::Mutex;
+
+/// The grant's verification under a trust revision (signature, reopen, stateless scope): the
+/// signature adapter and the pinned component, filled by the composition root.
+pub trait Verifier {
+    /// What a successful verification reports.
+    type Evidence: Send;
+    /// What a refused verification reports.
+    type Refusal: Send;
+    /// Verifies the grant under `trust` (its policy bytes and revocation epoch).
+    fn verify(&self, trust: &TrustRevision) -> Result<Self::Evidence, Self::Refusal>;
+}
+
+/// One scope decision by the pinned scope component.
+pub trait ScopeDecider {
+    /// The decision's evidence (component digest, input digest, output, fuel).
+    type Evidence: Clone + Send;
+    /// A component that failed to decide (trap, limit, malformed output): fails closed.
+    type Failure: Send;
+    /// Decides `facts`.
+    fn decide(&self, facts: &ScopeFacts) -> Result<(ScopeDecision, Self::Evidence), Self::Failure>;
+}
+
+/// One attempt's admission, as the scheduler asks for it.
+#[derive(Clone, Copy, Debug)]
+pub struct AdmitInputs<'a> {
+    /// The pinned policy.
+    pub policy: &'a AuthorityPolicy,
+    /// The grant.
+    pub grant: &'a Authority,
+    /// The grant's exact canonical bytes (must equal the registered original).
+    pub grant_bytes: &'a [u8],
+    /// The composition the grant was verified with.
+    pub composition: &'a Composition,
+    /// The scoped activation request (execution only).
+    pub request: Option<&'a ActivationRequest>,
+    /// The workload.
+    pub workload: &'a str,
+    /// The scheduler attempt.
+    pub attempt: &'a str,
+    /// The attempt's complete source-row bound.
+    pub source_rows: u64,
+    /// The attempt's complete source-byte bound.
+    pub source_bytes: u64,
+    /// The attempt's duration bound in seconds.
+    pub attempt_seconds: u64,
+    /// The caller's clock (unix seconds); the store checks windows by the database clock too.
+    pub now: u64,
+}
+
+/// The committed decision.
+#[derive(Clone, Debug)]
+pub struct Decision<E> {
+    /// The component's decision.
+    pub decision: ScopeDecision,
+    /// Its evidence.
+    pub evidence: E,
+    /// The pool's charges it was made on, as the committing transaction read them.
+    pub pool_before: PoolStatus,
+}
+
+/// How an admission ended.
+#[derive(Debug)]
+pub enum Admitted<V, E> {
+    /// Reserved.
+    Reserved {
+        /// The reservation.
+        reservation: store::Reservation,
+        /// The trust revision the bracket saw.
+        trust_revision: i64,
+        /// The verification's evidence.
+        verification: V,
+        /// The effective limits the component applied.
+        effective_limits: Limits,
+        /// The decision that was committed.
+        decision: Decision<E>,
+    },
+    /// The component denied on the committing transaction's read; nothing was written.
+    Denied {
+        /// The denial.
+        reason: Reason,
+        /// The trust revision the bracket saw.
+        trust_revision: i64,
+        /// The decision that was made (and nothing committed).
+        decision: Decision<E>,
+    },
+}
+
+/// Why an admission failed before a decision was committed.
+#[derive(Debug)]
+pub enum AdmitError<R, F> {
+    /// The grant's verification refused inside the bracket.
+    Verification(R),
+    /// The documents do not map to the facts or the store's values (stable `DPONE_NP_*` code).
+    Facts(NpError),
+    /// The scope component failed to decide (fails closed).
+    Decider(F),
+    /// The store refused or failed (stable `DPONE_NP_STORE_*` code).
+    Store(StoreError),
+}
+
+impl<R, F> From<StoreError> for AdmitError<R, F> {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+/// The store's admission request for `i`, validated before anything is contacted.
+pub fn admission_request(i: &AdmitInputs<'_>) -> Result<AdmissionRequest, StoreError> {
+    let int = |field: &str, v: u64| {
+        i64::try_from(v).map_err(|_| {
+            StoreError::new(
+                store::StoreCode::LimitAboveCeiling,
+                format!("{field} is above the spec's ceiling"),
+            )
+        })
+    };
+    let request = AdmissionRequest {
+        grant: mapping::grant_key(i.grant)?,
+        original_bytes: i.grant_bytes.to_vec(),
+        workload: store::WorkloadId::new(i.workload)?,
+        attempt: store::AttemptId::new(i.attempt)?,
+        source_rows: int("source_rows", i.source_rows)?,
+        source_bytes: int("source_bytes", i.source_bytes)?,
+        attempt_seconds: int("attempt_seconds", i.attempt_seconds)?,
+    };
+    request.validate()?;
+    Ok(request)
+}
+
+/// The scope facts of `i` on `pool` under revocation epoch `epoch`.
+fn facts_on(i: &AdmitInputs<'_>, pool: &PoolStatus, epoch: i64) -> Result<ScopeFacts, NpError> {
+    let target = match i.request {
+        Some(request) => ScopeTarget::Execution {
+            request,
+            composition: i.composition,
+        },
+        None => ScopeTarget::Qualification(i.composition),
+    };
+    facts::scope_facts(
+        i.policy,
+        i.grant,
+        target,
+        i.workload,
+        facts::Reservation {
+            workloads: 0,
+            attempts: 1,
+            source_rows: i.source_rows,
+            source_bytes: i.source_bytes,
+        },
+        &mapping::pool_usage(i.grant, pool),
+        i.now,
+        u64::try_from(epoch).unwrap_or(u64::MAX),
+    )
+}
+
+/// Admits one attempt: validate, authenticate in the bracket, then read, decide and reserve in
+/// one transaction (see the module docs).
+pub async fn admit<S, V, D>(
+    store: &S,
+    verifier: &V,
+    decider: &D,
+    i: &AdmitInputs<'_>,
+) -> Result<Admitted<V::Evidence, D::Evidence>, AdmitError<V::Refusal, D::Failure>>
+where
+    S: ControlStorePort + Sync,
+    V: Verifier + Sync,
+    D: ScopeDecider + Sync,
+{
+    let request = admission_request(i)?;
+    let environment = mapping::environment(i.policy)?;
+    // Everything the facts need but the pool is fixed now: a mapping refusal comes before any I/O.
+    facts_on(i, &PoolStatus::default(), 0).map_err(AdmitError::Facts)?;
+
+    let verified: Mutex<Option<(Result<V::Evidence, V::Refusal>, i64)>> = Mutex::new(None);
+    let auth = store
+        .authenticate(&environment, |trust| {
+            let result = verifier.verify(trust);
+            let ok = result.is_ok();
+            if let Ok(mut slot) = verified.lock() {
+                *slot = Some((result, trust.revocation_epoch));
+            }
+            if ok { Ok(()) } else { Err("refused".to_owned()) }
+        })
+        .await;
+    let verified = verified.into_inner().ok().flatten();
+    let (auth, verification, epoch) = match (auth, verified) {
+        (Ok(auth), Some((Ok(evidence), epoch))) => (auth, evidence, epoch),
+        (Err(e), Some((Err(refusal), _))) if e.code == store::StoreCode::AuthenticationFailed => {
+            return Err(AdmitError::Verification(refusal));
+        }
+        (Err(e), _) => return Err(AdmitError::Store(e)),
+        (Ok(_), _) => {
+            return Err(AdmitError::Store(StoreError::new(
+                store::StoreCode::StoredStateInvalid,
+                "the authentication bracket returned without a verification",
+            )));
+        }
+    };
+
+    // Inside the transaction: the facts on the pool it read, the component's decision. The last
+    // try's decision is the one the outcome reports (and, when admitted, the one committed).
+    let decided: Mutex<Option<Result<Decision<D::Evidence>, AdmitError<V::Refusal, D::Failure>>>> =
+        Mutex::new(None);
+    let admission = store
+        .admit_decided(&auth, &request, |pool| {
+            let outcome = match facts_on(i, pool, epoch) {
+                Err(e) => Err(AdmitError::Facts(e)),
+                Ok(facts) => match decider.decide(&facts) {
+                    Err(f) => Err(AdmitError::Decider(f)),
+                    Ok((decision, evidence)) => Ok(Decision {
+                        decision,
+                        evidence,
+                        pool_before: pool.clone(),
+                    }),
+                },
+            };
+            let admit = matches!(
+                &outcome,
+                Ok(Decision {
+                    decision: ScopeDecision::Admit(_),
+                    ..
+                })
+            );
+            if let Ok(mut slot) = decided.lock() {
+                *slot = Some(outcome);
+            }
+            admit
+        })
+        .await?;
+    let decision = match decided.into_inner().ok().flatten() {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => return Err(e),
+        None => {
+            return Err(AdmitError::Store(StoreError::new(
+                store::StoreCode::StoredStateInvalid,
+                "the admission transaction returned without a decision",
+            )));
+        }
+    };
+    let trust_revision = auth.revision();
+    match (admission, &decision.decision) {
+        (Admission::Admitted { reservation, .. }, ScopeDecision::Admit(a)) => {
+            Ok(Admitted::Reserved {
+                reservation,
+                trust_revision,
+                verification,
+                effective_limits: a.effective_limits,
+                decision,
+            })
+        }
+        (Admission::Denied { .. }, ScopeDecision::Deny(reason)) => Ok(Admitted::Denied {
+            reason: reason.clone(),
+            trust_revision,
+            decision,
+        }),
+        _ => Err(AdmitError::Store(StoreError::new(
+            store::StoreCode::StoredStateInvalid,
+            "the store's outcome differs from the decision it was given",
+        ))),
+    }
+}
