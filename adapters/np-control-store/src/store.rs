@@ -232,7 +232,11 @@ enum Op<'r> {
         &'r ActivationRequest,
     ),
     /// An admission, with the decision made inside its transaction on the pool it read.
-    Admit(&'r Authenticated, &'r AdmissionRequest, &'r StdMutex<Decide<'r>>),
+    Admit(
+        &'r Authenticated,
+        &'r AdmissionRequest,
+        &'r StdMutex<Decide<'r>>,
+    ),
     /// A settlement, with the environment of its (immutable) reservation for the lock.
     Settle(&'r Settlement, Option<&'r str>),
 }
@@ -282,7 +286,8 @@ fn limits_at(row: &Row, first: usize) -> Limits {
 }
 
 /// A pool's key as SQL: `$1` environment, `$2` campaign, `$3` phase.
-const POOL: &str = "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid AND phase = $3";
+const POOL: &str =
+    "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid AND phase = $3";
 
 /// The eight columns of a [`PoolStatus`] (`$4` is the route of the row/byte pool: a
 /// qualification's exact route, `NULL` for execution), read by [`pool_at`].
@@ -530,9 +535,9 @@ impl PgControlStore {
                     }
                     return Ok(out);
                 }
-                Ok(mut out) => match self.commit.commit(c).await {
-                    CommitAck::Acknowledged => {
-                        if !unlock(c, lock).await {
+                Ok(mut out) => match commit_and_unlock(&*self.commit, c, lock).await {
+                    (CommitAck::Acknowledged, unlocked) => {
+                        if !unlocked {
                             *guard = None;
                         }
                         if let Out::Reservation(r, _) = &mut out {
@@ -540,12 +545,12 @@ impl PgControlStore {
                         }
                         return Ok(out);
                     }
-                    CommitAck::Refused(state) if retryable(&state) => {
+                    (CommitAck::Refused(state), _) if retryable(&state) => {
                         if !release(c, lock).await {
                             *guard = None;
                         }
                     }
-                    CommitAck::Refused(state) => {
+                    (CommitAck::Refused(state), _) => {
                         if !release(c, lock).await {
                             *guard = None;
                         }
@@ -554,7 +559,7 @@ impl PgControlStore {
                             format!("commit failed (SQLSTATE {state})"),
                         ));
                     }
-                    CommitAck::Lost => {
+                    (CommitAck::Lost, _) => {
                         let (pid, start) = (conn.pid, conn.backend_start.clone());
                         *guard = None;
                         let Op::Admit(..) = &op else {
@@ -734,9 +739,14 @@ impl PgControlStore {
 
     /// Inside the transaction: the authenticated revision is still current, and the database
     /// clock has not gone back behind it.
+    /// (The two reads are pipelined: one round trip.)
     async fn check_current(&self, c: &Db<'_>, auth: &Authenticated) -> Tx<TrustRevision> {
-        let Some(current) = Self::trust_at(c, &self.t, auth.environment().as_str(), None).await?
-        else {
+        let env = auth.environment().as_str();
+        let (current, clock) = tokio::join!(
+            Self::trust_at(c, &self.t, env, None),
+            self.check_clock(c, env)
+        );
+        let Some(current) = current? else {
             return refuse(StoreCode::TrustMissing, "no trust revision is recorded");
         };
         if current.revision != auth.revision() {
@@ -745,7 +755,7 @@ impl PgControlStore {
                 "the trust revision changed after authentication; authenticate again",
             );
         }
-        self.check_clock(c, auth.environment().as_str()).await?;
+        clock?;
         Ok(current)
     }
 
@@ -806,7 +816,18 @@ impl PgControlStore {
         key: &GrantKey,
         bytes: &[u8],
     ) -> Tx<StoredGrant> {
-        let Some(g) = self.load_grant(c, key).await? else {
+        let loaded = self.load_grant(c, key).await?;
+        Self::checked_grant(auth, trust, loaded, bytes)
+    }
+
+    /// [`Self::current_grant`]'s checks on a registration already read.
+    fn checked_grant(
+        auth: &Authenticated,
+        trust: &TrustRevision,
+        loaded: Option<StoredGrant>,
+        bytes: &[u8],
+    ) -> Tx<StoredGrant> {
+        let Some(g) = loaded else {
             return refuse(
                 StoreCode::GrantNotRegistered,
                 "the grant/phase key is not registered",
@@ -1225,10 +1246,12 @@ impl PgControlStore {
         r: &AdmissionRequest,
         decide: &StdMutex<Decide<'_>>,
     ) -> Tx<Out> {
-        let trust = self.check_current(c, auth).await?;
-        let g = self
-            .current_grant(c, auth, &trust, &r.grant, &r.original_bytes)
-            .await?;
+        // Reads that do not depend on each other are pipelined: the lock is held for as few
+        // round trips as the protocol allows.
+        let (trust, loaded) =
+            tokio::join!(self.check_current(c, auth), self.load_grant(c, &r.grant));
+        let trust = trust?;
+        let g = Self::checked_grant(auth, &trust, loaded?, &r.original_bytes)?;
         let phase = g.phase.as_str();
         // Ownership: the run consumed by this grant, or the activation's selected request
         // bound to this grant's exact original.
@@ -1248,53 +1271,6 @@ impl PgControlStore {
             Phase::Qualification => g.run_id.clone(),
             Phase::Execution => g.activation_id.clone(),
         };
-        let owned: i64 = c
-            .query_one(
-                &owner_sql,
-                &[&subject, &r.grant.grant_id.as_str(), &g.digest],
-            )
-            .await?
-            .get(0);
-        if owned != 1 {
-            return match g.phase {
-                Phase::Qualification => refuse(
-                    StoreCode::QualificationNotConsumed,
-                    "the grant has not consumed its qualification run",
-                ),
-                Phase::Execution => refuse(
-                    StoreCode::ActivationNotSelected,
-                    "the activation's selected request is not bound to this grant",
-                ),
-            };
-        }
-        let Some(w) = c
-            .query_opt(
-                &format!(
-                    "SELECT {LIMIT_COLUMNS} FROM {} WHERE grant_id = $1::text::uuid \
-                     AND phase = $2 AND workload_id = $3",
-                    self.t.workload
-                ),
-                &[&r.grant.grant_id.as_str(), &phase, &r.workload.as_str()],
-            )
-            .await?
-        else {
-            return refuse(
-                StoreCode::WorkloadNotInGrant,
-                "the workload is not in the grant's membership",
-            );
-        };
-        let workload_limits = limits_at(&w, 0);
-        let membership_ceiling: i64 = c
-            .query_one(
-                &format!(
-                    "SELECT coalesce(min(max_workloads), 0) FROM {} \
-                     WHERE grant_id = $1::text::uuid AND phase = $2",
-                    self.t.workload
-                ),
-                &[&r.grant.grant_id.as_str(), &phase],
-            )
-            .await?
-            .get(0);
         let id = reservation_id(
             auth.environment(),
             &stored(Uuid::parse("campaign", &g.campaign))?,
@@ -1302,9 +1278,19 @@ impl PgControlStore {
             &r.workload,
             &r.attempt,
         );
+        let workload_sql = format!(
+            "SELECT {LIMIT_COLUMNS} FROM {} WHERE grant_id = $1::text::uuid \
+             AND phase = $2 AND workload_id = $3",
+            self.t.workload
+        );
+        let membership_sql = format!(
+            "SELECT coalesce(min(max_workloads), 0) FROM {} \
+             WHERE grant_id = $1::text::uuid AND phase = $2",
+            self.t.workload
+        );
         // The pool's charges as this transaction reads them (after the environment lock, in its
         // snapshot), and the attempt's own facts, in one statement.
-        let sql = format!(
+        let pool_sql = format!(
             "SELECT {pool}, \
              EXISTS (SELECT 1 FROM {m} WHERE {p} AND workload_id = $5), \
              EXISTS (SELECT 1 FROM {res} r WHERE {p} AND workload_id = $5 \
@@ -1317,20 +1303,52 @@ impl PgControlStore {
             res = self.t.reservation,
             s = self.t.settlement,
         );
-        let row = c
-            .query_one(
-                &sql,
-                &[
-                    &auth.environment().as_str(),
-                    &g.campaign,
-                    &phase,
-                    &g.route,
-                    &r.workload.as_str(),
-                    &id.as_str(),
-                    &r.attempt.as_str(),
-                ],
-            )
-            .await?;
+        let grant_id = r.grant.grant_id.as_str();
+        let environment = auth.environment().as_str();
+        // Four independent reads, pipelined: one round trip.
+        let workload = r.workload.as_str();
+        let attempt = r.attempt.as_str();
+        let owner_params: [&(dyn ToSql + Sync); 3] = [&subject, &grant_id, &g.digest];
+        let workload_params: [&(dyn ToSql + Sync); 3] = [&grant_id, &phase, &workload];
+        let membership_params: [&(dyn ToSql + Sync); 2] = [&grant_id, &phase];
+        let id_text = id.as_str();
+        let pool_params: [&(dyn ToSql + Sync); 7] = [
+            &environment,
+            &g.campaign,
+            &phase,
+            &g.route,
+            &workload,
+            &id_text,
+            &attempt,
+        ];
+        let (owned, w, membership_ceiling, row) = tokio::join!(
+            c.query_one(&owner_sql, &owner_params),
+            c.query_opt(&workload_sql, &workload_params),
+            c.query_one(&membership_sql, &membership_params),
+            c.query_one(&pool_sql, &pool_params)
+        );
+        let owned: i64 = owned?.get(0);
+        if owned != 1 {
+            return match g.phase {
+                Phase::Qualification => refuse(
+                    StoreCode::QualificationNotConsumed,
+                    "the grant has not consumed its qualification run",
+                ),
+                Phase::Execution => refuse(
+                    StoreCode::ActivationNotSelected,
+                    "the activation's selected request is not bound to this grant",
+                ),
+            };
+        }
+        let Some(w) = w? else {
+            return refuse(
+                StoreCode::WorkloadNotInGrant,
+                "the workload is not in the grant's membership",
+            );
+        };
+        let workload_limits = limits_at(&w, 0);
+        let membership_ceiling: i64 = membership_ceiling?.get(0);
+        let row = row?;
         let pool = pool_at(&row);
         let (is_member, running, duplicate): (bool, bool, bool) =
             (row.get(8), row.get(9), row.get(10));
@@ -1587,6 +1605,18 @@ async fn release(c: &Client, lock: Option<i64>) -> bool {
         None => "ROLLBACK".to_owned(),
     };
     c.batch_execute(&sql).await.is_ok()
+}
+
+/// COMMIT and the unlock pipelined: the server runs the unlock right after COMMIT, so the next
+/// contender starts one round trip earlier. (After a refused COMMIT the lock is already free;
+/// `release` then rolls back nothing and unlocks nothing, harmlessly.) Returns the
+/// acknowledgement and whether the unlock succeeded.
+async fn commit_and_unlock(
+    commit: &dyn CommitBoundary,
+    c: &Client,
+    lock: Option<i64>,
+) -> (CommitAck, bool) {
+    tokio::join!(commit.commit(c), unlock(c, lock))
 }
 
 /// Releases the environment lock after a commit; `false` when the connection failed.

@@ -546,7 +546,11 @@ fn authenticate(
         if let Ok(mut slot) = outcome.lock() {
             *slot = Some(result);
         }
-        if ok { Ok(()) } else { Err("refused".to_owned()) }
+        if ok {
+            Ok(())
+        } else {
+            Err("refused".to_owned())
+        }
     }));
     match (auth, outcome.into_inner().ok().flatten()) {
         (Ok(auth), Some(Ok(evidence))) => Ok((auth, evidence)),
@@ -664,8 +668,7 @@ pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
         workload: Some(&args.workload),
     };
     let decider = ComponentDecider(&scope);
-    let outcome =
-        self::runtime()?.block_on(admission::admit(&store, &verifier, &decider, &inputs));
+    let outcome = self::runtime()?.block_on(admission::admit(&store, &verifier, &decider, &inputs));
     let component = json!({"kind": "scope", "sha256": scope.digest().to_string(), "pinned": true});
     match outcome {
         Ok(Admitted::Reserved {

@@ -256,7 +256,11 @@ async fn race(processes: usize, layer: Layer, dimension: Dimension) {
         let run = Run::new(&store);
         let outcomes = admit_all(&run, &docs, &grant, &who, together);
         let (admitted, refused) = tally(&outcomes);
-        let mode = if together { "together" } else { "one at a time" };
+        let mode = if together {
+            "together"
+        } else {
+            "one at a time"
+        };
         assert_eq!(
             admitted, LIMIT as usize,
             "{layer:?} {dimension:?} {mode}: admitted {admitted}, refused {refused:?}"

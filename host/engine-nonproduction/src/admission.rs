@@ -139,6 +139,21 @@ impl<R, F> From<StoreError> for AdmitError<R, F> {
     }
 }
 
+/// What a port's callback leaves for the protocol to read after the store returns.
+type Slot<T> = Mutex<Option<T>>;
+/// The verification inside the bracket, with the revision's revocation epoch.
+type Verified<V> = Slot<(
+    Result<<V as Verifier>::Evidence, <V as Verifier>::Refusal>,
+    i64,
+)>;
+/// The decision inside the admission transaction (the last try's).
+type Decided<V, D> = Slot<
+    Result<
+        Decision<<D as ScopeDecider>::Evidence>,
+        AdmitError<<V as Verifier>::Refusal, <D as ScopeDecider>::Failure>,
+    >,
+>;
+
 /// The store's admission request for `i`, validated before anything is contacted.
 pub fn admission_request(i: &AdmitInputs<'_>) -> Result<AdmissionRequest, StoreError> {
     let int = |field: &str, v: u64| {
@@ -206,7 +221,7 @@ where
     // Everything the facts need but the pool is fixed now: a mapping refusal comes before any I/O.
     facts_on(i, &PoolStatus::default(), 0).map_err(AdmitError::Facts)?;
 
-    let verified: Mutex<Option<(Result<V::Evidence, V::Refusal>, i64)>> = Mutex::new(None);
+    let verified: Verified<V> = Mutex::new(None);
     let auth = store
         .authenticate(&environment, |trust| {
             let result = verifier.verify(trust);
@@ -214,7 +229,11 @@ where
             if let Ok(mut slot) = verified.lock() {
                 *slot = Some((result, trust.revocation_epoch));
             }
-            if ok { Ok(()) } else { Err("refused".to_owned()) }
+            if ok {
+                Ok(())
+            } else {
+                Err("refused".to_owned())
+            }
         })
         .await;
     let verified = verified.into_inner().ok().flatten();
@@ -234,8 +253,7 @@ where
 
     // Inside the transaction: the facts on the pool it read, the component's decision. The last
     // try's decision is the one the outcome reports (and, when admitted, the one committed).
-    let decided: Mutex<Option<Result<Decision<D::Evidence>, AdmitError<V::Refusal, D::Failure>>>> =
-        Mutex::new(None);
+    let decided: Decided<V, D> = Mutex::new(None);
     let admission = store
         .admit_decided(&auth, &request, |pool| {
             let outcome = match facts_on(i, pool, epoch) {
