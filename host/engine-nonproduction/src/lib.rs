@@ -14,6 +14,8 @@
 //! - [`any::AnyDocument`]: the closed dispatch on `schema` for tools handed any document.
 //! - [`reopen`]: the pure checks after signature verification.
 //! - [`facts`]: the mapping to the scope component's facts.
+//! - [`reservation_run`]: a route run under an admitted reservation: the manifest's binding to
+//!   the admitted workload, the attempt's deadline and what the run settles.
 //!
 //! Every refusal is an [`NpError`] with one stable code of [`codes`]. The schemas with examples
 //! are in `docs/nonproduction-authority.md`.
@@ -33,6 +35,7 @@ pub mod policy;
 pub mod qualification;
 pub mod release_set;
 pub mod reopen;
+pub mod reservation_run;
 
 pub use activation::ActivationRequest;
 pub use any::AnyDocument;
