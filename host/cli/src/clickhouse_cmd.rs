@@ -669,6 +669,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             .as_ref()
             .is_some_and(DeadlineAuthority::refused)
             || pg_source.last_error() == Some(SourceError::DeadlineExceeded));
+    let gated = gate.is_some();
     let (np_reservation, unrecorded) = match gate {
         None => (None, None),
         Some(g) => {
@@ -732,7 +733,23 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             if stopped {
                 return Err(crate::np_run::deadline_exceeded());
             }
-            failed
+            // Under a reservation a bound breach reports the source's bound code, as the XMin
+            // route does (the engine's code and the cause stay in the JSON).
+            match wiring::cause(&e) {
+                Some(
+                    c @ (dpone_adapter_postgres_rowbinary::codes::SOURCE_ROW_BOUND_EXCEEDED
+                    | dpone_adapter_postgres_rowbinary::codes::SOURCE_BYTE_BOUND_EXCEEDED),
+                ) if gated => Err(Failure {
+                    code: c.to_owned(),
+                    message: format!(
+                        "the source read exceeded the reservation's bound; nothing was sealed or \
+                         published ({})",
+                        e.code()
+                    ),
+                    exit: crate::exit::REFUSED,
+                }),
+                _ => failed,
+            }
         }
     }
 }
