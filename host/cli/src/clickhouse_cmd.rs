@@ -662,9 +662,10 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     );
     let req = request(&m, invocation);
     let outcome = coordinator.run(&req);
-    // The deadline stopped the run: the source read was abandoned or a phase transition was
-    // refused before it was sent.
-    let stopped = outcome.is_err()
+    // The deadline stopped the run: the coordinator stopped as interrupted because the source
+    // read was abandoned or a phase transition was refused before it was sent (a best-effort
+    // write refused after another failure does not make that failure a deadline stop).
+    let stopped = matches!(outcome, Err(EngineError::Interrupted { .. }))
         && (deadline_authority
             .as_ref()
             .is_some_and(DeadlineAuthority::refused)
