@@ -186,7 +186,12 @@ const SOURCE_ROWS: &str = "INSERT INTO public.items SELECT g, 'item-' || g, g % 
     not(dpone_live_pg),
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
 async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
+    let _live = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
 
     // The relation's exact rows and COPY payload bytes, measured by an unbounded run on a twin
@@ -465,15 +470,30 @@ fn admit_for(
     id(&a["reservation"]["reservation_id"])
 }
 
-/// The attempt's duration bound, short enough to elapse while the source waits.
-const BRIEF_SECONDS: u64 = 5;
+/// The attempt's duration bound: short enough to elapse while the source waits, long enough
+/// for a debug binary on a busy machine to start, pass the reservation's checks and reach the
+/// source read before it elapses (startup alone has taken seconds on a loaded 2-core runner).
+const BRIEF_SECONDS: u64 = 30;
+
+/// The live tests of this file run one at a time: the deadline tests measure time from the
+/// reservation, and the others' binaries would compete with them for the CPU.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(dpone_live_pg),
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
 async fn an_xmin_run_past_its_attempt_deadline_is_stopped_uncommitted_and_settled_incomplete() {
+    let _live = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::new().await;
     let f = Fixture::new("npdead", Options::default())
@@ -845,7 +865,12 @@ fn http_body_bytes(v: &Value) -> u64 {
     not(all(dpone_live_clickhouse, dpone_live_pg)),
     ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source and the control store) are both needed"
 )]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
 async fn a_clickhouse_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
+    let _live = one_at_a_time();
     let route = ChRoute::new("bound").await;
 
     // The relation's exact COPY payload bytes, measured by an unbounded run of a twin manifest
@@ -935,7 +960,12 @@ async fn a_clickhouse_run_under_a_reservation_is_bounded_by_it_and_settles_what_
     not(all(dpone_live_clickhouse, dpone_live_pg)),
     ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source and the control store) are both needed"
 )]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
 async fn a_clickhouse_run_past_its_attempt_deadline_publishes_nothing_and_resumes_later() {
+    let _live = one_at_a_time();
     let route = ChRoute::new("deadline").await;
     let store = Store::new().await;
     let run = Run::new(&store);
