@@ -74,6 +74,7 @@ pub const CONTRACT: [TableContract; 9] = [
             ("grant_id", "uuid", true),
             ("phase", "text", true),
             ("workload_id", "text", true),
+            ("pack_digest", "text", true),
             ("max_workloads", "bigint", true),
             ("max_attempts", "bigint", true),
             ("max_source_rows", "bigint", true),

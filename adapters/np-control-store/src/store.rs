@@ -1026,8 +1026,8 @@ impl PgControlStore {
         )
         .await?;
         let insert_workload = format!(
-            "INSERT INTO {} (grant_id, phase, workload_id, {LIMIT_COLUMNS}) \
-             VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO {} (grant_id, phase, workload_id, pack_digest, {LIMIT_COLUMNS}) \
+             VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8, $9)",
             self.t.workload
         );
         let insert_member = format!(
@@ -1047,6 +1047,7 @@ impl PgControlStore {
                     &g.grant_id.as_str(),
                     &phase,
                     &w.workload.as_str(),
+                    &w.pack_digest.as_str(),
                     &wl.workloads,
                     &wl.attempts,
                     &wl.source_rows,
@@ -1922,9 +1923,14 @@ impl ControlStorePort for PgControlStore {
                  clock_timestamp() >= r.reserved_at_utc + r.reserved_seconds * interval '1 second', \
                  a.policy_digest, cur.revision, cur.policy_digest, cur.revocation_epoch, \
                  clock_timestamp() < (SELECT max(recorded_at_utc) FROM {tr} \
-                    WHERE environment_id = r.environment_id) \
+                    WHERE environment_id = r.environment_id), \
+                 w.pack_digest, \
+                 floor(extract(epoch FROM r.reserved_at_utc \
+                    + r.reserved_seconds * interval '1 second' - clock_timestamp()) * 1000)::bigint \
                  FROM {r} r LEFT JOIN {s} s USING (reservation_id) \
                  LEFT JOIN {g} g ON g.grant_id = r.grant_id AND g.phase = r.phase \
+                 LEFT JOIN {w} w ON w.grant_id = r.grant_id AND w.phase = r.phase \
+                    AND w.workload_id = r.workload_id \
                  LEFT JOIN {tr} a ON a.environment_id = r.environment_id \
                     AND a.revision = r.trust_revision \
                  LEFT JOIN LATERAL (SELECT revision, policy_digest, revocation_epoch FROM {tr} \
@@ -1935,9 +1941,16 @@ impl ControlStorePort for PgControlStore {
                 s = t.settlement,
                 g = t.registration,
                 tr = t.trust,
+                w = t.workload,
             );
             let Some(row) = c.query_opt(&sql, &[&id]).await? else {
                 return Ok(None);
+            };
+            let Some(pack_digest) = row.get::<_, Option<String>>(26) else {
+                return refuse(
+                    StoreCode::StoredStateInvalid,
+                    "a reservation's workload is not in its grant's registered membership",
+                );
             };
             let rid = stored(Sha256Digest::parse("reservation_id", row.get(0)))?;
             let grant_digest: String = row.get(3);
@@ -1992,6 +2005,8 @@ impl ControlStorePort for PgControlStore {
                 grant_expired: row.get(18),
                 grant_not_yet_valid: row.get(19),
                 attempt_window_elapsed: row.get(20),
+                attempt_millis_remaining: row.get(27),
+                pack_digest: stored(Sha256Digest::parse("pack_digest", &pack_digest))?,
                 admitted_policy_digest: stored(Sha256Digest::parse(
                     "policy_digest",
                     &admitted_policy,

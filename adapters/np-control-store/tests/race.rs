@@ -249,6 +249,7 @@ async fn sixty_four_clients_never_overrun_a_pool_across_replacement_grants() {
                 let mut members = workloads(0..1, CEILINGS);
                 members.push(WorkloadLimits {
                     workload: WorkloadId::new(&format!("n{i}")).unwrap(),
+                    pack_digest: Sha256Digest::of(format!("pack n{i}").as_bytes()),
                     limits: CEILINGS,
                 });
                 let id = seed * 1_000_000 + 1 + i as u64;

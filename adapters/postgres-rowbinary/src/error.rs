@@ -3,7 +3,7 @@
 //! Messages carry column positions, row ordinals and SQLSTATEs only: never row values, relation
 //! or column names, endpoints or credentials.
 
-use dpone_engine_clickhouse::ports::PortError;
+use dpone_engine_clickhouse::ports::{PortError, PortErrorKind};
 
 /// Stable codes of this source (also the [`PortError`] classes the engine sees).
 pub mod codes {
@@ -53,6 +53,9 @@ pub mod codes {
     /// The attempt's source bound is below an empty binary COPY stream, or the COPY stream
     /// carried more payload bytes than it: the read is abandoned and nothing is sealed.
     pub const SOURCE_BYTE_BOUND_EXCEEDED: &str = "DPONE_PG_ROWBINARY_SOURCE_BYTE_BOUND_EXCEEDED";
+    /// The attempt's deadline passed before the extraction ended: the read is abandoned and
+    /// nothing is sealed (port kind `Interrupted`: the operation stays resumable).
+    pub const ATTEMPT_DEADLINE_EXCEEDED: &str = "DPONE_PG_ROWBINARY_ATTEMPT_DEADLINE_EXCEEDED";
 }
 
 /// Why an extraction failed. Nothing is written to the sink before the column checks pass.
@@ -174,6 +177,9 @@ pub enum SourceError {
         /// The bound.
         max: u64,
     },
+    /// The attempt's deadline passed before the extraction ended.
+    #[error("the attempt's deadline passed before the source read ended; the read was abandoned")]
+    DeadlineExceeded,
 }
 
 impl SourceError {
@@ -200,14 +206,17 @@ impl SourceError {
             Self::ArtifactWrite => codes::ARTIFACT_WRITE,
             Self::RowBoundExceeded { .. } => codes::SOURCE_ROW_BOUND_EXCEEDED,
             Self::ByteBoundExceeded { .. } => codes::SOURCE_BYTE_BOUND_EXCEEDED,
+            Self::DeadlineExceeded => codes::ATTEMPT_DEADLINE_EXCEEDED,
         }
     }
 
     /// The redacted port error the engine sees: transport failures are `Unavailable` (the same
-    /// operation may retry), everything else is `Rejected`.
+    /// operation may retry), a passed deadline is `Interrupted` (the run stops; the operation
+    /// resumes later), everything else is `Rejected`.
     pub fn port_error(&self) -> PortError {
         match self {
             Self::Connect { .. } | Self::Query { .. } => PortError::unavailable(self.code()),
+            Self::DeadlineExceeded => PortError::new(PortErrorKind::Interrupted, self.code()),
             _ => PortError::rejected(self.code()),
         }
     }

@@ -40,6 +40,18 @@
 //! unsealed writer: its temporary file is removed and no receipt is written. The query is the
 //! same with or without a bound (no `LIMIT`).
 //!
+//! ## Deadline (nonproduction reservations)
+//!
+//! [`PgRowBinarySource::with_deadline`] sets the attempt's deadline (a monotonic instant). A
+//! deadline already passed refuses the read before any connection; otherwise the whole
+//! extraction (connect, lock, catalog, COPY, re-check) runs under a Tokio timeout at that
+//! instant. When it fires, the extraction future is dropped at its await point: the connection
+//! closes (the server aborts the COPY and the snapshot), the unsealed writer is dropped by
+//! [`dpone_adapter_clickhouse::StoreArtifactSource`] and the error is
+//! [`SourceError::DeadlineExceeded`], whose port kind is `Interrupted` (the coordinator stops
+//! and the operation stays resumable). Rows and bytes are counted in place, so
+//! [`PgRowBinarySource::last_measurement`] still reports what was read up to the last chunk.
+//!
 //! Source bytes are the binary COPY payload bytes as received, after the typed projection of
 //! the declared columns and before any compression: *not* the `RowBinary` artifact's bytes
 //! (which the artifact store's `max_source_bytes` bounds separately).
@@ -166,6 +178,7 @@ pub struct PgRowBinarySource {
     schema_name: String,
     table: String,
     bound: Option<SourceBound>,
+    deadline: Option<std::time::Instant>,
     last_error: Mutex<Option<SourceError>>,
     last_measurement: Mutex<Option<SourceMeasurement>>,
 }
@@ -197,9 +210,16 @@ impl PgRowBinarySource {
             schema_name: schema_name.to_owned(),
             table: table.to_owned(),
             bound: None,
+            deadline: None,
             last_error: Mutex::new(None),
             last_measurement: Mutex::new(None),
         }
+    }
+
+    /// Abandons any extraction still running at `deadline` (see the module docs).
+    pub fn with_deadline(mut self, deadline: std::time::Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// Enforces `bound` on every extraction (see the module docs).
@@ -260,13 +280,19 @@ impl PgRowBinarySource {
         }
         let types =
             column_types(schema).map_err(|_| SourceError::DeclaredTypeUnsupported { column: 0 })?;
+        if self
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            return Err(SourceError::DeadlineExceeded);
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|_| SourceError::Connect {
                 sqlstate: "none".into(),
             })?;
-        rt.block_on(async {
+        let work = async {
             let tls = dpone_pg_tls::connector(self.tls.0, self.tls.1.as_deref())
                 .map_err(|_| SourceError::TlsRootCert)?;
             let connect_error = |e: tokio_postgres::Error| match dpone_pg_tls::failure(&e) {
@@ -308,7 +334,17 @@ impl PgRowBinarySource {
             drop(client);
             driver.abort();
             result
-        })
+        };
+        match self.deadline {
+            None => rt.block_on(work),
+            // At the deadline the extraction is dropped where it waits: the client closes with
+            // it, the server aborts the COPY and the snapshot; what was counted stays counted.
+            Some(d) => rt.block_on(async {
+                tokio::time::timeout_at(tokio::time::Instant::from_std(d), work)
+                    .await
+                    .unwrap_or(Err(SourceError::DeadlineExceeded))
+            }),
+        }
     }
 
     async fn snapshot(

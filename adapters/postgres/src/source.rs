@@ -54,6 +54,16 @@
 //!   temporary file is removed and any artifact already published by this attempt is removed.
 //!   Rows are never clipped with `LIMIT`: the query is the same with or without a bound.
 //!
+//! ## Deadline (nonproduction reservations)
+//!
+//! [`PgSource::with_deadline`] sets the attempt's deadline (a monotonic instant; the reservation's
+//! `attempt_seconds` counted from its reservation time). A deadline already passed refuses the
+//! read before a connection. Otherwise the connection and the extraction run under Tokio
+//! timeouts at that instant, and so does each wait for the next COPY chunk: when it fires the
+//! read stops where it waits (chunks already received stay counted), the connection is closed
+//! as for a bound breach, the unfinished artifact's temporary file and any artifact this read
+//! already published are removed, and the error is [`ErrorCode::AttemptDeadlineExceeded`].
+//!
 //! Source bytes are the binary COPY payload bytes as received (after the typed column
 //! projection, before any compression), which for this route are exactly the artifact bytes:
 //! [`PayloadReceipt::artifact`]`.bytes` and [`PayloadReceipt::rows`] of the envelope are the
@@ -137,13 +147,23 @@ pub struct SourceMeasurement {
     pub complete: bool,
 }
 
-/// Counts an attempt's reads against its optional bound.
+/// Counts an attempt's reads against its optional bound and deadline.
 #[derive(Debug, Default)]
 struct Meter {
     bound: Option<SourceBound>,
+    deadline: Option<tokio::time::Instant>,
     /// Rows and bytes of COPY statements already finished.
     rows: u64,
     bytes: u64,
+    /// Artifacts this extraction published (removed when the deadline abandons it).
+    published: Vec<String>,
+}
+
+fn deadline_exceeded() -> XminError {
+    XminError::new(
+        ErrorCode::AttemptDeadlineExceeded,
+        "the attempt's deadline passed before the source read ended; the read was abandoned",
+    )
 }
 
 impl Meter {
@@ -200,6 +220,8 @@ pub struct PgSource {
     progress: Option<fn(u64)>,
     /// The attempt's reserved source bound, if any.
     bound: Option<SourceBound>,
+    /// The attempt's deadline, if any.
+    deadline: Option<std::time::Instant>,
     /// What the last extraction read.
     last: Option<SourceMeasurement>,
 }
@@ -220,6 +242,12 @@ impl PgSource {
     /// bounded beyond the artifact store.
     pub fn with_bound(mut self, bound: SourceBound) -> Self {
         self.bound = Some(bound);
+        self
+    }
+
+    /// Abandons an extraction still running at `deadline` (see the module docs).
+    pub fn with_deadline(mut self, deadline: std::time::Instant) -> Self {
+        self.deadline = Some(deadline);
         self
     }
 
@@ -300,26 +328,46 @@ impl SourcePort for PgSource {
         if let Some(b) = &self.bound {
             b.check_before_read()?;
         }
-        let conn = connect(
-            req.endpoint,
-            ErrorCode::SourceConnect,
-            "dpone-host xmin source",
-        )
-        .await?;
+        let deadline = self.deadline.map(tokio::time::Instant::from_std);
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            return Err(deadline_exceeded());
+        }
         let mut meter = Meter {
             bound: self.bound,
+            deadline,
             ..Meter::default()
         };
-        let result = extract_on(&conn, req, store, self.progress, &mut meter).await;
+        let connected = within(
+            deadline,
+            connect(
+                req.endpoint,
+                ErrorCode::SourceConnect,
+                "dpone-host xmin source",
+            ),
+        )
+        .await;
+        let conn = connected?;
+        let result = within(
+            deadline,
+            extract_on(&conn, req, store, self.progress, &mut meter),
+        )
+        .await;
         self.last = Some(SourceMeasurement {
             rows: meter.rows,
             source_bytes: meter.bytes,
             complete: result.is_ok(),
         });
         match &result {
-            // A bound breach abandons the COPY: closing the connection makes the server abort
-            // the statement and the snapshot, instead of a ROLLBACK that would first wait for
-            // the rest of the stream.
+            // A bound breach or the deadline abandons the COPY: closing the connection makes
+            // the server abort the statement and the snapshot, instead of a ROLLBACK that would
+            // first wait for the rest of the stream. The deadline may have stopped the read
+            // between statements: the artifacts this read already published are removed.
+            Err(e) if e.code() == ErrorCode::AttemptDeadlineExceeded => {
+                drop(conn);
+                for sha in &meter.published {
+                    let _ = store.remove(sha);
+                }
+            }
             Err(e)
                 if matches!(
                     e.code(),
@@ -335,6 +383,20 @@ impl SourcePort for PgSource {
             }
         }
         result
+    }
+}
+
+/// `work`, abandoned at `deadline` (dropped where it waits) with
+/// [`ErrorCode::AttemptDeadlineExceeded`].
+async fn within<T>(
+    deadline: Option<tokio::time::Instant>,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match deadline {
+        None => work.await,
+        Some(d) => tokio::time::timeout_at(d, work)
+            .await
+            .unwrap_or_else(|_| Err(deadline_exceeded())),
     }
 }
 
@@ -714,8 +776,11 @@ async fn copy_to_artifact(
     // byte of that chunk reaches the artifact. (Without a bound this is the same framing as
     // before, only in smaller steps.)
     let mut received: u64 = 0;
+    let deadline = meter.deadline;
     let counted = async {
-        while let Some(chunk) = stream.next().await {
+        // At the deadline the wait for the next chunk ends here, so the chunks already
+        // received stay counted.
+        while let Some(chunk) = within(deadline, async { Ok(stream.next().await) }).await? {
             let chunk = chunk.map_err(|e| read_error("copy out stream", &e))?;
             let admitted = meter.admit_bytes(received, chunk.len());
             received += chunk.len() as u64;
@@ -738,6 +803,7 @@ async fn copy_to_artifact(
     let artifact = writer
         .finish()
         .map_err(|e| io_error("publish artifact", &e))?;
+    meter.published.push(artifact.sha256.clone());
     Ok(PayloadReceipt {
         artifact,
         format: ARTIFACT_FORMAT.to_owned(),

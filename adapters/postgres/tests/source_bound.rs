@@ -1,7 +1,9 @@
 //! The reserved source bound on the XMin route's binary COPY: exactly N rows / N bytes pass,
 //! N+1 is refused with its own code, the COPY is abandoned and no artifact (published or
 //! temporary) is left; a bound that allows nothing is refused before the read. The expected
-//! byte counts come from a first, unbounded read of the same snapshot contents.
+//! byte counts come from a first, unbounded read of the same snapshot contents. The attempt's
+//! deadline: one already passed refuses before a connection, and a read held up past it is
+//! abandoned at the deadline, leaving no artifact and no session.
 //!
 //! Tier: real PostgreSQL integration (the source adapter directly, and the engine for the
 //! refused run's effect on the target).
@@ -371,4 +373,68 @@ async fn a_refused_bounded_run_changes_nothing_on_the_target() {
     assert_eq!(artifact_entries(&f), 0);
     assert_eq!(f.target_fingerprint().await, before, "target untouched");
     assert_eq!(f.checkpoint().await, None, "no checkpoint");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_read_past_its_deadline_is_abandoned_and_leaves_nothing() {
+    let f = fixture("srcdead").await;
+
+    // Already passed: refused before a connection, nothing read.
+    let mut source = PgSource::new().with_deadline(std::time::Instant::now());
+    let err = extract(&f, &mut source, None)
+        .await
+        .expect_err("a passed deadline refuses the read");
+    assert_eq!(err.code(), ErrorCode::AttemptDeadlineExceeded, "{err}");
+    assert_eq!(source.last_measurement(), None, "nothing was read");
+    assert_eq!(artifact_entries(&f), 0);
+
+    // Held up by another session's ACCESS EXCLUSIVE lock: abandoned at the deadline, not when
+    // the lock is released. (The deadline leaves the connection, a SCRAM login in a debug
+    // build on a busy machine, ample time, so the read is the step it stops.)
+    let holder = f.src.client().await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE public.items IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("hold the relation");
+    let started = std::time::Instant::now();
+    let mut source = PgSource::new()
+        .with_deadline(started + std::time::Duration::from_secs(5))
+        .with_bound(SourceBound {
+            max_rows: ROWS,
+            max_bytes: 1 << 30,
+        });
+    let err = extract(&f, &mut source, None)
+        .await
+        .expect_err("the deadline abandons the read");
+    let took = started.elapsed();
+    assert_eq!(err.code(), ErrorCode::AttemptDeadlineExceeded, "{err}");
+    assert!(
+        took >= std::time::Duration::from_secs(5) && took < std::time::Duration::from_secs(15),
+        "{took:?}"
+    );
+    assert_eq!(
+        source.last_measurement(),
+        Some(SourceMeasurement {
+            rows: 0,
+            source_bytes: 0,
+            complete: false
+        }),
+        "{err} after {took:?}"
+    );
+    assert_eq!(artifact_entries(&f), 0, "no artifact, no temporary file");
+    holder.batch_execute("ROLLBACK").await.expect("release");
+    source_sessions_end(&f).await;
+
+    // Without the lock the same deadline leaves the read alone.
+    let mut source = PgSource::new()
+        .with_deadline(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    let env = extract(&f, &mut source, None)
+        .await
+        .expect("within the deadline");
+    assert_eq!(env.rows.rows, ROWS);
+    release(&f, &env);
 }

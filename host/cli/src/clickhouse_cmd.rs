@@ -28,7 +28,9 @@ pub use resolve::{ResolveArgs, resolve};
 use dpone_adapter_clickhouse::{
     ClickHouseCluster, ClickHouseConfig, Credential, StoreArtifactSource,
 };
-use dpone_adapter_postgres_rowbinary::{PgRowBinarySource, TlsMode, pg_config, types::producible};
+use dpone_adapter_postgres_rowbinary::{
+    PgRowBinarySource, SourceBound, SourceError, TlsMode, pg_config, types::producible,
+};
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::admission::{self, Blocker, SourceProfile};
 use dpone_engine_clickhouse::contracts::manifest::{Manifest, PgSslMode, Registry};
@@ -36,11 +38,12 @@ use dpone_engine_clickhouse::contracts::{
     Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
     identity::PROTOCOL_VERSION, operation_id, schema_digest,
 };
-use dpone_engine_clickhouse::ports::{InventoryPort, SystemEnvironment};
+use dpone_engine_clickhouse::ports::{AuthorityStore, InventoryPort, SystemEnvironment};
 use dpone_engine_clickhouse::{
     Coordinator, CoordinatorConfig, EngineError, OperationRequest, Ports, RecoveryAction,
     RunOutcome, StatusReport,
 };
+use dpone_engine_nonproduction::reservation_run::{Read, RunEnd};
 use dpone_policy_model::admission::ReplicationDecision;
 use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyKind, PolicyRuntime};
 use serde::Serialize;
@@ -48,6 +51,8 @@ use serde_json::Value;
 
 use crate::exit::{Failure, print_json};
 use crate::input::InputKind;
+use crate::np_run::RunGate;
+use crate::np_run::deadline::DeadlineAuthority;
 use crate::route::RouteArgs;
 use crate::shipped;
 use wiring::{ComponentGate, NoAdmission, NoArtifacts, TerminalProgress};
@@ -66,7 +71,11 @@ struct Admission {
 
 fn read_manifest(args: &RouteArgs) -> Result<Manifest, Failure> {
     let bytes = shipped::read_input(args.manifest_path()?, InputKind::Manifest)?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| {
+    parse_manifest(&bytes)
+}
+
+fn parse_manifest(bytes: &[u8]) -> Result<Manifest, Failure> {
+    let text = std::str::from_utf8(bytes).map_err(|_| {
         Failure::bad_input(
             "DPONE_CLICKHOUSE_MANIFEST_YAML_NON_ASCII",
             "the manifest is not UTF-8",
@@ -339,6 +348,9 @@ struct RunReport<'a> {
     /// nothing was read or sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     measurements: Option<Measurements>,
+    /// `run --np-reservation`: the reservation and what was settled ([`crate::np_run`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    np_reservation: Option<Value>,
 }
 
 /// The two separate measurements of one `run`.
@@ -404,6 +416,7 @@ impl<'a> RunReport<'a> {
             operation_id: None,
             bundle: None,
             measurements: None,
+            np_reservation: None,
         }
     }
 }
@@ -464,6 +477,7 @@ fn fail_closed(
     e: &EngineError,
     source_detail: Option<String>,
     measurements: Option<Measurements>,
+    np_reservation: Option<Value>,
 ) -> Result<(), Failure> {
     let blockers: Vec<Blocker> = match e {
         EngineError::AdmissionBlocked(reasons) => {
@@ -491,6 +505,7 @@ fn fail_closed(
         target_key: Some(key),
         operation_id: operation,
         measurements,
+        np_reservation,
         ..RunReport::new(m)
     })?;
     let mut failure = wiring::engine_failure(e);
@@ -503,7 +518,51 @@ fn fail_closed(
 
 /// `run`.
 pub fn run(args: &RouteArgs) -> Result<(), Failure> {
-    let m = read_manifest(args)?;
+    run_gated(args, None)
+}
+
+/// The source rows and bytes a run read, for its settlement.
+fn read_of(source: &PgRowBinarySource) -> Option<Read> {
+    source.last_measurement().map(|m| Read {
+        rows: m.rows,
+        bytes: m.source_bytes,
+        complete: m.complete,
+    })
+}
+
+/// HTTP body bytes the sender measured over every member load (complete or not).
+fn http_bytes(cluster: &ClickHouseCluster) -> u64 {
+    cluster
+        .body_observations()
+        .iter()
+        .fold(0u64, |sum, b| sum.saturating_add(b.body_bytes))
+}
+
+/// A failure after the reservation was admitted and before the coordinator ran (nothing
+/// read): settled `failed`, printed with the settlement.
+fn settle_before_run(m: &Manifest, gate: &mut dyn RunGate, f: Failure) -> Result<(), Failure> {
+    let (settlement, unrecorded) = gate.settle(RunEnd::Failed, None, 0);
+    print_json(&serde_json::json!({
+        "route": ROUTE,
+        "command": "run",
+        "workload": m.name,
+        "outcome": "failed",
+        "failure": {"code": f.code, "message": f.message},
+        "np_reservation": settlement,
+    }))?;
+    Err(unrecorded.unwrap_or(f))
+}
+
+/// `run`, optionally under a reservation's [`RunGate`] ([`crate::np_run`]): the gate's manifest
+/// bytes are the ones parsed; after static admission (no server touched) the gate is asked,
+/// before any source or ClickHouse access; its bound and deadline bind the source and the
+/// authority writes ([`crate::np_run::deadline`]); the settlement is printed as
+/// `np_reservation`.
+pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result<(), Failure> {
+    let m = match gate.as_deref() {
+        Some(g) => parse_manifest(g.manifest())?,
+        None => read_manifest(args)?,
+    };
     let invocation = require_invocation(args)?;
     let registry = require_registry(args)?;
     let pg = registry
@@ -530,14 +589,30 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
         })?;
         return blocked(&admission.blockers);
     }
-    let gate = ComponentGate { policy: &policy };
+    let admitted = match gate.as_deref_mut() {
+        Some(g) => Some(g.admit(&m.name)?),
+        None => None,
+    };
+    let gate_ports = ComponentGate { policy: &policy };
 
-    let cluster = cluster(&m, &registry)?;
+    let cluster = match (cluster(&m, &registry), gate.as_deref_mut()) {
+        (Ok(c), _) => c,
+        (Err(f), Some(g)) => return settle_before_run(&m, g, f),
+        (Err(f), None) => return Err(f),
+    };
     let max = m.clickhouse.max_source_bytes.unwrap_or(0).max(1) as u64;
-    let store = ArtifactStore::open_path(&args.artifact_dir, max).map_err(|e| {
-        Failure::bad_input(e.code(), format!("cannot open the artifact directory: {e}"))
-    })?;
-    let pg_source = PgRowBinarySource::new(
+    let store = match ArtifactStore::open_path(&args.artifact_dir, max) {
+        Ok(s) => s,
+        Err(e) => {
+            let f =
+                Failure::bad_input(e.code(), format!("cannot open the artifact directory: {e}"));
+            return match gate.as_deref_mut() {
+                Some(g) => settle_before_run(&m, g, f),
+                None => Err(f),
+            };
+        }
+    };
+    let mut pg_source = PgRowBinarySource::new(
         pg_config(
             &pg.host,
             pg.port,
@@ -557,30 +632,70 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
         },
         pg.sslrootcert.as_deref(),
     );
+    if let Some(a) = admitted {
+        pg_source = pg_source
+            .with_bound(SourceBound {
+                max_rows: a.max_rows,
+                max_bytes: a.max_bytes,
+            })
+            .with_deadline(a.deadline);
+    }
+    let deadline_authority = admitted.map(|a| DeadlineAuthority::new(&cluster, a.deadline));
+    let authority: &dyn AuthorityStore = match &deadline_authority {
+        Some(d) => d,
+        None => &cluster,
+    };
     let artifacts = StoreArtifactSource::new(&store, &pg_source);
     let progress = TerminalProgress::detect();
     let coordinator = Coordinator::new(
         Ports {
-            authority: &cluster,
+            authority,
             inventory: &cluster,
             catalog: &cluster,
             ddl: &cluster,
             artifacts: &artifacts,
-            admission: &gate,
+            admission: &gate_ports,
             env: &SystemEnvironment,
             progress: &progress,
         },
         CoordinatorConfig::default(),
     );
     let req = request(&m, invocation);
-    match coordinator.run(&req) {
-        Ok(RunOutcome::Completed { receipt }) => print_json(&RunReport {
-            outcome: "completed",
-            receipt: Some(&receipt),
-            bundle: source.bundle_evidence(),
-            measurements: measurements(&pg_source, &cluster),
-            ..RunReport::new(&m)
-        }),
+    let outcome = coordinator.run(&req);
+    // The deadline stopped the run: the coordinator stopped as interrupted because the source
+    // read was abandoned or a phase transition was refused before it was sent (a best-effort
+    // write refused after another failure does not make that failure a deadline stop).
+    let stopped = matches!(outcome, Err(EngineError::Interrupted { .. }))
+        && (deadline_authority
+            .as_ref()
+            .is_some_and(DeadlineAuthority::refused)
+            || pg_source.last_error() == Some(SourceError::DeadlineExceeded));
+    let gated = gate.is_some();
+    let (np_reservation, unrecorded) = match gate {
+        None => (None, None),
+        Some(g) => {
+            let end = match &outcome {
+                Ok(RunOutcome::Completed { .. }) => RunEnd::Completed,
+                Ok(RunOutcome::InProgress { .. }) => RunEnd::Unfinished,
+                Err(_) if stopped => RunEnd::Unfinished,
+                Err(_) => RunEnd::Failed,
+            };
+            let (s, f) = g.settle(end, read_of(&pg_source), http_bytes(&cluster));
+            (Some(s), f)
+        }
+    };
+    match outcome {
+        Ok(RunOutcome::Completed { receipt }) => {
+            print_json(&RunReport {
+                outcome: "completed",
+                receipt: Some(&receipt),
+                bundle: source.bundle_evidence(),
+                measurements: measurements(&pg_source, &cluster),
+                np_reservation,
+                ..RunReport::new(&m)
+            })?;
+            unrecorded.map_or(Ok(()), Err)
+        }
         Ok(RunOutcome::InProgress { phase, waiting }) => {
             print_json(&RunReport {
                 outcome: "in_progress",
@@ -588,6 +703,7 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
                 waiting: Some(&waiting),
                 recovery: Some(RecoveryAction::WaitThenResume),
                 measurements: measurements(&pg_source, &cluster),
+                np_reservation,
                 ..RunReport::new(&m)
             })?;
             Err(Failure {
@@ -602,12 +718,39 @@ pub fn run(args: &RouteArgs) -> Result<(), Failure> {
         }
         Err(e) => {
             let detail = match &e {
-                EngineError::ArtifactUnavailable(_) => {
+                EngineError::ArtifactUnavailable(_) | EngineError::Interrupted { .. } => {
                     pg_source.last_error().map(|s| s.to_string())
                 }
                 _ => None,
             };
-            fail_closed(args, &m, &e, detail, measurements(&pg_source, &cluster))
+            let failed = fail_closed(
+                args,
+                &m,
+                &e,
+                detail,
+                measurements(&pg_source, &cluster),
+                np_reservation,
+            );
+            if stopped {
+                return Err(crate::np_run::deadline_exceeded());
+            }
+            // Under a reservation a bound breach reports the source's bound code, as the XMin
+            // route does (the engine's code and the cause stay in the JSON).
+            match wiring::cause(&e) {
+                Some(
+                    c @ (dpone_adapter_postgres_rowbinary::codes::SOURCE_ROW_BOUND_EXCEEDED
+                    | dpone_adapter_postgres_rowbinary::codes::SOURCE_BYTE_BOUND_EXCEEDED),
+                ) if gated => Err(Failure {
+                    code: c.to_owned(),
+                    message: format!(
+                        "the source read exceeded the reservation's bound; nothing was sealed or \
+                         published ({})",
+                        e.code()
+                    ),
+                    exit: crate::exit::REFUSED,
+                }),
+                _ => failed,
+            }
         }
     }
 }

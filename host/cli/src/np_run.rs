@@ -1,49 +1,87 @@
 //! `dpone-host run --np-reservation ID`: a route run under an admitted nonproduction
-//! reservation (spec 004, issue 12 §3 connected to §2). `campaign admit` reserved the attempt's
-//! complete finite bound in the protected control store; this module connects that reservation
-//! to the source read and settles what the read measured.
+//! reservation (spec 004, issue 12 §3 connected to §2, issue 21 §4). `campaign admit` reserved
+//! the attempt's complete finite bound in the protected control store; this module connects
+//! that reservation to either route's run and settles what the run measured. The decisions on
+//! plain values (the manifest binding, the deadline, the settlement plan) are
+//! [`dpone_engine_nonproduction::reservation_run`]; this module is the wiring.
 //!
-//! 1. Before anything is contacted: the reservation id is a `sha256:` digest, the manifest is
-//!    for the XMin route (the ClickHouse route does not take a reservation yet:
-//!    `DPONE_CLI_NP_RESERVATION_ROUTE_UNSUPPORTED`), and the manifest, registry and policy
-//!    components are prepared as for any run.
+//! 1. Before anything is contacted: the reservation id is a `sha256:` digest, the manifest file
+//!    is read once (those exact bytes are digested and parsed; the route never reads the file
+//!    again), and the manifest, registry and policy components are prepared as for any run
+//!    (for the ClickHouse route also static admission).
 //! 2. Before any source or target access, one read of the store
 //!    ([`ControlStorePort::reservation_authority`], one statement, database clock) and its
 //!    checks ([`store::ReservationAuthority::check`]): the reservation exists, is RUNNING
 //!    (unsettled), its grant is not revoked by the current trust revision, the current revision
 //!    pins the policy it was admitted under, the grant's window holds and the attempt's duration
-//!    bound has not elapsed. The manifest's workload identity — its `name` — must be exactly the
-//!    reservation's `workload_id` (`DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH`). Any refusal
-//!    reads nothing and settles nothing.
-//! 3. The route runs with the reservation's rows and bytes as the source's bound
-//!    (`SourceBound`): exactly N pass, N+1 fails closed with the source's bound code and the
-//!    target is not touched.
-//! 4. After the run the measured usage is settled automatically: a successful run with a
-//!    complete read (or no read at all: a replay) settles `succeeded`; a failure after the read
-//!    started (a bound breach included) settles `incomplete` with what was read; a failure
-//!    before any read settles `failed` with zero. The store never frees a reservation: it stays
-//!    charged either way. A breach's measurement includes the chunk that crossed the bound, so
-//!    the settled values are clamped to the reservation (the store refuses more than reserved)
-//!    and the output says so; the raw measurement stays in `source_measurement`. If the process
-//!    dies before settling, the reservation stays unresolved and charged (the store needs no
-//!    cooperation for that) and blocks another attempt of the workload until an operator
-//!    settles it with `campaign settle`. A settlement the store did not record is reported with
-//!    the measurements to settle by hand (`DPONE_CLI_NP_SETTLEMENT_UNRECORDED`, exit 75).
+//!    bound has not elapsed. Then the manifest is bound to the admitted workload: its `name`
+//!    must be the reservation's `workload_id` (`DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH`) and
+//!    `sha256:` of its exact bytes the workload's registered `pack_digest`
+//!    (`DPONE_CLI_NP_RESERVATION_MANIFEST_MISMATCH`). Any refusal reads nothing and settles
+//!    nothing.
+//! 3. The route runs with the reservation's rows and bytes as the source's bound (the XMin
+//!    route's `PgSource`, the ClickHouse route's `PgRowBinarySource`): exactly N pass, N+1
+//!    fails closed with the source's bound code and nothing is committed or published.
+//! 4. The attempt's deadline: the same statement returns the milliseconds left of
+//!    `attempt_seconds` counted from the reservation time by the database clock; the deadline
+//!    is anchored when that statement was sent (never later than the database's). How each
+//!    route stops at it, safely ([`deadline`]):
+//!    - *XMin*: the source read runs under Tokio timeouts at the deadline (the connection, the
+//!      extraction, and each wait for the next COPY chunk, so chunks received stay counted);
+//!      the target is wrapped so that every boundary of the run transaction checks the
+//!      deadline first and `commit` is never sent after it: the transaction is rolled back
+//!      (`DPONE_XMIN_ATTEMPT_DEADLINE_EXCEEDED`). A target statement already running is not
+//!      cancelled; the next boundary refuses. Cancelling the engine's future instead could drop
+//!      a `COMMIT` in flight and leave its outcome unknown, so this route does not.
+//!    - *ClickHouse*: the rowbinary source's extraction runs under a Tokio timeout at the
+//!      deadline (port kind `Interrupted`; nothing is sealed), and every authority write (each
+//!      phase transition of the publication protocol, including the one into
+//!      `PUBLICATION_DISPATCHING` that precedes the one-shot dispatch) is refused once the
+//!      deadline passed, before it is sent. The coordinator then stops with `Interrupted` at
+//!      that phase boundary: nothing is dispatched after the deadline and the operation stays
+//!      resumable with the same `--invocation` (under a new reservation). A member load or
+//!      statement in flight is not cancelled (its own request timeout bounds it).
 //!
+//!    A run stopped by its deadline settles `incomplete` with what was read and fails with
+//!    `DPONE_CLI_NP_ATTEMPT_DEADLINE_EXCEEDED` (exit 1); the run's JSON carries the route's own
+//!    failure.
+//! 5. After the run the measured usage is settled automatically
+//!    ([`reservation_run::settlement_of`]): a completed run with a complete read (or no read at
+//!    all: an XMin replay, a resumed ClickHouse publication whose artifact an earlier attempt
+//!    sealed) settles `succeeded`; a run stopped unfinished (deadline, publication still in
+//!    progress) and a failure after the read started (a bound breach included) settle
+//!    `incomplete` with what was read; a failure before any read settles `failed` with zero.
+//!    The HTTP body bytes the ClickHouse sender measured are settled as `measured_http_bytes`
+//!    (zero for the XMin route). Source reads are charged to the attempt that read them: a
+//!    resumed publication settles zero source usage, and it cannot read more than reserved
+//!    because the bound applies to any read it does. The store never frees a reservation. A
+//!    breach's measurement includes the chunk that crossed the bound, so the settled values are
+//!    clamped to the reservation (the store refuses more than reserved) and the output says so;
+//!    the raw measurement stays in the run's own measurement. If the process dies before
+//!    settling, the reservation stays unresolved and charged and blocks another attempt of the
+//!    workload until an operator settles it with `campaign settle`. A settlement the store did
+//!    not record is reported with the measurements to settle by hand
+//!    (`DPONE_CLI_NP_SETTLEMENT_UNRECORDED`, exit 75).
+//!
+//! The route identity of the manifest (its engines and participants) is not compared with the
+//! workload's route in the composition; the pack digest binds the exact manifest instead.
 //! The store's URL is read from the variable `--store-url-env` names and never printed.
+
+pub mod deadline;
 
 use crate::campaign_store_cmd::{self, StoreArgs, store_failure};
 use crate::exit::{Failure, RETRY};
 use crate::route::{self, RouteArgs};
 use crate::shipped;
-use crate::xmin_cmd::{self, RunGate};
 use clap::Args;
 use dpone_adapter_np_control_store::{
     self as store, AttemptOutcome, ControlStorePort, PgControlStore, Settled, StoreCode, StoreError,
 };
-use dpone_adapter_postgres::source::{SourceBound, SourceMeasurement};
-use dpone_engine_xmin::Route;
+use dpone_engine_nonproduction::reservation_run::{
+    self, AttemptClock, ManifestMismatch, Outcome, Read, RunEnd,
+};
 use serde_json::{Value, json};
+use std::time::Instant;
 
 /// Code: the measured usage could not be recorded; the reservation stays unresolved (exit 75).
 pub const SETTLEMENT_UNRECORDED: &str = "DPONE_CLI_NP_SETTLEMENT_UNRECORDED";
@@ -52,12 +90,56 @@ pub const SETTLEMENT_UNRECORDED: &str = "DPONE_CLI_NP_SETTLEMENT_UNRECORDED";
 #[derive(Args)]
 pub struct NpRunArgs {
     /// Run under this admitted reservation (`sha256:<hex>`, printed by `campaign admit`): its
-    /// rows and bytes bound the source read, and the measured usage is settled after the run.
-    /// The `--store-*` options say where the control store is.
+    /// rows and bytes bound the source read, its duration bound stops the run, and the
+    /// measured usage is settled after the run. The `--store-*` options say where the control
+    /// store is.
     #[arg(long)]
     pub np_reservation: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// What a run under a reservation may do: read at most `max_rows` / `max_bytes` from the
+/// source, and stop by `deadline`.
+#[derive(Clone, Copy, Debug)]
+pub struct Admitted {
+    /// The reservation's source rows.
+    pub max_rows: u64,
+    /// The reservation's source bytes.
+    pub max_bytes: u64,
+    /// The attempt's deadline.
+    pub deadline: Instant,
+}
+
+/// A route run under an admitted reservation, as the routes see it: the manifest bytes the
+/// route must parse, the checks before any source or target access, and the settlement.
+pub trait RunGate {
+    /// The manifest's exact bytes (read once; digested by [`RunGate::admit`]).
+    fn manifest(&self) -> &[u8];
+
+    /// Called once with the parsed manifest's workload name before any source or target
+    /// access; a refusal ends the command and nothing is read.
+    fn admit(&mut self, workload: &str) -> Result<Admitted, Failure>;
+
+    /// Called once after the run, also after a failure before the read (`read: None`): the
+    /// settlement's JSON for the run's output, and the failure to report when it could not be
+    /// recorded.
+    fn settle(
+        &mut self,
+        end: RunEnd,
+        read: Option<Read>,
+        http_bytes: u64,
+    ) -> (Value, Option<Failure>);
+}
+
+/// The failure of a run its reservation's deadline stopped (exit 1): settled `incomplete`;
+/// admit a new attempt (the ClickHouse operation resumes with the same `--invocation`).
+pub fn deadline_exceeded() -> Failure {
+    Failure::refused(
+        "DPONE_CLI_NP_ATTEMPT_DEADLINE_EXCEEDED",
+        "the reservation's attempt_seconds elapsed: the run was stopped before it committed or \
+         published and is settled incomplete; admit a new attempt",
+    )
 }
 
 /// `run --np-reservation`: the reservation's checks, the bounded run, the settlement.
@@ -74,28 +156,29 @@ pub fn run(
     };
     let id = store::Sha256Digest::parse("--np-reservation", id).map_err(store_failure)?;
     args.source = source.clone();
-    let text = shipped::read_input(args.manifest_path()?, crate::input::InputKind::Manifest)?;
-    if route::detect(&String::from_utf8_lossy(&text))? != route::Route::XminReconciliation {
-        return Err(Failure::bad_input(
-            "DPONE_CLI_NP_RESERVATION_ROUTE_UNSUPPORTED",
-            "--np-reservation is supported for the XMin route only; the ClickHouse route does \
-             not take a reservation yet",
-        ));
-    }
+    let manifest = shipped::read_input(args.manifest_path()?, crate::input::InputKind::Manifest)?;
+    let route = route::detect(&String::from_utf8_lossy(&manifest))?;
     let mut gate = Gate {
         store: campaign_store_cmd::open(&np.store)?,
         rt: campaign_store_cmd::runtime()?,
         id,
+        manifest,
         reservation: None,
     };
-    xmin_cmd::run_gated(&args, Some(&mut gate))
+    match route {
+        route::Route::XminReconciliation => crate::xmin_cmd::run_gated(&args, Some(&mut gate)),
+        route::Route::ClickhousePublication => {
+            crate::clickhouse_cmd::run_gated(&args, Some(&mut gate))
+        }
+    }
 }
 
-/// The reservation behind the XMin run's [`RunGate`].
+/// The reservation behind a route's [`RunGate`].
 struct Gate {
     store: PgControlStore,
     rt: tokio::runtime::Runtime,
     id: store::Sha256Digest,
+    manifest: Vec<u8>,
     /// Set once the checks passed.
     reservation: Option<store::Reservation>,
 }
@@ -109,8 +192,23 @@ fn non_negative(v: i64) -> Result<u64, Failure> {
     })
 }
 
+fn stored_outcome(o: Outcome) -> AttemptOutcome {
+    match o {
+        Outcome::Succeeded => AttemptOutcome::Succeeded,
+        Outcome::Failed => AttemptOutcome::Failed,
+        Outcome::Incomplete => AttemptOutcome::Incomplete,
+    }
+}
+
 impl RunGate for Gate {
-    fn admit(&mut self, route: &Route) -> Result<SourceBound, Failure> {
+    fn manifest(&self) -> &[u8] {
+        &self.manifest
+    }
+
+    fn admit(&mut self, workload: &str) -> Result<Admitted, Failure> {
+        // Anchored before the statement is sent: the database computes the time left later,
+        // so this deadline is never later than the database's.
+        let asked_at = Instant::now();
         let authority = self
             .rt
             .block_on(self.store.reservation_authority(&self.id))
@@ -123,24 +221,49 @@ impl RunGate for Gate {
             })?;
         authority.check().map_err(store_failure)?;
         let reservation = authority.listed.reservation;
-        if route.manifest.name != reservation.workload.as_str() {
-            return Err(Failure::refused(
-                "DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH",
-                "the manifest's workload (its name) is not the reservation's workload",
-            ));
+        match reservation_run::check_manifest(
+            &self.manifest,
+            workload,
+            reservation.workload.as_str(),
+            authority.pack_digest.as_str(),
+        ) {
+            Ok(()) => {}
+            Err(ManifestMismatch::Workload) => {
+                return Err(Failure::refused(
+                    "DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH",
+                    "the manifest's workload (its name) is not the reservation's workload",
+                ));
+            }
+            Err(ManifestMismatch::PackDigest) => {
+                return Err(Failure::refused(
+                    "DPONE_CLI_NP_RESERVATION_MANIFEST_MISMATCH",
+                    "the manifest's bytes are not the admitted workload's pack (sha256 differs \
+                     from its registered pack_digest)",
+                ));
+            }
         }
-        let bound = SourceBound {
+        // The same statement decided the window holds; the time left may still round to zero.
+        let clock = AttemptClock::anchored(asked_at, authority.attempt_millis_remaining)
+            .ok_or_else(|| {
+                store_failure(StoreError::new(
+                    StoreCode::AttemptWindowElapsed,
+                    "the attempt's duration bound has elapsed since its reservation",
+                ))
+            })?;
+        let admitted = Admitted {
             max_rows: non_negative(reservation.source_rows)?,
             max_bytes: non_negative(reservation.source_bytes)?,
+            deadline: clock.deadline,
         };
         self.reservation = Some(reservation);
-        Ok(bound)
+        Ok(admitted)
     }
 
     fn settle(
         &mut self,
-        read: Option<SourceMeasurement>,
-        succeeded: bool,
+        end: RunEnd,
+        read: Option<Read>,
+        http_bytes: u64,
     ) -> (Value, Option<Failure>) {
         let Some(r) = &self.reservation else {
             return (
@@ -151,13 +274,14 @@ impl RunGate for Gate {
                 )),
             );
         };
-        let plan = settlement_of(r, read, succeeded);
+        let plan =
+            reservation_run::settlement_of(r.source_rows, r.source_bytes, read, http_bytes, end);
         let settlement = store::Settlement {
             reservation_id: r.reservation_id.clone(),
             measured_source_rows: plan.rows,
             measured_source_bytes: plan.bytes,
-            measured_http_bytes: 0,
-            outcome: plan.outcome,
+            measured_http_bytes: plan.http_bytes,
+            outcome: stored_outcome(plan.outcome),
         };
         let mut out = json!({
             "reservation_id": r.reservation_id.as_str(),
@@ -166,14 +290,18 @@ impl RunGate for Gate {
             "workload_id": r.workload.as_str(),
             "attempt_id": r.attempt.as_str(),
             "trust_revision": r.trust_revision,
-            "bound": {"source_rows": r.source_rows, "source_bytes": r.source_bytes},
+            "bound": {
+                "source_rows": r.source_rows,
+                "source_bytes": r.source_bytes,
+                "attempt_seconds": r.attempt_seconds,
+            },
         });
         let mut settled = json!({
             "measured_source_rows": plan.rows,
             "measured_source_bytes": plan.bytes,
-            "measured_http_bytes": 0,
+            "measured_http_bytes": plan.http_bytes,
             "outcome": plan.outcome.as_str(),
-            "complete": plan.outcome == AttemptOutcome::Succeeded,
+            "complete": plan.outcome == Outcome::Succeeded,
             "clamped_to_reservation": plan.clamped,
             "reservation_freed": false,
         });
@@ -207,120 +335,5 @@ impl RunGate for Gate {
                 )
             }
         }
-    }
-}
-
-/// What is settled for a run's end.
-#[derive(Debug, PartialEq, Eq)]
-struct Plan {
-    rows: i64,
-    bytes: i64,
-    outcome: AttemptOutcome,
-    clamped: bool,
-}
-
-/// The settlement of a run: `succeeded` for a successful run whose read (if any) completed,
-/// `incomplete` for any other run that read, `failed` (zero) for a run that read nothing and
-/// failed. Measurements above the reservation (the breaching chunk) are clamped to it.
-fn settlement_of(r: &store::Reservation, read: Option<SourceMeasurement>, succeeded: bool) -> Plan {
-    let (rows, bytes) = read.map_or((0, 0), |m| {
-        (
-            i64::try_from(m.rows).unwrap_or(i64::MAX),
-            i64::try_from(m.source_bytes).unwrap_or(i64::MAX),
-        )
-    });
-    let outcome = match read {
-        Some(m) if succeeded && m.complete => AttemptOutcome::Succeeded,
-        None if succeeded => AttemptOutcome::Succeeded,
-        Some(_) => AttemptOutcome::Incomplete,
-        None => AttemptOutcome::Failed,
-    };
-    Plan {
-        rows: rows.min(r.source_rows),
-        bytes: bytes.min(r.source_bytes),
-        outcome,
-        clamped: rows > r.source_rows || bytes > r.source_bytes,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reservation(rows: i64, bytes: i64) -> store::Reservation {
-        let uuid = store::Uuid::parse("u", "00000000-0000-4000-8000-000000000001").unwrap();
-        store::Reservation {
-            reservation_id: store::Sha256Digest::of(b"r"),
-            grant: store::GrantKey {
-                grant_id: uuid,
-                phase: store::Phase::Execution,
-            },
-            grant_digest: store::Sha256Digest::of(b"g"),
-            trust_revision: 1,
-            workload: store::WorkloadId::new("w").unwrap(),
-            attempt: store::AttemptId::new("a").unwrap(),
-            source_rows: rows,
-            source_bytes: bytes,
-            attempt_seconds: 60,
-            resolved_by_probe: false,
-        }
-    }
-
-    fn read(rows: u64, bytes: u64, complete: bool) -> Option<SourceMeasurement> {
-        Some(SourceMeasurement {
-            rows,
-            source_bytes: bytes,
-            complete,
-        })
-    }
-
-    #[test]
-    fn a_run_settles_complete_only_when_it_succeeded_with_a_complete_read() {
-        let r = reservation(10, 1000);
-        let ok = settlement_of(&r, read(10, 1000, true), true);
-        assert_eq!(
-            ok,
-            Plan {
-                rows: 10,
-                bytes: 1000,
-                outcome: AttemptOutcome::Succeeded,
-                clamped: false
-            }
-        );
-        assert_eq!(
-            settlement_of(&r, None, true).outcome,
-            AttemptOutcome::Succeeded,
-            "a replay read nothing and succeeded"
-        );
-        assert_eq!(
-            settlement_of(&r, read(3, 100, true), false).outcome,
-            AttemptOutcome::Incomplete,
-            "a failure after a complete read (e.g. the target refused) is incomplete"
-        );
-        assert_eq!(
-            settlement_of(&r, read(3, 100, false), true).outcome,
-            AttemptOutcome::Incomplete
-        );
-        let before = settlement_of(&r, None, false);
-        assert_eq!((before.rows, before.bytes), (0, 0));
-        assert_eq!(before.outcome, AttemptOutcome::Failed);
-    }
-
-    #[test]
-    fn a_breach_is_settled_incomplete_and_clamped_to_the_reservation() {
-        let r = reservation(10, 1000);
-        let breach = settlement_of(&r, read(11, 1100, false), false);
-        assert_eq!(
-            breach,
-            Plan {
-                rows: 10,
-                bytes: 1000,
-                outcome: AttemptOutcome::Incomplete,
-                clamped: true
-            }
-        );
-        let within = settlement_of(&r, read(4, 1000, false), false);
-        assert!(!within.clamped);
-        assert_eq!((within.rows, within.bytes), (4, 1000));
     }
 }

@@ -6,15 +6,18 @@
 
 use crate::exit::{Failure, print_json};
 use crate::input::{InputKind, read_text};
+use crate::np_run::RunGate;
+use crate::np_run::deadline::DeadlineTarget;
 use crate::route::RouteArgs;
 use crate::shipped::{self, Policy, PolicySource};
 use clap::Subcommand;
 use dpone_adapter_mssql::target::{MssqlTarget, MssqlTargetSpec};
 use dpone_adapter_postgres::artifacts::DirArtifactStore;
-use dpone_adapter_postgres::source::{PgSource, SourceBound, SourceMeasurement};
+use dpone_adapter_postgres::source::{PgSource, SourceBound};
 use dpone_adapter_postgres::target::PgTarget;
+use dpone_engine_nonproduction::reservation_run::{Read, RunEnd};
 use dpone_engine_xmin::manifest::TargetKind;
-use dpone_engine_xmin::ports::{Judged, PolicyPort};
+use dpone_engine_xmin::ports::{Judged, PolicyPort, TargetPort};
 use dpone_engine_xmin::state::AuthorityDocument;
 use dpone_engine_xmin::{
     ErrorCode, Manifest, ProcessEnvironment, Registry, Route, RunRequest, XminError,
@@ -24,6 +27,7 @@ use dpone_policy_model::guard::{GuardDecision, GuardFacts};
 use dpone_policy_runtime::{Decided, PolicyError, PolicyKind, PolicyRuntime};
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The guard and delete-mode policy components behind the engine's policy port.
 struct ComponentPolicies<'a> {
@@ -63,9 +67,18 @@ impl From<XminError> for Failure {
     }
 }
 
-/// Parses the manifest and registry and resolves the route (no I/O beyond reading the files).
-fn prepare(args: &RouteArgs, policies: &ComponentPolicies<'_>) -> Result<Route, Failure> {
-    let manifest = Manifest::from_yaml(&read_text(args.manifest_path()?, InputKind::Manifest)?)?;
+/// Parses the manifest (`manifest`: its text already read, for a reservation run that digested
+/// those bytes; otherwise read from `--manifest`) and registry and resolves the route (no I/O
+/// beyond reading the files).
+fn prepare(
+    args: &RouteArgs,
+    manifest: Option<&str>,
+    policies: &ComponentPolicies<'_>,
+) -> Result<Route, Failure> {
+    let manifest = match manifest {
+        Some(text) => Manifest::from_yaml(text)?,
+        None => Manifest::from_yaml(&read_text(args.manifest_path()?, InputKind::Manifest)?)?,
+    };
     let registry_path = args.connections.as_ref().ok_or_else(|| {
         Failure::bad_input(
             "DPONE_CLI_CONNECTIONS_REQUIRED",
@@ -87,13 +100,22 @@ fn with_route<T>(
     args: &RouteArgs,
     f: impl FnOnce(&Route, &ComponentPolicies<'_>) -> Result<T, Failure>,
 ) -> Result<T, Failure> {
+    with_route_text(args, None, f)
+}
+
+/// [`with_route`] over a manifest text already read (`None`: read `--manifest`).
+fn with_route_text<T>(
+    args: &RouteArgs,
+    manifest: Option<&str>,
+    f: impl FnOnce(&Route, &ComponentPolicies<'_>) -> Result<T, Failure>,
+) -> Result<T, Failure> {
     let runtime: PolicyRuntime = shipped::runtime(None)?;
     let source = PolicySource::resolve(&runtime, args.components_dir.as_deref(), &args.source)?;
     let policies = ComponentPolicies {
         guard: source.policy(PolicyKind::Guard)?,
         delete_mode: source.policy(PolicyKind::DeleteMode)?,
     };
-    let route = prepare(args, &policies)?;
+    let route = prepare(args, manifest, &policies)?;
     f(&route, &policies)
 }
 
@@ -151,36 +173,29 @@ fn valid_invocation(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
-/// A run under an admitted nonproduction reservation ([`crate::np_run`]): checked with the
-/// prepared route before any source or target access, it yields the source bound; after the
-/// run it settles what the source measured.
-pub trait RunGate {
-    /// Called once with the prepared route before any source or target access; a refusal
-    /// ends the command and nothing is read.
-    fn admit(&mut self, route: &Route) -> Result<SourceBound, Failure>;
-
-    /// Called once after the run, also after a failure before the read (`read: None`): the
-    /// settlement's JSON for the run's output, and the failure to report when it could not be
-    /// recorded.
-    fn settle(
-        &mut self,
-        read: Option<SourceMeasurement>,
-        succeeded: bool,
-    ) -> (serde_json::Value, Option<Failure>);
-}
-
 /// `run`: one reconciliation run; prints the evidence.
 pub fn run(args: &RouteArgs) -> Result<(), Failure> {
     run_gated(args, None)
 }
 
-/// `run`, optionally under a [`RunGate`]: the gate is asked before any I/O, its bound is the
-/// source's bound, and its settlement is printed as `np_reservation` in the run's JSON.
+/// `run`, optionally under a reservation's [`RunGate`]: the gate's manifest bytes are the ones
+/// parsed, the gate is asked before any I/O, its bound and deadline bind the source and the
+/// target ([`crate::np_run::deadline`]), and its settlement is printed as `np_reservation` in
+/// the run's JSON.
 pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result<(), Failure> {
     let invocation_id = invocation_id(args)?;
-    with_route(args, |route, policies| {
-        let bound = match gate.as_deref_mut() {
-            Some(g) => Some(g.admit(route)?),
+    let text = match gate.as_deref() {
+        Some(g) => Some(String::from_utf8(g.manifest().to_vec()).map_err(|_| {
+            Failure::bad_input(
+                "DPONE_CLI_INPUT_MALFORMED",
+                format!("the {} is not UTF-8", InputKind::Manifest.label()),
+            )
+        })?),
+        None => None,
+    };
+    with_route_text(args, text.as_deref(), |route, policies| {
+        let admitted = match gate.as_deref_mut() {
+            Some(g) => Some(g.admit(&route.manifest.name)?),
             None => None,
         };
         let request = RunRequest {
@@ -192,10 +207,24 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
         if terminal {
             source = source.with_progress(extract_progress);
         }
-        if let Some(bound) = bound {
-            source = source.with_bound(bound);
+        if let Some(a) = admitted {
+            source = source
+                .with_bound(SourceBound {
+                    max_rows: a.max_rows,
+                    max_bytes: a.max_bytes,
+                })
+                .with_deadline(a.deadline);
         }
-        let executed = execute(args, route, policies, &request, &mut source, terminal);
+        let deadline = admitted.map(|a| a.deadline);
+        let executed = execute(
+            args,
+            route,
+            policies,
+            &request,
+            &mut source,
+            terminal,
+            deadline,
+        );
         if terminal {
             eprintln!();
         }
@@ -210,13 +239,18 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 "complete": m.complete,
             })
         });
+        let read = read.map(|m| Read {
+            rows: m.rows,
+            bytes: m.source_bytes,
+            complete: m.complete,
+        });
         let outcome = match executed {
             Ok(outcome) => outcome,
             Err(setup) => {
                 // Nothing ran (artifact directory, target wiring): a gated run still settles
                 // its reservation, as failed without a read.
                 if let Some(g) = gate {
-                    let (settlement, unrecorded) = g.settle(read, false);
+                    let (settlement, unrecorded) = g.settle(RunEnd::Failed, read, 0);
                     print_json(&serde_json::json!({
                         "invocation_id": request.invocation_id,
                         "failure": {"code": setup.code, "message": setup.message},
@@ -229,7 +263,15 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 return Err(setup);
             }
         };
-        let settled = gate.map(|g| g.settle(read, outcome.is_ok()));
+        let stopped = outcome
+            .as_ref()
+            .is_err_and(|f| f.code() == ErrorCode::AttemptDeadlineExceeded);
+        let end = match &outcome {
+            Ok(_) => RunEnd::Completed,
+            Err(_) if stopped => RunEnd::Unfinished,
+            Err(_) => RunEnd::Failed,
+        };
+        let settled = gate.map(|g| g.settle(end, read, 0));
         let (settlement, unrecorded) = match settled {
             Some((s, f)) => (Some(s), f),
             None => (None, None),
@@ -251,10 +293,11 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             out["np_reservation"] = s;
         }
         print_json(&out)?;
-        if let Err(failure) = outcome {
-            return Err(Failure::xmin(failure.error.code(), failure.error.message()));
+        match outcome {
+            Ok(_) => unrecorded.map_or(Ok(()), Err),
+            Err(_) if stopped => Err(crate::np_run::deadline_exceeded()),
+            Err(failure) => Err(Failure::xmin(failure.error.code(), failure.error.message())),
         }
-        unrecorded.map_or(Ok(()), Err)
     })
 }
 
@@ -266,6 +309,7 @@ fn execute(
     request: &RunRequest,
     source: &mut PgSource,
     terminal: bool,
+    deadline: Option<Instant>,
 ) -> Result<Result<dpone_engine_xmin::RunOutcome, dpone_engine_xmin::RunFailure>, Failure> {
     let artifact_dir: PathBuf = args.artifact_dir.join(&request.invocation_id);
     std::fs::create_dir_all(&artifact_dir).map_err(|e| {
@@ -286,23 +330,45 @@ fn execute(
             if terminal {
                 target = target.with_progress(stage_progress);
             }
+            run_on(route, request, source, target, &store, policies, deadline)
+        }
+        TargetKind::Mssql => {
+            let target = MssqlTarget::for_route(route)?;
+            run_on(route, request, source, target, &store, policies, deadline)
+        }
+    }
+}
+
+/// The engine's run on `target`, under the attempt's deadline when there is one.
+fn run_on<T: TargetPort>(
+    route: &Route,
+    request: &RunRequest,
+    source: &mut PgSource,
+    target: T,
+    store: &DirArtifactStore,
+    policies: &ComponentPolicies<'_>,
+    deadline: Option<Instant>,
+) -> Result<Result<dpone_engine_xmin::RunOutcome, dpone_engine_xmin::RunFailure>, Failure> {
+    match deadline {
+        None => {
+            let mut target = target;
             block_on(dpone_engine_xmin::run(
                 route,
                 request,
                 source,
                 &mut target,
-                &store,
+                store,
                 policies,
             ))
         }
-        TargetKind::Mssql => {
-            let mut target = MssqlTarget::for_route(route)?;
+        Some(d) => {
+            let mut target = DeadlineTarget::new(target, d);
             block_on(dpone_engine_xmin::run(
                 route,
                 request,
                 source,
                 &mut target,
-                &store,
+                store,
                 policies,
             ))
         }

@@ -1,20 +1,32 @@
-//! `dpone-host run --np-reservation` end to end on a real PostgreSQL server: the control store
-//! (a fresh schema with the reviewed DDL, `support::np_store`), an execution campaign attested
-//! by the offline test signer, `campaign admit` for the workload `pg-customers`, and the XMin
-//! route (fresh source and target databases from the PostgreSQL adapter's test support) whose
-//! manifest names that workload.
+//! `dpone-host run --np-reservation` end to end: the control store (a fresh schema with the
+//! reviewed DDL, `support::np_store`), an execution campaign attested by the offline test
+//! signer whose composition pins the workload's pack digest to the manifest's exact bytes,
+//! `campaign admit`, and the route run as the binary.
 //!
-//! Covered: a reservation of exactly the relation's rows and COPY bytes runs, settles complete
-//! and `campaign status` shows it; a reservation one row short fails closed with the row-bound
-//! code, leaves the target untouched and settles incomplete (still charged); a settled, a
-//! foreign-workload and an unknown reservation, one whose duration bound elapsed, one whose
-//! admitting policy is no longer the current trust revision and one whose grant was revoked
-//! (`campaign policy register` with a higher epoch) are refused before any read (no run output,
-//! no artifact directory, target unchanged); a malformed id and a ClickHouse manifest are bad
-//! input before the store is touched. No output names the store's connection.
+//! XMin route (fresh source and target databases from the PostgreSQL adapter's test support,
+//! manifest named `pg-customers`): a reservation of exactly the relation's rows and COPY bytes
+//! runs, settles complete and `campaign status` shows it; a reservation one row short fails
+//! closed with the row-bound code, leaves the target untouched and settles incomplete (still
+//! charged); a settled, a foreign-workload and an unknown reservation, a manifest with the
+//! right name but other bytes, one whose duration bound elapsed, one whose admitting policy is
+//! no longer the current trust revision and one whose grant was revoked (`campaign policy
+//! register` with a higher epoch) are refused before any read (no run output, no artifact
+//! directory, target unchanged); a run whose source is held up past the reservation's
+//! `attempt_seconds` is stopped at its deadline, settles incomplete and leaves the target
+//! unchanged; a malformed id and a malformed ClickHouse manifest are bad input before the
+//! store is touched.
 //!
-//! Tier: real database integration (`cfg(dpone_live_pg)`; without a configured server these
-//! tests are reported ignored with their SKIP reason, never passed).
+//! ClickHouse route (the real-engine tier of `.ci/start-clickhouse`, from a PostgreSQL source
+//! database of its own): the exact bound publishes and settles `succeeded` with the measured
+//! source rows and bytes and the HTTP body bytes sent; one row short fails closed with the
+//! rowbinary bound code, publishes nothing (members unchanged) and settles `incomplete`; a run
+//! whose source is held up past its deadline is stopped before anything is published, settles
+//! `incomplete`, and the same operation then resumes and completes under a new reservation.
+//! No output names the store's connection or an endpoint.
+//!
+//! Tier: real database integration (`cfg(dpone_live_pg)`, and for the ClickHouse route also
+//! `cfg(dpone_live_clickhouse)`; without a configured server these tests are reported ignored
+//! with their SKIP reason, never passed).
 
 mod support;
 
@@ -55,12 +67,22 @@ impl<'a> Xmin<'a> {
             .manifest_yaml
             .replace("name: items_to_dwh", &format!("name: {name}"));
         assert!(manifest.contains(&format!("name: {name}\n")), "{manifest}");
+        Self::with_text(fixture, dir, name, &manifest)
+    }
+
+    /// The route with exactly `manifest` as its manifest file.
+    fn with_text(fixture: &'a Fixture, dir: &Path, name: &str, manifest: &str) -> Self {
         Self {
             fixture,
-            manifest: write(dir, &format!("{name}.yaml"), &manifest),
+            manifest: write(dir, &format!("{name}.yaml"), manifest),
             registry: write(dir, "registry.yaml", &fixture.registry_yaml),
             artifacts: dir.join("artifacts"),
         }
+    }
+
+    /// `sha256:` of the manifest file's exact bytes: the workload's pack digest.
+    fn pack(&self) -> String {
+        pack_of(&self.manifest)
     }
 
     /// `run` under `reservation` (or without one), invocation `invocation`.
@@ -86,6 +108,20 @@ impl<'a> Xmin<'a> {
     fn ran(&self, invocation: &str) -> bool {
         self.artifacts.join(invocation).exists()
     }
+}
+
+/// `sha256:<hex>` of a file's exact bytes.
+fn pack_of(path: &Path) -> String {
+    dpone_engine_nonproduction::fields::Digest::of(&std::fs::read(path).expect("read the manifest"))
+        .as_str()
+        .to_owned()
+}
+
+/// A campaign whose workload `WORKLOAD` is the manifest whose digest is `pack`.
+fn docs_for(pack: &str) -> c::Docs {
+    let mut docs = live_docs();
+    docs.set_pack(WORKLOAD, pack);
+    docs
 }
 
 fn json(out: &Output) -> Value {
@@ -150,7 +186,12 @@ const SOURCE_ROWS: &str = "INSERT INTO public.items SELECT g, 'item-' || g, g % 
     not(dpone_live_pg),
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
 async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
+    let _live = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
 
     // The relation's exact rows and COPY payload bytes, measured by an unbounded run on a twin
@@ -176,20 +217,21 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     let bytes = measured["source_bytes"].as_u64().expect("bytes");
     assert!(bytes > 200 * 20, "{measured}");
 
-    // The campaign: policy, execution grant, the workload's reservations.
-    let run = Run::new(&store);
-    let docs = live_docs();
-    let grant = c::canon(&docs.egrant);
-    let grant_id = id(&docs.egrant["grant_id"]);
-    ok(&run.policy_register(&docs, None));
-    ok(&run.grant_register(&docs, true, &grant));
-
     let f = Fixture::new("nprun", Options::default())
         .await
         .expect("the PostgreSQL fixture (server configured)");
     f.src_sql(SOURCE_ROWS).await;
     let xmin = Xmin::new(&f, dir.path(), WORKLOAD);
     let empty = f.target_fingerprint().await;
+
+    // The campaign: policy, execution grant (the workload's pack is this manifest), the
+    // workload's reservations.
+    let run = Run::new(&store);
+    let docs = docs_for(&xmin.pack());
+    let grant = c::canon(&docs.egrant);
+    let grant_id = id(&docs.egrant["grant_id"]);
+    ok(&run.policy_register(&docs, None));
+    ok(&run.grant_register(&docs, true, &grant));
 
     // One row short: exactly 199 rows pass, the 200th fails closed; the target is untouched
     // and the measured usage is settled incomplete (the reservation stays charged).
@@ -258,8 +300,27 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
         "a refused run settles nothing"
     );
 
-    // Exactly the relation's rows and bytes: the run completes and settles complete.
+    // Exactly the relation's rows and bytes: the run completes and settles complete. Before
+    // that, a manifest with the workload's name but other bytes (one comment line more) is
+    // refused under the same RUNNING reservation before any read.
     let exact = reservation(&run, &docs, &grant, WORKLOAD, "a2", 200, bytes);
+    let edited_dir = dir.path().join("edited");
+    std::fs::create_dir_all(&edited_dir).expect("dir");
+    let text = std::fs::read_to_string(&xmin.manifest).expect("manifest");
+    let edited = Xmin::with_text(&f, &edited_dir, WORKLOAD, &format!("{text}# edited\n"));
+    assert_ne!(edited.pack(), xmin.pack());
+    let before_edit = f.target_fingerprint().await;
+    let out = edited.run(&store, "edited", Some(&exact));
+    assert_eq!(
+        refused_before_read(&out, &store, &edited, "edited"),
+        "DPONE_CLI_NP_RESERVATION_MANIFEST_MISMATCH"
+    );
+    assert_eq!(f.target_fingerprint().await, before_edit);
+    assert_eq!(
+        listed(&run, &grant_id, &exact)["state"],
+        "unresolved",
+        "a refused run settles nothing"
+    );
     let out = xmin.run(&store, "exact", Some(&exact));
     assert_eq!(
         out.status.code(),
@@ -377,6 +438,126 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     store.drop_schema().await;
 }
 
+/// `campaign admit` of `WORKLOAD` with the given attempt seconds.
+fn admit_for(
+    run: &Run<'_>,
+    docs: &c::Docs,
+    grant: &[u8],
+    attempt: &str,
+    rows: u64,
+    bytes: u64,
+    seconds: u64,
+) -> String {
+    let mut a = vec!["admit".to_owned()];
+    a.extend(run.grant_args(docs, true, grant));
+    a.extend(
+        [
+            "--workload",
+            WORKLOAD,
+            "--attempt",
+            attempt,
+            "--source-rows",
+            &rows.to_string(),
+            "--source-bytes",
+            &bytes.to_string(),
+            "--attempt-seconds",
+            &seconds.to_string(),
+        ]
+        .map(str::to_owned),
+    );
+    let a = ok(&run.cli(&a));
+    assert_eq!(a["reservation"]["attempt_seconds"], seconds, "{a}");
+    id(&a["reservation"]["reservation_id"])
+}
+
+/// The attempt's duration bound: short enough to elapse while the source waits, long enough
+/// for a debug binary on a busy machine to start, pass the reservation's checks and reach the
+/// source read before it elapses (startup alone has taken seconds on a loaded 2-core runner).
+const BRIEF_SECONDS: u64 = 30;
+
+/// The live tests of this file run one at a time: the deadline tests measure time from the
+/// reservation, and the others' binaries would compete with them for the CPU.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn an_xmin_run_past_its_attempt_deadline_is_stopped_uncommitted_and_settled_incomplete() {
+    let _live = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::new().await;
+    let f = Fixture::new("npdead", Options::default())
+        .await
+        .expect("the PostgreSQL fixture (server configured)");
+    f.src_sql(SOURCE_ROWS).await;
+    let xmin = Xmin::new(&f, dir.path(), WORKLOAD);
+    let before = f.target_fingerprint().await;
+    let run = Run::new(&store);
+    let docs = docs_for(&xmin.pack());
+    let grant = c::canon(&docs.egrant);
+    let grant_id = id(&docs.egrant["grant_id"]);
+    ok(&run.policy_register(&docs, None));
+    ok(&run.grant_register(&docs, true, &grant));
+
+    // A genuinely slow source: another session holds the relation in ACCESS EXCLUSIVE mode,
+    // so the source's ACCESS SHARE lock waits far beyond the attempt's duration bound.
+    let holder = f.src.client().await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE public.items IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("hold the source relation");
+    let rid = admit_for(&run, &docs, &grant, "d1", 200, 1 << 20, BRIEF_SECONDS);
+    let started = std::time::Instant::now();
+    let out = xmin.run(&store, "deadline", Some(&rid));
+    let took = started.elapsed();
+    holder.batch_execute("ROLLBACK").await.expect("release");
+
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_CLI_NP_ATTEMPT_DEADLINE_EXCEEDED"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(BRIEF_SECONDS + 10),
+        "stopped at the deadline, not when the lock was released: {took:?}"
+    );
+    let v = json(&out);
+    assert_eq!(
+        v["failure"]["error"]["code"], "DPONE_XMIN_ATTEMPT_DEADLINE_EXCEEDED",
+        "{v}"
+    );
+    assert_eq!(v["failure"]["rolled_back"], true, "{v}");
+    let s = &v["np_reservation"]["settlement"];
+    assert_eq!(s["result"], "recorded", "{v}");
+    assert_eq!(s["outcome"], "incomplete");
+    assert_eq!(s["complete"], false);
+    assert_eq!(s["measured_source_rows"], 0, "the read never got a row");
+    assert_eq!(
+        v["np_reservation"]["bound"]["attempt_seconds"],
+        BRIEF_SECONDS
+    );
+    assert_eq!(
+        f.target_fingerprint().await,
+        before,
+        "nothing was committed"
+    );
+    assert!(f.active_keys().await.is_empty());
+    let l = listed(&run, &grant_id, &rid);
+    assert_eq!(l["state"], "settled");
+    assert_eq!(l["settlement"]["outcome"], "incomplete");
+
+    store.drop_schema().await;
+}
+
 #[test]
 fn bad_input_is_refused_before_the_store_is_touched() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -411,16 +592,439 @@ fn bad_input_is_refused_before_the_store_is_touched() {
                 .and_then(|v| v["error"].as_str().map(str::to_owned)),
         )
     };
+    // A ClickHouse manifest takes a reservation; a malformed one is refused as the route
+    // refuses it, before the store is contacted.
     let valid = c::digest(&Value::Null);
-    assert_eq!(
-        code(&run(&clickhouse, &valid)),
-        (
-            Some(3),
-            Some("DPONE_CLI_NP_RESERVATION_ROUTE_UNSUPPORTED".to_owned())
-        )
+    let (exit, code_of) = code(&run(&clickhouse, &valid));
+    assert_eq!(exit, Some(3));
+    assert!(
+        code_of
+            .as_deref()
+            .is_some_and(|c| c.starts_with("DPONE_CLICKHOUSE_MANIFEST_")),
+        "{code_of:?}"
     );
     assert_eq!(
         code(&run(&xmin, "sha256:XYZ")),
         (Some(3), Some("DPONE_NP_STORE_INVALID_INPUT".to_owned()))
     );
+}
+
+/// The ClickHouse route of workload `WORKLOAD` on the real-engine tier: a PostgreSQL source
+/// database of its own (`public.source_table`, 1000 rows), a registry and a manifest as an
+/// operator writes them, and a target table of its own.
+struct ChRoute {
+    admin_url: String,
+    db: String,
+    ch_url: String,
+    ch_user: String,
+    ch_password: String,
+    pg_password: String,
+    members: Vec<String>,
+    database: String,
+    target: String,
+    dir: tempfile::TempDir,
+    registry: PathBuf,
+    manifest: PathBuf,
+}
+
+const CH_ROWS: u64 = 1000;
+
+impl ChRoute {
+    async fn new(tag: &str) -> Self {
+        let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is set"));
+        let opt = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+        let ch_url = var("DPONE_TEST_CLICKHOUSE_URL");
+        let member_urls = var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS");
+        let Some(url) = env_value("DPONE_TEST_PG_URL") else {
+            unusable("no PostgreSQL server beside the ClickHouse tier");
+        };
+        let rest = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+            .expect("a postgres:// URL");
+        let (auth, hostpart) = rest.split_once('@').expect("user@host");
+        let (user, pg_password) = auth.split_once(':').unwrap_or((auth, ""));
+        let hostport = hostpart.split(['/', '?']).next().expect("host");
+        let (host, port) = hostport.split_once(':').unwrap_or((hostport, "5432"));
+        let mut r = [0u8; 4];
+        getrandom::fill(&mut r).expect("random");
+        let suffix = format!("{}_{}", std::process::id(), hex::encode(r));
+        let db = format!("dpone_t_npch_{tag}_{suffix}");
+        admin(&url)
+            .await
+            .batch_execute(&format!("CREATE DATABASE \"{db}\""))
+            .await
+            .expect("create the source database");
+        admin(&with_database(&url, &db))
+            .await
+            .batch_execute(&format!(
+                "CREATE TABLE public.source_table (id bigint NOT NULL, note text NOT NULL); \
+                 INSERT INTO public.source_table SELECT i, 'n' || i \
+                 FROM generate_series(1, {CH_ROWS}) i"
+            ))
+            .await
+            .expect("fill the source");
+        let database = opt("DPONE_TEST_CLICKHOUSE_DATABASE", "dpone_test");
+        let authority = opt(
+            "DPONE_TEST_CLICKHOUSE_AUTHORITY",
+            "dpone_test.dpone_authority",
+        );
+        let (adb, atable) = authority.split_once('.').expect("db.table");
+        let mut members = Vec::new();
+        let member_yaml: String = member_urls
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|item| {
+                let (key, url) = item.split_once('=').expect("shard:replica=url");
+                let (sh, re) = key.split_once(':').expect("shard:replica");
+                members.push(url.to_owned());
+                format!("      - {{shard_num: {sh}, replica_num: {re}, url: '{url}'}}\n")
+            })
+            .collect();
+        let ch_user = opt("DPONE_TEST_CLICKHOUSE_USER", "default");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let registry = write(
+            dir.path(),
+            "registry.yaml",
+            &format!(
+                "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{ch_user}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {{database: {adb}, table: {atable}}}\n    ddl_task_timeout_secs: 60\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}', sslmode: disable}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n"
+            ),
+        );
+        let target = format!("np_{tag}_{suffix}");
+        let manifest = write(dir.path(), "manifest.yaml", &Self::manifest(&target));
+        Self {
+            admin_url: url.clone(),
+            db,
+            ch_url,
+            ch_user,
+            ch_password: opt("DPONE_TEST_CLICKHOUSE_PASSWORD", ""),
+            pg_password: pg_password.to_owned(),
+            members,
+            database,
+            target,
+            dir,
+            registry,
+            manifest,
+        }
+    }
+
+    /// The manifest of workload `WORKLOAD` publishing `public.source_table` as `target`.
+    fn manifest(target: &str) -> String {
+        let cluster = std::env::var("DPONE_TEST_CLICKHOUSE_CLUSTER")
+            .unwrap_or_else(|_| "analytics_cluster".to_owned());
+        let database = std::env::var("DPONE_TEST_CLICKHOUSE_DATABASE")
+            .unwrap_or_else(|_| "dpone_test".to_owned());
+        format!(
+            "version: 1\nname: {WORKLOAD}\nsource:\n  connection_ref: pg_source\n  relation: public.source_table\n  columns:\n    - {{name: \"id\", type: \"UInt64\"}}\n    - {{name: \"note\", type: \"String\"}}\ntarget: {{connection_ref: analytics_ch, database: {database}, table: {target}}}\nphysical_design:\n  storage:\n    clickhouse:\n      engine: MergeTree\n      order_by: [id]\n      max_source_bytes: 1073741824\n      staging_database: {database}\n      cluster: {{name: {cluster}, ddl_scope: cluster, replication_mode: external}}\n"
+        )
+    }
+
+    fn pack(&self) -> String {
+        pack_of(&self.manifest)
+    }
+
+    /// `run` of `manifest` (this route's by default) with `invocation`, under `reservation`.
+    fn run(
+        &self,
+        store: &Store,
+        manifest: Option<&Path>,
+        invocation: &str,
+        reservation: Option<&str>,
+    ) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dpone-host"));
+        cmd.current_dir(root())
+            .env_remove("DPONE_TRUST_POLICY")
+            .env_remove("DPONE_POLICY_BUNDLE")
+            .env("DPONE_CLICKHOUSE_PASSWORD", &self.ch_password)
+            .env("DPONE_PG_SOURCE_PASSWORD", &self.pg_password)
+            .env("DPONE_NP_STORE_URL", &store.url)
+            .arg("run")
+            .arg("--manifest")
+            .arg(manifest.unwrap_or(&self.manifest))
+            .arg("--connections")
+            .arg(&self.registry)
+            .arg("--artifact-dir")
+            .arg(self.dir.path().join("artifacts"))
+            .args(["--invocation", invocation]);
+        if let Some(r) = reservation {
+            cmd.args(["--np-reservation", r]).args(store.args());
+        }
+        let out = cmd.output().expect("run dpone-host");
+        for text in [
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        ] {
+            assert!(!text.contains(&self.ch_url), "endpoint in output");
+            assert!(
+                self.ch_password.is_empty() || !text.contains(&self.ch_password),
+                "credential in output"
+            );
+            assert!(
+                self.pg_password.is_empty() || !text.contains(&self.pg_password),
+                "credential in output"
+            );
+            assert!(
+                !text.contains(self.dir.path().to_str().expect("utf-8")),
+                "local path in output"
+            );
+        }
+        out
+    }
+
+    /// One statement on a member (TabSeparated output).
+    fn member_sql(&self, member_url: &str, query: &str) -> String {
+        let out = Command::new("curl")
+            .args(["-fsS", "-m", "60", "--data-binary", query])
+            .arg("-H")
+            .arg(format!("X-ClickHouse-User: {}", self.ch_user))
+            .arg("-H")
+            .arg(format!("X-ClickHouse-Key: {}", self.ch_password))
+            .arg(member_url)
+            .output()
+            .expect("curl runs");
+        assert!(out.status.success(), "member query failed");
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// Per member: the tables carrying the target's name, and the target's row count if it
+    /// exists.
+    fn members(&self) -> Vec<(Vec<String>, Option<u64>)> {
+        self.members
+            .iter()
+            .map(|url| {
+                let tables: Vec<String> = self
+                    .member_sql(
+                        url,
+                        &format!(
+                            "SELECT name FROM system.tables WHERE database = '{}' AND startsWith(name, '{}') ORDER BY name",
+                            self.database, self.target
+                        ),
+                    )
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+                let rows = tables.contains(&self.target).then(|| {
+                    self.member_sql(
+                        url,
+                        &format!("SELECT count() FROM `{}`.`{}`", self.database, self.target),
+                    )
+                    .trim()
+                    .parse()
+                    .expect("a count")
+                });
+                (tables, rows)
+            })
+            .collect()
+    }
+
+    /// A session holding `public.source_table` in ACCESS EXCLUSIVE mode until it is dropped
+    /// or rolled back: the source's ACCESS SHARE lock waits behind it.
+    async fn hold_source(&self) -> tokio_postgres::Client {
+        let c = admin(&with_database(&self.admin_url, &self.db)).await;
+        c.batch_execute("BEGIN; LOCK TABLE public.source_table IN ACCESS EXCLUSIVE MODE")
+            .await
+            .expect("hold the source relation");
+        c
+    }
+
+    async fn drop_source(&self) {
+        let _ = admin(&self.admin_url)
+            .await
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.db
+            ))
+            .await;
+    }
+}
+
+/// Exit 0 and the JSON on stdout.
+fn ok_run(out: &Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{} {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    json(out)
+}
+
+/// HTTP body bytes of every member load the run reports.
+fn http_body_bytes(v: &Value) -> u64 {
+    v["measurements"]["http_body"]
+        .as_array()
+        .expect("member loads")
+        .iter()
+        .map(|b| b["body_bytes"].as_u64().expect("bytes"))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source and the control store) are both needed"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn a_clickhouse_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
+    let _live = one_at_a_time();
+    let route = ChRoute::new("bound").await;
+
+    // The relation's exact COPY payload bytes, measured by an unbounded run of a twin manifest
+    // (another target table; other bytes, so not the admitted pack).
+    let twin = write(
+        route.dir.path(),
+        "twin.yaml",
+        &ChRoute::manifest(&format!("twin_{}", route.target)),
+    );
+    let store = Store::new().await;
+    let v = ok_run(&route.run(&store, Some(&twin), "np-measure", None));
+    let measured = &v["measurements"]["source"];
+    assert_eq!(measured["rows"], CH_ROWS, "{v}");
+    assert_eq!(measured["complete"], true);
+    let bytes = measured["source_bytes"].as_u64().expect("bytes");
+    assert!(bytes > CH_ROWS * 10, "{measured}");
+
+    let run = Run::new(&store);
+    let docs = docs_for(&route.pack());
+    let grant = c::canon(&docs.egrant);
+    let grant_id = id(&docs.egrant["grant_id"]);
+    ok(&run.policy_register(&docs, None));
+    ok(&run.grant_register(&docs, true, &grant));
+    let nothing: Vec<(Vec<String>, Option<u64>)> =
+        route.members.iter().map(|_| (Vec::new(), None)).collect();
+    assert_eq!(route.members(), nothing, "the target does not exist yet");
+
+    // One row short: the rowbinary source fails closed at row 1000, nothing is sealed or
+    // published, and the read is settled incomplete (clamped to the reservation).
+    let short = reservation(&run, &docs, &grant, WORKLOAD, "c1", CH_ROWS - 1, bytes);
+    let out = route.run(&store, None, "np-short", Some(&short));
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_PG_ROWBINARY_SOURCE_ROW_BOUND_EXCEEDED"
+    );
+    let v = json(&out);
+    assert_eq!(v["outcome"], "failed", "{v}");
+    assert_eq!(
+        v["cause"], "DPONE_PG_ROWBINARY_SOURCE_ROW_BOUND_EXCEEDED",
+        "{v}"
+    );
+    assert_eq!(v["measurements"]["source"]["complete"], false, "{v}");
+    let s = &v["np_reservation"]["settlement"];
+    assert_eq!(s["result"], "recorded", "{v}");
+    assert_eq!(s["outcome"], "incomplete");
+    assert_eq!(s["reservation_freed"], false);
+    assert!(
+        s["measured_source_rows"]
+            .as_u64()
+            .is_some_and(|r| r < CH_ROWS),
+        "{s}"
+    );
+    assert_eq!(s["measured_http_bytes"], 0, "nothing was sent");
+    assert_eq!(route.members(), nothing, "nothing was published");
+    let l = listed(&run, &grant_id, &short);
+    assert_eq!(l["settlement"]["outcome"], "incomplete");
+
+    // The exact bound: published on every member, settled succeeded with the measured rows,
+    // bytes and the HTTP body bytes the sender measured.
+    let exact = reservation(&run, &docs, &grant, WORKLOAD, "c2", CH_ROWS, bytes);
+    let v = ok_run(&route.run(&store, None, "np-exact", Some(&exact)));
+    assert_eq!(v["outcome"], "completed", "{v}");
+    assert_eq!(v["measurements"]["source"]["rows"], CH_ROWS);
+    assert_eq!(v["measurements"]["source"]["source_bytes"], bytes);
+    let http = http_body_bytes(&v);
+    assert!(http > 0, "{v}");
+    let s = &v["np_reservation"]["settlement"];
+    assert_eq!(s["result"], "recorded", "{v}");
+    assert_eq!(s["outcome"], "succeeded");
+    assert_eq!(s["measured_source_rows"], CH_ROWS);
+    assert_eq!(s["measured_source_bytes"], bytes);
+    assert_eq!(s["measured_http_bytes"], http);
+    assert_eq!(s["clamped_to_reservation"], false);
+    for (tables, rows) in route.members() {
+        assert_eq!(rows, Some(CH_ROWS), "{tables:?}");
+    }
+    let l = listed(&run, &grant_id, &exact);
+    assert_eq!(l["settlement"]["outcome"], "succeeded");
+    assert_eq!(l["settlement"]["measured_http_bytes"], http);
+
+    store.drop_schema().await;
+    route.drop_source().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source and the control store) are both needed"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn a_clickhouse_run_past_its_attempt_deadline_publishes_nothing_and_resumes_later() {
+    let _live = one_at_a_time();
+    let route = ChRoute::new("deadline").await;
+    let store = Store::new().await;
+    let run = Run::new(&store);
+    let docs = docs_for(&route.pack());
+    let grant = c::canon(&docs.egrant);
+    let grant_id = id(&docs.egrant["grant_id"]);
+    ok(&run.policy_register(&docs, None));
+    ok(&run.grant_register(&docs, true, &grant));
+    let nothing: Vec<(Vec<String>, Option<u64>)> =
+        route.members.iter().map(|_| (Vec::new(), None)).collect();
+
+    // The source waits behind another session's lock far beyond the attempt's bound.
+    let holder = route.hold_source().await;
+    let rid = admit_for(&run, &docs, &grant, "t1", CH_ROWS, 1 << 20, BRIEF_SECONDS);
+    let started = std::time::Instant::now();
+    let out = route.run(&store, None, "np-deadline", Some(&rid));
+    let took = started.elapsed();
+    holder.batch_execute("ROLLBACK").await.expect("release");
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_CLI_NP_ATTEMPT_DEADLINE_EXCEEDED"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(BRIEF_SECONDS + 10),
+        "stopped at the deadline: {took:?}"
+    );
+    let v = json(&out);
+    assert_eq!(v["error"], "DPONE_CLICKHOUSE_CLUSTER_INTERRUPTED", "{v}");
+    assert!(
+        v["source_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("deadline")),
+        "{v}"
+    );
+    assert_eq!(v["recovery"], "resume_same_operation", "{v}");
+    let s = &v["np_reservation"]["settlement"];
+    assert_eq!(s["result"], "recorded", "{v}");
+    assert_eq!(s["outcome"], "incomplete");
+    assert_eq!(s["measured_source_rows"], 0);
+    assert_eq!(s["measured_http_bytes"], 0);
+    assert_eq!(route.members(), nothing, "nothing was published");
+    assert_eq!(
+        listed(&run, &grant_id, &rid)["settlement"]["outcome"],
+        "incomplete"
+    );
+
+    // The same operation resumes under a new reservation: its source is read again (the
+    // stopped attempt sealed nothing), charged to this attempt, and published.
+    let again = admit_for(&run, &docs, &grant, "t2", CH_ROWS, 1 << 20, 600);
+    let v = ok_run(&route.run(&store, None, "np-deadline", Some(&again)));
+    assert_eq!(v["outcome"], "completed", "{v}");
+    let s = &v["np_reservation"]["settlement"];
+    assert_eq!(s["outcome"], "succeeded", "{v}");
+    assert_eq!(s["measured_source_rows"], CH_ROWS);
+    assert_eq!(s["measured_http_bytes"], http_body_bytes(&v));
+    for (tables, rows) in route.members() {
+        assert_eq!(rows, Some(CH_ROWS), "{tables:?}");
+    }
+
+    store.drop_schema().await;
+    route.drop_source().await;
 }

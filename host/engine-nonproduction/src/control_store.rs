@@ -586,6 +586,9 @@ impl PhaseSubject {
 pub struct WorkloadLimits {
     /// The workload.
     pub workload: WorkloadId,
+    /// `sha256:` of its execution pack as the composition declares it: a run under a
+    /// reservation of the workload executes a manifest of exactly these bytes.
+    pub pack_digest: Sha256Digest,
     /// Its ceilings (cumulative attempts/rows/bytes in the pool; membership of the grant).
     pub limits: Limits,
 }
@@ -919,6 +922,11 @@ pub struct ReservationAuthority {
     pub grant_not_yet_valid: bool,
     /// The attempt's duration bound has elapsed since the reservation (database clock).
     pub attempt_window_elapsed: bool,
+    /// Milliseconds left of the attempt's duration bound, computed in the same statement by
+    /// the same clock (zero or negative once elapsed): the run's deadline.
+    pub attempt_millis_remaining: i64,
+    /// The reserved workload's registered pack digest (`sha256:` of the manifest it runs).
+    pub pack_digest: Sha256Digest,
     /// The policy digest of the trust revision the reservation was admitted under.
     pub admitted_policy_digest: Sha256Digest,
     /// The environment's current trust revision (`None`: none recorded).
@@ -1234,6 +1242,8 @@ mod tests {
             grant_expired: false,
             grant_not_yet_valid: false,
             attempt_window_elapsed: false,
+            attempt_millis_remaining: 60_000,
+            pack_digest: Sha256Digest::of(b"manifest"),
             admitted_policy_digest: policy.clone(),
             current_trust: Some(CurrentTrust {
                 revision: 2,

@@ -20,6 +20,8 @@
 //! - [`admission`]: the protected admission protocol behind that port and the verification and
 //!   scope-decision ports (authenticate in the revision bracket; read, decide and reserve in one
 //!   transaction).
+//! - [`reservation_run`]: a route run under an admitted reservation: the manifest's binding to
+//!   the admitted workload, the attempt's deadline and what the run settles.
 //!
 //! Every refusal is an [`NpError`] with one stable code of [`codes`]. The schemas with examples
 //! are in `docs/nonproduction-authority.md`.
@@ -41,6 +43,7 @@ pub mod policy;
 pub mod qualification;
 pub mod release_set;
 pub mod reopen;
+pub mod reservation_run;
 
 pub use activation::ActivationRequest;
 pub use any::AnyDocument;

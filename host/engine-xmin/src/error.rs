@@ -175,6 +175,9 @@ codes! {
     /// The COPY streams carried more payload bytes than the attempt's source bound: the read is
     /// abandoned and no artifact is published.
     SourceByteBoundExceeded = "DPONE_XMIN_SOURCE_BYTE_BOUND_EXCEEDED",
+    /// The attempt's deadline (a nonproduction reservation's `attempt_seconds`) passed: the
+    /// source read is abandoned, or the target transaction is rolled back before commit.
+    AttemptDeadlineExceeded = "DPONE_XMIN_ATTEMPT_DEADLINE_EXCEEDED",
 
     // Artifacts and validation (before any target mutation).
     /// Reading or writing an artifact failed.

@@ -203,6 +203,7 @@ pub fn workloads(range: std::ops::Range<u32>, l: Limits) -> Vec<WorkloadLimits> 
     range
         .map(|i| WorkloadLimits {
             workload: WorkloadId::new(&format!("w{i}")).expect("workload"),
+            pack_digest: Sha256Digest::of(format!("pack w{i}").as_bytes()),
             limits: l,
         })
         .collect()

@@ -149,6 +149,31 @@ impl Docs {
         self.request["execution_grant_digest"] = digest(&self.egrant).into();
     }
 
+    /// Pins `workload`'s pack digest to `pack` (`sha256:<hex>`) wherever the campaign names it
+    /// (the composition, the execution grant's membership, the activation request), then
+    /// re-seals. A run under a reservation of the workload executes a manifest of exactly the
+    /// bytes whose digest this is.
+    pub fn set_pack(&mut self, workload: &str, pack: &str) {
+        let mut found = 0;
+        for list in [
+            &mut self.composition["workloads"],
+            &mut self.egrant["phase_subjects"]["membership"],
+            &mut self.request["workloads"],
+        ] {
+            for w in list.as_array_mut().expect("a list of workloads") {
+                if w["workload_id"] == workload {
+                    w["pack_digest"] = pack.into();
+                    found += 1;
+                }
+            }
+        }
+        assert_eq!(
+            found, 3,
+            "{workload} is in the composition, grant and request"
+        );
+        self.seal();
+    }
+
     /// The policy's digest (the external pin).
     pub fn policy_digest(&self) -> String {
         digest(&self.policy)

@@ -110,7 +110,9 @@ fn single_route(grant: &Authority) -> Result<&common::Route, StoreError> {
 /// The immutable registration of a verified grant: its exact original bytes and the typed facts
 /// read from it. The workload membership with each workload's lower signed ceilings comes from
 /// the composition the grant was verified with: for execution the grant's exact membership; for
-/// qualification the composition's workloads on the grant's one route.
+/// qualification the composition's workloads on the grant's one route. Each workload is
+/// registered with the composition's `pack_digest` for it, which binds a run under its
+/// reservation to a manifest of exactly those bytes.
 pub fn registration(
     grant: &Authority,
     original_bytes: &[u8],
@@ -152,6 +154,7 @@ pub fn registration(
         };
         workloads.push(store::WorkloadLimits {
             workload: store::WorkloadId::new(id)?,
+            pack_digest: store::Sha256Digest::parse("pack_digest", w.pack_digest.as_str())?,
             limits: limits(&w.limits)?,
         });
     }
@@ -259,6 +262,17 @@ mod tests {
         );
         let pg = &r.workloads[2].limits;
         assert_eq!((pg.source_rows, pg.attempt_seconds), (20_000, 900));
+        for w in &r.workloads {
+            assert_eq!(
+                w.pack_digest.as_str(),
+                composition
+                    .workload(w.workload.as_str())
+                    .expect("in the composition")
+                    .pack_digest
+                    .as_str(),
+                "each workload is registered with the composition's pack digest"
+            );
+        }
         assert_eq!(r.limits.attempts, 24);
         assert_eq!(r.not_after_unix - r.not_before_unix, 86_400);
         assert_eq!(pool_key(&grant).expect("pool").route, None);
