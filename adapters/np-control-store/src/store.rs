@@ -1449,8 +1449,18 @@ impl PgControlStore {
     }
 
     async fn settle_body(&self, c: &Db<'_>, s: &Settlement) -> Tx<Settled> {
-        let Some(res) = Self::reservation_by_id(c, &self.t, s.reservation_id.as_str()).await?
-        else {
+        let id = s.reservation_id.as_str();
+        let settled_sql = format!(
+            "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, \
+             outcome FROM {} WHERE reservation_id = $1",
+            self.t.settlement
+        );
+        // The two reads are independent: pipelined, one round trip.
+        let (res, existing) = tokio::join!(
+            Self::reservation_by_id(c, &self.t, id),
+            c.query_opt(&settled_sql, &[&id])
+        );
+        let Some(res) = res? else {
             return refuse(StoreCode::ReservationUnknown, "no reservation has this id");
         };
         if s.measured_source_rows > res.source_rows || s.measured_source_bytes > res.source_bytes {
@@ -1459,16 +1469,7 @@ impl PgControlStore {
                 "measured source usage exceeds the reservation",
             );
         }
-        let existing = c
-            .query_opt(
-                &format!(
-                    "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, \
-                     outcome FROM {} WHERE reservation_id = $1",
-                    self.t.settlement
-                ),
-                &[&s.reservation_id.as_str()],
-            )
-            .await?;
+        let existing = existing?;
         if let Some(row) = existing {
             let same = row.get::<_, i64>(0) == s.measured_source_rows
                 && row.get::<_, i64>(1) == s.measured_source_bytes

@@ -109,11 +109,35 @@ pub fn activation_ledger_path() -> Result<PathBuf, Failure> {
 /// checked (owner, mode, symbolic links, swappable parents) and its records are authenticated
 /// with the key at [`cache_key_path`].
 pub fn runtime(cache_dir: Option<&Path>) -> Result<PolicyRuntime, Failure> {
-    let runtime = PolicyRuntime::new(SandboxConfig::default())?;
+    let runtime = PolicyRuntime::new(sandbox_config()?)?;
     let Some(dir) = cache_dir else {
         return Ok(runtime);
     };
     runtime_with_cache(runtime, dir, &cache_key_path()?)
+}
+
+/// The variable that sets each decision's wall-clock deadline in milliseconds.
+pub const DEADLINE_ENV: &str = "DPONE_POLICY_DEADLINE_MS";
+
+/// The sandbox limits: the defaults, with the wall-clock deadline from [`DEADLINE_ENV`] when
+/// set (50 to 60,000 ms). Fuel stays the deterministic limit; the deadline is the backstop, and
+/// a scheduler that packs many processes on few cores may need a longer one.
+pub fn sandbox_config() -> Result<SandboxConfig, Failure> {
+    let mut config = SandboxConfig::default();
+    if let Some(v) = std::env::var_os(DEADLINE_ENV) {
+        let ms = v
+            .to_str()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|ms| (50..=60_000).contains(ms))
+            .ok_or_else(|| {
+                Failure::bad_input(
+                    "DPONE_CLI_POLICY_DEADLINE_INVALID",
+                    "DPONE_POLICY_DEADLINE_MS is not a whole number of milliseconds from 50 to 60000",
+                )
+            })?;
+        config.deadline = std::time::Duration::from_millis(ms);
+    }
+    Ok(config)
 }
 
 /// Adds the checked precompiled cache in `dir`, authenticated by the key at `key`.

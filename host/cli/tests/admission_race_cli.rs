@@ -23,6 +23,11 @@ use support::np_store::*;
 /// The races run one after another: each starts up to 128 processes with a connection each.
 static ONE_RACE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Each process's decision deadline: 64 or 128 processes on a few cores wait for a core longer
+/// than the 500 ms default backstop allows (that failure is fail-closed and tested elsewhere;
+/// this tier tests what is admitted).
+const RACE_DEADLINE_MS: &str = "10000";
+
 /// The limit under test on its layer.
 const LIMIT: u64 = 16;
 /// What each attempt reserves.
@@ -213,6 +218,7 @@ fn admit_all(
             .iter()
             .map(|(w, a)| {
                 run.command(&args_of(w, a))
+                    .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()
@@ -225,7 +231,14 @@ fn admit_all(
             .collect()
     } else {
         who.iter()
-            .map(|(w, a)| outcome(&run.cli(&args_of(w, a))))
+            .map(|(w, a)| {
+                outcome(
+                    &run.command(&args_of(w, a))
+                        .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
+                        .output()
+                        .expect("run dpone-host"),
+                )
+            })
             .collect()
     }
 }
@@ -345,4 +358,123 @@ async fn one_workload_holds_one_unresolved_attempt_against_64_concurrent_process
     );
     drop(run);
     store.drop_schema().await;
+}
+
+/// Membership is charged when an execution grant registers: 8 grants over disjoint 8-workload
+/// memberships of one campaign, whose workloads allow a pool membership of 16, register as 8
+/// `campaign grant register` processes started together and one at a time: exactly two are
+/// registered either way, the others refused `DPONE_NP_STORE_MEMBERSHIP_EXCEEDED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn membership_holds_against_concurrent_grant_register_processes() {
+    let _one = ONE_RACE_AT_A_TIME.lock().await;
+    const GRANTS: usize = 8;
+    const EACH: usize = 8;
+    let mut base = race_docs(GRANTS * EACH, Layer::Workload, Dimension::Attempts);
+    for w in base.composition["workloads"]
+        .as_array_mut()
+        .expect("workloads")
+    {
+        w["limits"]["max_workloads"] = (2 * EACH).into();
+    }
+    base.seal();
+    let members: Vec<Value> = base.egrant["phase_subjects"]["membership"]
+        .as_array()
+        .expect("membership")
+        .clone();
+    // One campaign, one composition; per grant its own id, activation and membership.
+    let grants: Vec<Docs> = (0..GRANTS)
+        .map(|k| {
+            let mut d = base.clone();
+            let grant_id = format!("f1c8e5a3-7d2b-4e96-8a3f-{:012x}", k + 1);
+            let activation = format!("d6a3f8b2-5e1c-4b79-9c04-{:012x}", k + 1);
+            let mine = Value::Array(members[k * EACH..(k + 1) * EACH].to_vec());
+            d.egrant["grant_id"] = grant_id.into();
+            d.egrant["phase_subjects"]["activation_id"] = activation.clone().into();
+            d.egrant["phase_subjects"]["membership"] = mine.clone();
+            d.request["activation_id"] = activation.into();
+            d.request["workloads"] = mine;
+            d.seal();
+            d
+        })
+        .collect();
+    for together in [false, true] {
+        let store = Store::new().await;
+        let admin = Run::new(&store);
+        ok(&admin.policy_register(&base, None));
+        let runs: Vec<Run<'_>> = grants.iter().map(|_| Run::new(&store)).collect();
+        let commands: Vec<Vec<String>> = grants
+            .iter()
+            .zip(&runs)
+            .map(|(d, run)| {
+                let mut a = vec!["grant".to_owned(), "register".to_owned()];
+                a.extend(run.grant_args(d, true, &c::canon(&d.egrant)));
+                a
+            })
+            .collect();
+        let outputs: Vec<Output> = if together {
+            let children: Vec<Child> = commands
+                .iter()
+                .zip(&runs)
+                .map(|(a, run)| {
+                    run.command(a)
+                        .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .expect("spawn dpone-host")
+                })
+                .collect();
+            children
+                .into_iter()
+                .map(|c| c.wait_with_output().expect("wait"))
+                .collect()
+        } else {
+            commands
+                .iter()
+                .zip(&runs)
+                .map(|(a, run)| {
+                    run.command(a)
+                        .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
+                        .output()
+                        .expect("run dpone-host")
+                })
+                .collect()
+        };
+        let mut registered = 0;
+        let mut refused = BTreeMap::new();
+        for out in &outputs {
+            if out.status.success() {
+                registered += 1;
+            } else {
+                let code = refused_code(out);
+                *refused.entry(code).or_insert(0) += 1;
+            }
+        }
+        let mode = if together {
+            "together"
+        } else {
+            "one at a time"
+        };
+        assert_eq!(registered, 2, "{mode}: refused {refused:?}");
+        assert_eq!(
+            refused,
+            BTreeMap::from([("DPONE_NP_STORE_MEMBERSHIP_EXCEEDED".to_owned(), GRANTS - 2)]),
+            "{mode}"
+        );
+        drop(runs);
+        drop(admin);
+        store.drop_schema().await;
+    }
+}
+
+/// The code of a refused command (exit 1).
+fn refused_code(out: &Output) -> String {
+    match outcome(out) {
+        Err(code) => code,
+        Ok(()) => panic!("not refused"),
+    }
 }

@@ -425,3 +425,37 @@ fn an_xmin_invocation_id_that_is_not_one_path_component_is_refused_before_any_pa
         assert!(!work.path().join("escape").exists());
     }
 }
+
+#[test]
+fn the_decision_deadline_is_set_by_its_variable_and_a_bad_value_is_refused_before_any_decision() {
+    let eval = |deadline: &str| {
+        Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+            .current_dir(root())
+            .env("DPONE_POLICY_DEADLINE_MS", deadline)
+            .args([
+                "policy",
+                "eval",
+                "guard",
+                "--input",
+                "fixtures/samples/guard.json",
+            ])
+            .output()
+            .expect("dpone-host runs")
+    };
+    for bad in ["0", "49", "60001", "ten", "", "500ms"] {
+        let out = eval(bad);
+        assert_eq!(out.status.code(), Some(3), "{bad:?}");
+        assert_eq!(stderr_code(&out), "DPONE_CLI_POLICY_DEADLINE_INVALID");
+        assert!(out.stdout.is_empty(), "no decision for {bad:?}");
+    }
+    for good in ["50", "10000", "60000"] {
+        let out = eval(good);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{good}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout_json(&out)["evidence"]["kind"], "guard");
+    }
+}
