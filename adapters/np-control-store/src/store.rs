@@ -1456,9 +1456,10 @@ impl PgControlStore {
             self.t.settlement
         );
         // The two reads are independent: pipelined, one round trip.
+        let params: [&(dyn ToSql + Sync); 1] = [&id];
         let (res, existing) = tokio::join!(
             Self::reservation_by_id(c, &self.t, id),
-            c.query_opt(&settled_sql, &[&id])
+            c.query_opt(&settled_sql, &params)
         );
         let Some(res) = res? else {
             return refuse(StoreCode::ReservationUnknown, "no reservation has this id");

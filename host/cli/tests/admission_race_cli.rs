@@ -16,7 +16,7 @@ mod support;
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::process::{Child, Output};
+use std::process::{Child, Command, Output};
 use support::campaign::{self as c, Docs};
 use support::np_store::*;
 
@@ -112,37 +112,8 @@ fn race_docs(n: usize, layer: Layer, dimension: Dimension) -> Docs {
         workloads.push(w);
         members.push(json!({"workload_id": id, "pack_digest": pack}));
     }
-    // The composition's scope is exactly its workloads' effects: the template's.
-    let table = docs.policy["enrollment"]["participants"]
-        .as_array()
-        .expect("participants")
-        .clone();
-    let mut subjects = std::collections::BTreeSet::new();
-    for e in template["effects"].as_array().expect("effects") {
-        subjects.insert((
-            e["participant_id"].as_str().unwrap_or_default().to_owned(),
-            e["relation"].as_str().unwrap_or_default().to_owned(),
-        ));
-    }
-    let ids: std::collections::BTreeSet<&String> = subjects.iter().map(|(p, _)| p).collect();
-    let participants: Vec<Value> = ids
-        .iter()
-        .map(|id| {
-            table
-                .iter()
-                .find(|p| p["participant_id"] == id.as_str())
-                .cloned()
-                .unwrap_or_else(|| panic!("participant {id}"))
-        })
-        .collect();
     docs.composition["workloads"] = Value::Array(workloads);
-    docs.composition["scope"] = json!({
-        "participants": participants,
-        "subjects": subjects
-            .iter()
-            .map(|(p, r)| json!({"participant_id": p, "relation": r}))
-            .collect::<Vec<_>>(),
-    });
+    docs.composition["scope"] = c::scope_of_effects(&docs.policy, &docs.composition);
     docs.egrant["phase_subjects"]["membership"] = Value::Array(members.clone());
     docs.request["workloads"] = Value::Array(members);
     docs.egrant["limits"] = roomy.clone();
@@ -213,34 +184,39 @@ fn admit_all(
         }
         a
     };
-    if together {
-        let children: Vec<Child> = who
-            .iter()
-            .map(|(w, a)| {
-                run.command(&args_of(w, a))
-                    .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("spawn dpone-host")
-            })
-            .collect();
-        children
-            .into_iter()
-            .map(|child| outcome(&child.wait_with_output().expect("wait")))
-            .collect()
-    } else {
-        who.iter()
-            .map(|(w, a)| {
-                outcome(
-                    &run.command(&args_of(w, a))
-                        .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
-                        .output()
-                        .expect("run dpone-host"),
-                )
-            })
-            .collect()
+    let commands = who
+        .iter()
+        .map(|(w, a)| run.command(&args_of(w, a)))
+        .collect();
+    run_all(commands, together).iter().map(outcome).collect()
+}
+
+/// Runs `commands` with the race's decision deadline: all started before any is awaited
+/// (`together`) or one after another. Returns their outputs in order.
+fn run_all(commands: Vec<Command>, together: bool) -> Vec<Output> {
+    let mut commands = commands;
+    for c in &mut commands {
+        c.env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS);
     }
+    if !together {
+        return commands
+            .iter_mut()
+            .map(|c| c.output().expect("run dpone-host"))
+            .collect();
+    }
+    let children: Vec<Child> = commands
+        .iter_mut()
+        .map(|c| {
+            c.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn dpone-host")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|child| child.wait_with_output().expect("wait"))
+        .collect()
 }
 
 fn tally(outcomes: &[Result<(), String>]) -> (usize, BTreeMap<String, usize>) {
@@ -415,35 +391,14 @@ async fn membership_holds_against_concurrent_grant_register_processes() {
                 a
             })
             .collect();
-        let outputs: Vec<Output> = if together {
-            let children: Vec<Child> = commands
-                .iter()
-                .zip(&runs)
-                .map(|(a, run)| {
-                    run.command(a)
-                        .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
-                        .stdout(std::process::Stdio::piped())
-                        .stderr(std::process::Stdio::piped())
-                        .spawn()
-                        .expect("spawn dpone-host")
-                })
-                .collect();
-            children
-                .into_iter()
-                .map(|c| c.wait_with_output().expect("wait"))
-                .collect()
-        } else {
+        let outputs = run_all(
             commands
                 .iter()
                 .zip(&runs)
-                .map(|(a, run)| {
-                    run.command(a)
-                        .env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
-                        .output()
-                        .expect("run dpone-host")
-                })
-                .collect()
-        };
+                .map(|(a, run)| run.command(a))
+                .collect(),
+            together,
+        );
         let mut registered = 0;
         let mut refused = BTreeMap::new();
         for out in &outputs {

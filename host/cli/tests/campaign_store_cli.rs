@@ -36,37 +36,7 @@ fn qualification_docs() -> Docs {
         .cloned()
         .collect();
     composition["workloads"] = Value::Array(export);
-    let table = docs.policy["enrollment"]["participants"]
-        .as_array()
-        .expect("participants")
-        .clone();
-    let mut subjects = std::collections::BTreeSet::new();
-    for w in composition["workloads"].as_array().expect("workloads") {
-        for e in w["effects"].as_array().expect("effects") {
-            subjects.insert((
-                e["participant_id"].as_str().unwrap_or_default().to_owned(),
-                e["relation"].as_str().unwrap_or_default().to_owned(),
-            ));
-        }
-    }
-    let ids: std::collections::BTreeSet<&String> = subjects.iter().map(|(p, _)| p).collect();
-    let participants: Vec<Value> = ids
-        .iter()
-        .map(|id| {
-            table
-                .iter()
-                .find(|p| p["participant_id"] == id.as_str())
-                .cloned()
-                .unwrap_or_else(|| panic!("participant {id}"))
-        })
-        .collect();
-    composition["scope"] = serde_json::json!({
-        "participants": participants,
-        "subjects": subjects
-            .iter()
-            .map(|(p, r)| serde_json::json!({"participant_id": p, "relation": r}))
-            .collect::<Vec<_>>(),
-    });
+    composition["scope"] = c::scope_of_effects(&docs.policy, composition);
     docs.seal();
     docs
 }

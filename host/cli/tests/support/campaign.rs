@@ -185,3 +185,39 @@ impl Default for Docs {
         Self::new()
     }
 }
+
+/// The composition's scope recomputed from its workloads' effects: the enrolled participants
+/// they touch and every (participant, relation) subject, as the strict contract requires.
+pub fn scope_of_effects(policy: &Value, composition: &Value) -> Value {
+    let table = policy["enrollment"]["participants"]
+        .as_array()
+        .expect("participants")
+        .clone();
+    let mut subjects = std::collections::BTreeSet::new();
+    for w in composition["workloads"].as_array().expect("workloads") {
+        for e in w["effects"].as_array().expect("effects") {
+            subjects.insert((
+                e["participant_id"].as_str().unwrap_or_default().to_owned(),
+                e["relation"].as_str().unwrap_or_default().to_owned(),
+            ));
+        }
+    }
+    let ids: std::collections::BTreeSet<&String> = subjects.iter().map(|(p, _)| p).collect();
+    let participants: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            table
+                .iter()
+                .find(|p| p["participant_id"] == id.as_str())
+                .cloned()
+                .unwrap_or_else(|| panic!("participant {id}"))
+        })
+        .collect();
+    serde_json::json!({
+        "participants": participants,
+        "subjects": subjects
+            .iter()
+            .map(|(p, r)| serde_json::json!({"participant_id": p, "relation": r}))
+            .collect::<Vec<_>>(),
+    })
+}
