@@ -74,11 +74,9 @@ use crate::exit::{Failure, RETRY};
 use crate::route::{self, RouteArgs};
 use crate::shipped;
 use clap::Args;
-use dpone_adapter_np_control_store::{
-    self as store, AttemptOutcome, ControlStorePort, PgControlStore, Settled, StoreCode, StoreError,
-};
+use dpone_adapter_np_control_store::{self as store, PgControlStore, Settled};
 use dpone_engine_nonproduction::reservation_run::{
-    self, AttemptClock, ManifestMismatch, Outcome, Read, RunEnd,
+    self, ManifestMismatch, OpenRefusal, Outcome, Read, RunEnd,
 };
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -183,79 +181,38 @@ struct Gate {
     reservation: Option<store::Reservation>,
 }
 
-fn non_negative(v: i64) -> Result<u64, Failure> {
-    u64::try_from(v).map_err(|_| {
-        store_failure(StoreError::new(
-            StoreCode::StoredStateInvalid,
-            "a stored reservation bound is negative",
-        ))
-    })
-}
-
-fn stored_outcome(o: Outcome) -> AttemptOutcome {
-    match o {
-        Outcome::Succeeded => AttemptOutcome::Succeeded,
-        Outcome::Failed => AttemptOutcome::Failed,
-        Outcome::Incomplete => AttemptOutcome::Incomplete,
-    }
-}
-
 impl RunGate for Gate {
     fn manifest(&self) -> &[u8] {
         &self.manifest
     }
 
     fn admit(&mut self, workload: &str) -> Result<Admitted, Failure> {
-        // Anchored before the statement is sent: the database computes the time left later,
-        // so this deadline is never later than the database's.
-        let asked_at = Instant::now();
-        let authority = self
+        let opened = self
             .rt
-            .block_on(self.store.reservation_authority(&self.id))
-            .map_err(store_failure)?
-            .ok_or_else(|| {
-                store_failure(StoreError::new(
-                    StoreCode::ReservationUnknown,
-                    "no reservation has this id",
-                ))
-            })?;
-        authority.check().map_err(store_failure)?;
-        let reservation = authority.listed.reservation;
-        match reservation_run::check_manifest(
-            &self.manifest,
-            workload,
-            reservation.workload.as_str(),
-            authority.pack_digest.as_str(),
-        ) {
-            Ok(()) => {}
-            Err(ManifestMismatch::Workload) => {
-                return Err(Failure::refused(
+            .block_on(reservation_run::open(
+                &self.store,
+                &self.id,
+                &self.manifest,
+                workload,
+            ))
+            .map_err(|refusal| match refusal {
+                OpenRefusal::Store(e) => store_failure(e),
+                OpenRefusal::Manifest(ManifestMismatch::Workload) => Failure::refused(
                     "DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH",
                     "the manifest's workload (its name) is not the reservation's workload",
-                ));
-            }
-            Err(ManifestMismatch::PackDigest) => {
-                return Err(Failure::refused(
+                ),
+                OpenRefusal::Manifest(ManifestMismatch::PackDigest) => Failure::refused(
                     "DPONE_CLI_NP_RESERVATION_MANIFEST_MISMATCH",
                     "the manifest's bytes are not the admitted workload's pack (sha256 differs \
                      from its registered pack_digest)",
-                ));
-            }
-        }
-        // The same statement decided the window holds; the time left may still round to zero.
-        let clock = AttemptClock::anchored(asked_at, authority.attempt_millis_remaining)
-            .ok_or_else(|| {
-                store_failure(StoreError::new(
-                    StoreCode::AttemptWindowElapsed,
-                    "the attempt's duration bound has elapsed since its reservation",
-                ))
+                ),
             })?;
         let admitted = Admitted {
-            max_rows: non_negative(reservation.source_rows)?,
-            max_bytes: non_negative(reservation.source_bytes)?,
-            deadline: clock.deadline,
+            max_rows: opened.max_rows,
+            max_bytes: opened.max_bytes,
+            deadline: opened.clock.deadline,
         };
-        self.reservation = Some(reservation);
+        self.reservation = Some(opened.reservation);
         Ok(admitted)
     }
 
@@ -274,15 +231,13 @@ impl RunGate for Gate {
                 )),
             );
         };
-        let plan =
-            reservation_run::settlement_of(r.source_rows, r.source_bytes, read, http_bytes, end);
-        let settlement = store::Settlement {
-            reservation_id: r.reservation_id.clone(),
-            measured_source_rows: plan.rows,
-            measured_source_bytes: plan.bytes,
-            measured_http_bytes: plan.http_bytes,
-            outcome: stored_outcome(plan.outcome),
-        };
+        let (plan, recorded) = self.rt.block_on(reservation_run::settle(
+            &self.store,
+            r,
+            read,
+            http_bytes,
+            end,
+        ));
         let mut out = json!({
             "reservation_id": r.reservation_id.as_str(),
             "grant_id": r.grant.grant_id.as_str(),
@@ -305,7 +260,7 @@ impl RunGate for Gate {
             "clamped_to_reservation": plan.clamped,
             "reservation_freed": false,
         });
-        match self.rt.block_on(self.store.settle(&settlement)) {
+        match recorded {
             Ok(s) => {
                 settled["result"] = json!(match s {
                     Settled::Recorded => "recorded",

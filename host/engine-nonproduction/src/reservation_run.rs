@@ -1,6 +1,9 @@
-//! A route run under an admitted nonproduction reservation (`dpone-host run --np-reservation`,
-//! spec 004 issue 21 §4): the pure decisions the command line wires around either route, on
-//! plain values (the control store's and the routes' types stay in their crates).
+//! A route run under an admitted nonproduction reservation (`dpone-host run --np-reservation`):
+//! the protocol around either route, behind the control store's port. [`open`] reads the
+//! reservation's authority in one statement, checks it, binds the manifest and yields the bound
+//! and the deadline before any source or target access; [`settle`] records what the run
+//! measured. The route itself (its source bound, its safe stopping points at the deadline) is
+//! the cli's to wire. The pure parts:
 //!
 //! - [`check_manifest`]: the manifest a run executes is the admitted workload's. Its `name` must
 //!   be the reservation's workload id, and `sha256:` of the manifest file's exact bytes must be
@@ -21,8 +24,123 @@
 //! `succeeded` with zero source rows and bytes and the HTTP body bytes it sent. It cannot read
 //! more than reserved either, because the reservation's bound applies to any read it does.
 
+use crate::control_store::{
+    AttemptOutcome, ControlStorePort, Reservation, Settled, Settlement, Sha256Digest, StoreCode,
+    StoreError,
+};
 use crate::fields::Digest;
 use std::time::{Duration, Instant};
+
+/// A reservation opened for a run: what bounds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Opened {
+    /// The reservation (RUNNING, current authority checked).
+    pub reservation: Reservation,
+    /// The source-row bound.
+    pub max_rows: u64,
+    /// The source-byte bound.
+    pub max_bytes: u64,
+    /// The attempt's deadline.
+    pub clock: AttemptClock,
+}
+
+/// Why a run may not start under a reservation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenRefusal {
+    /// The store refused (unknown, settled, revoked, expired, window elapsed, …) or failed.
+    Store(StoreError),
+    /// The manifest is not the admitted workload's.
+    Manifest(ManifestMismatch),
+}
+
+fn bound(v: i64) -> Result<u64, OpenRefusal> {
+    u64::try_from(v).map_err(|_| {
+        OpenRefusal::Store(StoreError::new(
+            StoreCode::StoredStateInvalid,
+            "a stored reservation bound is negative",
+        ))
+    })
+}
+
+/// Opens reservation `id` for a run of the manifest `manifest_bytes` named `manifest_name`:
+/// one read of the store (database clock), its checks, the manifest's binding, the bound and
+/// the deadline. Nothing is read from a source or written to a target before this returns
+/// `Ok`, and a refusal settles nothing.
+pub async fn open<S: ControlStorePort>(
+    store: &S,
+    id: &Sha256Digest,
+    manifest_bytes: &[u8],
+    manifest_name: &str,
+) -> Result<Opened, OpenRefusal> {
+    // Anchored before the statement is sent: the database computes the time left later, so
+    // this deadline is never later than the database's.
+    let asked_at = Instant::now();
+    let authority = store
+        .reservation_authority(id)
+        .await
+        .map_err(OpenRefusal::Store)?
+        .ok_or_else(|| {
+            OpenRefusal::Store(StoreError::new(
+                StoreCode::ReservationUnknown,
+                "no reservation has this id",
+            ))
+        })?;
+    authority.check().map_err(OpenRefusal::Store)?;
+    let reservation = authority.listed.reservation;
+    check_manifest(
+        manifest_bytes,
+        manifest_name,
+        reservation.workload.as_str(),
+        authority.pack_digest.as_str(),
+    )
+    .map_err(OpenRefusal::Manifest)?;
+    // The same statement decided the window holds; the time left may still round to zero.
+    let clock =
+        AttemptClock::anchored(asked_at, authority.attempt_millis_remaining).ok_or_else(|| {
+            OpenRefusal::Store(StoreError::new(
+                StoreCode::AttemptWindowElapsed,
+                "the attempt's duration bound has elapsed since its reservation",
+            ))
+        })?;
+    Ok(Opened {
+        max_rows: bound(reservation.source_rows)?,
+        max_bytes: bound(reservation.source_bytes)?,
+        reservation,
+        clock,
+    })
+}
+
+/// Settles a run of `reservation`: the plan ([`settlement_of`]) and whether the store recorded
+/// it. The reservation stays charged either way; a settlement the store did not record leaves
+/// it unresolved, for an operator to settle with the plan's values.
+pub async fn settle<S: ControlStorePort>(
+    store: &S,
+    reservation: &Reservation,
+    read: Option<Read>,
+    http_bytes: u64,
+    end: RunEnd,
+) -> (Plan, Result<Settled, StoreError>) {
+    let plan = settlement_of(
+        reservation.source_rows,
+        reservation.source_bytes,
+        read,
+        http_bytes,
+        end,
+    );
+    let settlement = Settlement {
+        reservation_id: reservation.reservation_id.clone(),
+        measured_source_rows: plan.rows,
+        measured_source_bytes: plan.bytes,
+        measured_http_bytes: plan.http_bytes,
+        outcome: match plan.outcome {
+            Outcome::Succeeded => AttemptOutcome::Succeeded,
+            Outcome::Failed => AttemptOutcome::Failed,
+            Outcome::Incomplete => AttemptOutcome::Incomplete,
+        },
+    };
+    let recorded = store.settle(&settlement).await;
+    (plan, recorded)
+}
 
 /// Why a manifest is not the reservation's workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
