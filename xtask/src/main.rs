@@ -1,7 +1,9 @@
 //! Developer tasks that cargo alone cannot express.
 //!
 //! - `cargo xtask policies [--check]`: build the four policy components reproducibly and write
-//!   (or, with `--check`, verify) their pins in `policies/components.lock.json`.
+//!   (or, with `--check`, verify) their pins in `policies/components.lock.json` and their bytes
+//!   in `policies/components/*.wasm` (the committed copies `dpone-host` embeds; `--check` fails
+//!   unless the rebuild is byte-identical to them).
 //! - `cargo xtask hostile`: build the hostile fixture components used by the sandbox tests.
 //! - `cargo xtask demo`: `policies --check`, `dpone-host demo` (the README's main job), then the
 //!   XMin route end to end on the local PostgreSQL server with generated sample data.
@@ -24,6 +26,8 @@ use std::process::Command;
 const WIT_PACKAGE: &str = "dpone:policy@0.1.0";
 const LOCK_FILE: &str = "policies/components.lock.json";
 const COMPONENT_DIR: &str = "target/components";
+/// The shipped components as committed, next to the lock: `dpone-host` embeds these.
+const COMMITTED_DIR: &str = "policies/components";
 
 /// The shipped policies: (kind, cargo package).
 const POLICIES: &[(&str, &str)] = &[
@@ -203,8 +207,10 @@ fn policies(root: &Path, check: bool) -> Result<()> {
             feature: None,
         })
         .collect();
-    let built = ComponentLock::pin(WIT_PACKAGE, &build(root, "policy-build", &specs)?);
+    let bytes = build(root, "policy-build", &specs)?;
+    let built = ComponentLock::pin(WIT_PACKAGE, &bytes);
     let lock_path = root.join(LOCK_FILE);
+    let committed = root.join(COMMITTED_DIR);
     if check {
         let text = std::fs::read_to_string(&lock_path).with_context(|| {
             format!("reading {LOCK_FILE}; run `cargo xtask policies` to create it")
@@ -217,13 +223,34 @@ fn policies(root: &Path, check: bool) -> Result<()> {
                 "policy components differ from {LOCK_FILE}: the lock is stale or the build is not reproducible"
             );
         }
+        // dpone-host embeds the committed copies: the rebuild must give exactly their bytes.
+        let mut differ = Vec::new();
+        for (kind, rebuilt) in &bytes {
+            let path = committed.join(format!("{kind}.wasm"));
+            match std::fs::read(&path) {
+                Ok(c) if c == *rebuilt => {}
+                Ok(_) => differ.push(format!("{kind}.wasm differs")),
+                Err(_) => differ.push(format!("{kind}.wasm is missing")),
+            }
+        }
+        if !differ.is_empty() {
+            bail!(
+                "the committed components in {COMMITTED_DIR}/ are not the reproducible build: {}; \
+                 run `cargo xtask policies` to rebuild them and the lock",
+                differ.join(", ")
+            );
+        }
         eprintln!(
-            "policies: {} components match {LOCK_FILE}",
+            "policies: {} components match {LOCK_FILE} and are byte-identical to {COMMITTED_DIR}/",
             built.components.len()
         );
     } else {
         std::fs::write(&lock_path, built.to_json())?;
-        eprintln!("policies: wrote {LOCK_FILE}");
+        std::fs::create_dir_all(&committed)?;
+        for (kind, rebuilt) in &bytes {
+            std::fs::write(committed.join(format!("{kind}.wasm")), rebuilt)?;
+        }
+        eprintln!("policies: wrote {LOCK_FILE} and {COMMITTED_DIR}/*.wasm");
     }
     for (kind, c) in &built.components {
         eprintln!("  {kind:<12} {} {} bytes", c.sha256, c.size);
