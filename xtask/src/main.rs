@@ -80,7 +80,10 @@ fn main() -> Result<()> {
             run(Command::new(&cargo)
                 .current_dir(&root)
                 .env("DPONE_TEST_PG_URL", url)
-                .env("DPONE_HOST_BIN", root.join("target/release/dpone-host"))
+                .env(
+                    "DPONE_HOST_BIN",
+                    cargo_target_dir(&root).join("release/dpone-host"),
+                )
                 .args([
                     "run",
                     "--quiet",
@@ -174,6 +177,15 @@ fn local_clickhouse(root: &Path) -> Vec<(String, String)> {
         .filter(|(k, _)| k.starts_with("DPONE_TEST_CLICKHOUSE_"))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
+}
+
+/// Where cargo puts its build outputs: `CARGO_TARGET_DIR` when set (relative to the workspace
+/// root when relative), else the workspace's `target/`.
+fn cargo_target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => root.join(dir),
+        None => root.join("target"),
+    }
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
