@@ -10,23 +10,7 @@ use std::process::Command;
 
 /// Normal (non-dev, non-build) dependencies of every workspace package, by package name.
 fn normal_dependencies() -> BTreeMap<String, Vec<String>> {
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
-        .current_dir(workspace())
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let meta = workspace_metadata();
     meta["packages"]
         .as_array()
         .expect("packages")
@@ -139,15 +123,20 @@ fn dependencies_point_one_way() {
     assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
 
-/// The test signer issues attestations from a made-up certificate authority: it must never be
-/// compiled into the product. Walks `dpone-host`'s resolved dependency graph along normal and
-/// build edges (dev-dependencies are not part of the binary) and refuses any path to it.
-#[test]
-fn the_product_binary_never_depends_on_the_test_signer() {
-    const TEST_ONLY: &str = "dpone-test-attest-signer";
+/// `cargo metadata --no-deps --offline` of the workspace: only the workspace's own manifests,
+/// so it needs neither the network nor any crate in the local cargo cache (a full `cargo
+/// metadata`, even with `--filter-platform`, resolves every platform's crates and fails offline
+/// on a cache that never built this workspace).
+fn workspace_metadata() -> Value {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .current_dir(workspace())
-        .args(["metadata", "--format-version", "1", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .output()
         .expect("cargo metadata runs");
     assert!(
@@ -155,65 +144,109 @@ fn the_product_binary_never_depends_on_the_test_signer() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
-    let name_of: BTreeMap<&str, &str> = meta["packages"]
-        .as_array()
-        .expect("packages")
-        .iter()
-        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
-        .collect();
+    serde_json::from_slice(&out.stdout).expect("metadata is JSON")
+}
+
+/// For every package in `Cargo.lock`, the names of the packages it depends on (all kinds: the
+/// lock does not tell dev edges apart). A small reader of the lock's fixed layout.
+fn lock_dependents_of(target: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("Cargo.lock");
+    let mut dependents = Vec::new();
+    for block in text.split("[[package]]").skip(1) {
+        let name = block
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .and_then(|l| l.strip_suffix('"'))
+            .expect("every locked package has a name");
+        let Some(deps) = block.split("dependencies = [").nth(1) else {
+            continue;
+        };
+        let deps = deps.split(']').next().unwrap_or_default();
+        let depends = deps
+            .split(',')
+            .map(|d| d.trim().trim_matches('"'))
+            .any(|d| d.split(' ').next() == Some(target));
+        if depends {
+            dependents.push(name.to_owned());
+        }
+    }
+    dependents
+}
+
+/// The test signer issues attestations from a made-up certificate authority: it must never be
+/// compiled into the product. It is a workspace path crate that is never published, so only
+/// workspace packages can depend on it (checked against `Cargo.lock`); the check then walks
+/// `dpone-host`'s workspace dependencies along normal and build edges, optional ones included
+/// (dev-dependencies are not part of the binary), and refuses any path to it. It reads only the
+/// checkout: no network and no local cargo cache (run it with `CARGO_HOME` empty and
+/// `CARGO_NET_OFFLINE=true`).
+#[test]
+fn the_product_binary_never_depends_on_the_test_signer() {
+    const TEST_ONLY: &str = "dpone-test-attest-signer";
+    let meta = workspace_metadata();
+    let packages = meta["packages"].as_array().expect("packages");
+    let workspace_names: std::collections::BTreeSet<&str> =
+        packages.iter().filter_map(|p| p["name"].as_str()).collect();
     assert!(
-        name_of.values().any(|n| *n == TEST_ONLY),
+        workspace_names.contains(TEST_ONLY),
         "{TEST_ONLY} is a workspace package, so this check can see it"
     );
-    let nodes: BTreeMap<&str, &Value> = meta["resolve"]["nodes"]
-        .as_array()
-        .expect("resolve graph")
-        .iter()
-        .filter_map(|n| Some((n["id"].as_str()?, n)))
+    let outside: Vec<String> = lock_dependents_of(TEST_ONLY)
+        .into_iter()
+        .filter(|n| !workspace_names.contains(n.as_str()))
         .collect();
-    let host = name_of
+    assert!(
+        outside.is_empty(),
+        "only workspace packages may depend on {TEST_ONLY}; Cargo.lock has: {outside:?}"
+    );
+    assert!(
+        !lock_dependents_of(TEST_ONLY).is_empty(),
+        "the Cargo.lock reader sees the test signer's dependents (dev and xtask)"
+    );
+    let deps_of: BTreeMap<&str, &Vec<Value>> = packages
         .iter()
-        .find(|(_, name)| **name == "dpone-host")
-        .map(|(id, _)| *id)
-        .expect("dpone-host is a workspace package");
-    // Breadth-first over non-dev edges, remembering how each package was reached.
+        .filter_map(|p| Some((p["name"].as_str()?, p["dependencies"].as_array()?)))
+        .collect();
+    // Breadth-first over linked workspace edges, remembering how each package was reached.
+    let host = "dpone-host";
+    assert!(
+        deps_of.contains_key(host),
+        "dpone-host is a workspace package"
+    );
     let mut reached_from: BTreeMap<&str, &str> = BTreeMap::from([(host, host)]);
     let mut queue = std::collections::VecDeque::from([host]);
     let mut dev_edges_seen = 0;
-    while let Some(id) = queue.pop_front() {
-        for dep in nodes[id]["deps"].as_array().into_iter().flatten() {
-            let kinds = dep["dep_kinds"].as_array().cloned().unwrap_or_default();
-            let linked = kinds
-                .iter()
-                .any(|k| k["kind"].is_null() || k["kind"] == "build");
-            let Some(dep_id) = dep["pkg"].as_str() else {
+    while let Some(name) = queue.pop_front() {
+        for dep in deps_of[name].iter() {
+            let Some(dep_name) = dep["name"].as_str() else {
                 continue;
             };
-            if !linked {
+            if dep["kind"] == "dev" {
                 dev_edges_seen += 1;
                 continue;
             }
-            if !reached_from.contains_key(dep_id) {
-                reached_from.insert(dep_id, id);
-                queue.push_back(dep_id);
+            if !workspace_names.contains(dep_name) {
+                continue;
+            }
+            if !reached_from.contains_key(dep_name) {
+                reached_from.insert(dep_name, name);
+                queue.push_back(dep_name);
             }
         }
     }
     assert!(dev_edges_seen > 0, "dev-dependency edges are told apart");
-    assert!(
-        reached_from.len() > 50,
-        "the walk covers the dependency graph"
-    );
-    if let Some((id, _)) = reached_from
-        .iter()
-        .find(|(id, _)| name_of.get(*id) == Some(&TEST_ONLY))
-    {
-        let mut path = vec![name_of[id]];
-        let mut at = *id;
+    for expected in ["dpone-trust", "dpone-policy-runtime", "dpone-boundary"] {
+        assert!(
+            reached_from.contains_key(expected),
+            "the walk covers dpone-host's workspace dependencies ({expected})"
+        );
+    }
+    if reached_from.contains_key(TEST_ONLY) {
+        let mut path = vec![TEST_ONLY];
+        let mut at = TEST_ONLY;
         while at != host {
             at = reached_from[at];
-            path.push(name_of[at]);
+            path.push(at);
         }
         path.reverse();
         panic!(

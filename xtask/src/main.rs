@@ -1,7 +1,9 @@
 //! Developer tasks that cargo alone cannot express.
 //!
 //! - `cargo xtask policies [--check]`: build the four policy components reproducibly and write
-//!   (or, with `--check`, verify) their pins in `policies/components.lock.json`.
+//!   (or, with `--check`, verify) their pins in `policies/components.lock.json` and their bytes
+//!   in `policies/components/*.wasm` (the committed copies `dpone-host` embeds; `--check` fails
+//!   unless the rebuild is byte-identical to them).
 //! - `cargo xtask hostile`: build the hostile fixture components used by the sandbox tests.
 //! - `cargo xtask demo`: `policies --check`, `dpone-host demo` (the README's main job), then the
 //!   XMin route end to end on the local PostgreSQL server with generated sample data.
@@ -24,6 +26,8 @@ use std::process::Command;
 const WIT_PACKAGE: &str = "dpone:policy@0.1.0";
 const LOCK_FILE: &str = "policies/components.lock.json";
 const COMPONENT_DIR: &str = "target/components";
+/// The shipped components as committed, next to the lock: `dpone-host` embeds these.
+const COMMITTED_DIR: &str = "policies/components";
 
 /// The shipped policies: (kind, cargo package).
 const POLICIES: &[(&str, &str)] = &[
@@ -76,7 +80,10 @@ fn main() -> Result<()> {
             run(Command::new(&cargo)
                 .current_dir(&root)
                 .env("DPONE_TEST_PG_URL", url)
-                .env("DPONE_HOST_BIN", root.join("target/release/dpone-host"))
+                .env(
+                    "DPONE_HOST_BIN",
+                    cargo_target_dir(&root).join("release/dpone-host"),
+                )
                 .args([
                     "run",
                     "--quiet",
@@ -172,6 +179,15 @@ fn local_clickhouse(root: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Where cargo puts its build outputs: `CARGO_TARGET_DIR` when set (relative to the workspace
+/// root when relative), else the workspace's `target/`.
+fn cargo_target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => root.join(dir),
+        None => root.join("target"),
+    }
+}
+
 fn run(cmd: &mut Command) -> Result<()> {
     let status = cmd.status().with_context(|| format!("spawning {cmd:?}"))?;
     ensure!(status.success(), "{cmd:?} failed with {status}");
@@ -203,8 +219,10 @@ fn policies(root: &Path, check: bool) -> Result<()> {
             feature: None,
         })
         .collect();
-    let built = ComponentLock::pin(WIT_PACKAGE, &build(root, "policy-build", &specs)?);
+    let bytes = build(root, "policy-build", &specs)?;
+    let built = ComponentLock::pin(WIT_PACKAGE, &bytes);
     let lock_path = root.join(LOCK_FILE);
+    let committed = root.join(COMMITTED_DIR);
     if check {
         let text = std::fs::read_to_string(&lock_path).with_context(|| {
             format!("reading {LOCK_FILE}; run `cargo xtask policies` to create it")
@@ -217,13 +235,34 @@ fn policies(root: &Path, check: bool) -> Result<()> {
                 "policy components differ from {LOCK_FILE}: the lock is stale or the build is not reproducible"
             );
         }
+        // dpone-host embeds the committed copies: the rebuild must give exactly their bytes.
+        let mut differ = Vec::new();
+        for (kind, rebuilt) in &bytes {
+            let path = committed.join(format!("{kind}.wasm"));
+            match std::fs::read(&path) {
+                Ok(c) if c == *rebuilt => {}
+                Ok(_) => differ.push(format!("{kind}.wasm differs")),
+                Err(_) => differ.push(format!("{kind}.wasm is missing")),
+            }
+        }
+        if !differ.is_empty() {
+            bail!(
+                "the committed components in {COMMITTED_DIR}/ are not the reproducible build: {}; \
+                 run `cargo xtask policies` to rebuild them and the lock",
+                differ.join(", ")
+            );
+        }
         eprintln!(
-            "policies: {} components match {LOCK_FILE}",
+            "policies: {} components match {LOCK_FILE} and are byte-identical to {COMMITTED_DIR}/",
             built.components.len()
         );
     } else {
         std::fs::write(&lock_path, built.to_json())?;
-        eprintln!("policies: wrote {LOCK_FILE}");
+        std::fs::create_dir_all(&committed)?;
+        for (kind, rebuilt) in &bytes {
+            std::fs::write(committed.join(format!("{kind}.wasm")), rebuilt)?;
+        }
+        eprintln!("policies: wrote {LOCK_FILE} and {COMMITTED_DIR}/*.wasm");
     }
     for (kind, c) in &built.components {
         eprintln!("  {kind:<12} {} {} bytes", c.sha256, c.size);

@@ -4,8 +4,10 @@
 //! drives the same flow through the `dpone-host` binary's `bundle` and `verify-bundle`
 //! commands.
 //!
-//! Built components come from `target/components/` (`cargo xtask policies`); without them the
-//! tests print SKIP and assert nothing.
+//! The shipped components are the committed `policies/components/*.wasm` (the bytes the binary
+//! embeds, at their pins); the hostile fixture comes from `target/components/` (`cargo xtask
+//! hostile`). The Sigstore conformance corpus is vendored in `fixtures/conformance/`. A missing
+//! input fails the test that needs it, never passes it.
 
 #[allow(dead_code)]
 #[path = "../src/activation.rs"]
@@ -32,14 +34,21 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The built component of `kind`, or `None` (the caller prints SKIP).
+const SHIPPED: &[&str] = &["admission", "delete-mode", "guard", "scope"];
+
+/// Where the component of `kind` is: a shipped kind's committed copy next to the lock file, or
+/// a fixture built into `target/components/` by `cargo xtask hostile`.
+fn component_path(kind: &str) -> PathBuf {
+    if SHIPPED.contains(&kind) {
+        workspace().join(format!("policies/components/{kind}.wasm"))
+    } else {
+        workspace().join(format!("target/components/{kind}.wasm"))
+    }
+}
+
+/// The component of `kind`, or `None` when it is missing (the caller fails).
 fn component(kind: &str) -> Option<Vec<u8>> {
-    std::fs::read(
-        workspace()
-            .join("target/components")
-            .join(format!("{kind}.wasm")),
-    )
-    .ok()
+    std::fs::read(component_path(kind)).ok()
 }
 
 fn table(name: &str) -> Vec<u8> {
@@ -75,12 +84,10 @@ fn code(runtime: &PolicyRuntime, files: &BundleFiles) -> &'static str {
 
 #[test]
 fn a_signed_bundle_activates_decides_with_evidence_and_refuses_tampering() {
-    let (Some(guard), Some(delete_mode)) = (component("guard"), component("delete-mode")) else {
-        eprintln!(
-            "SKIP: target/components/{{guard,delete-mode}}.wasm not built (run `cargo xtask policies`)"
-        );
-        return;
-    };
+    let (guard, delete_mode) = (
+        required_component("guard"),
+        required_component("delete-mode"),
+    );
     let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
     let builder = || {
         BundleBuilder::new("shipped", "0.1.0")
@@ -241,10 +248,8 @@ fn run(args: &[&str], dir: &Path) -> (i32, String, String) {
 #[test]
 fn the_bundle_commands_work_end_to_end() {
     let dir = tempfile_dir();
-    let _ = component("guard").expect(
-        "target/components/guard.wasm is built (dpone-host embeds it: run `cargo xtask policies`)",
-    );
-    let guard = workspace().join("target/components/guard.wasm");
+    let _ = required_component("guard");
+    let guard = component_path("guard");
     let guard_table = workspace().join("fixtures/decision-tables/guard.json");
     let (guard, guard_table) = (guard.to_string_lossy(), guard_table.to_string_lossy());
 
@@ -415,38 +420,35 @@ fn the_bundle_commands_work_end_to_end() {
     assert_eq!(rc, 1, "a tampered bundle decides nothing: {err}");
     assert!(err.contains("DPONE_BUNDLE_FILE_DIGEST_MISMATCH"), "{err}");
 
-    let cases = workspace().join("../shared/conformance/sigstore");
-    if cases.is_dir() {
-        let bundle = cases.join("cases/happy-path-v0.3/bundle.sigstore.json");
-        let root = cases.join("production_trusted_root.json");
-        let artifact = cases.join("cases/a.txt");
-        let identity = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
-        let args = |id: &'static str| -> Vec<String> {
-            vec![
-                "verify-bundle".into(),
-                "--bundle".into(),
-                bundle.to_string_lossy().into_owned(),
-                "--certificate-identity".into(),
-                id.into(),
-                "--certificate-oidc-issuer".into(),
-                "https://token.actions.githubusercontent.com".into(),
-                "--trusted-root".into(),
-                root.to_string_lossy().into_owned(),
-                artifact.to_string_lossy().into_owned(),
-            ]
-        };
-        let ok: Vec<String> = args(identity);
-        let ok: Vec<&str> = ok.iter().map(String::as_str).collect();
-        assert_eq!(run(&ok, &dir).0, 0);
-        let wrong: Vec<String> = args("https://github.com/someone/else");
-        let wrong: Vec<&str> = wrong.iter().map(String::as_str).collect();
-        assert_eq!(run(&wrong, &dir).0, 1);
-    } else {
-        eprintln!(
-            "SKIP (verify-bundle part): conformance corpus not found at {}",
-            cases.display()
-        );
-    }
+    let cases = workspace().join("fixtures/conformance/sigstore");
+    assert!(
+        cases.is_dir(),
+        "the vendored conformance corpus fixtures/conformance/sigstore is missing"
+    );
+    let bundle = cases.join("cases/happy-path-v0.3/bundle.sigstore.json");
+    let root = cases.join("production_trusted_root.json");
+    let artifact = cases.join("cases/a.txt");
+    let identity = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
+    let args = |id: &'static str| -> Vec<String> {
+        vec![
+            "verify-bundle".into(),
+            "--bundle".into(),
+            bundle.to_string_lossy().into_owned(),
+            "--certificate-identity".into(),
+            id.into(),
+            "--certificate-oidc-issuer".into(),
+            "https://token.actions.githubusercontent.com".into(),
+            "--trusted-root".into(),
+            root.to_string_lossy().into_owned(),
+            artifact.to_string_lossy().into_owned(),
+        ]
+    };
+    let ok: Vec<String> = args(identity);
+    let ok: Vec<&str> = ok.iter().map(String::as_str).collect();
+    assert_eq!(run(&ok, &dir).0, 0);
+    let wrong: Vec<String> = args("https://github.com/someone/else");
+    let wrong: Vec<&str> = wrong.iter().map(String::as_str).collect();
+    assert_eq!(run(&wrong, &dir).0, 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -466,10 +468,10 @@ fn tempfile_dir() -> PathBuf {
 
 #[test]
 fn trusted_root_sha256_narrows_the_policys_pins_and_never_widens_them() {
-    let cases = workspace().join("../shared/conformance/sigstore");
+    let cases = workspace().join("fixtures/conformance/sigstore");
     assert!(
         cases.is_dir(),
-        "the conformance corpus is ../shared/conformance beside the checkout"
+        "the vendored conformance corpus fixtures/conformance/sigstore is missing"
     );
     let dir = tempfile_dir();
     assert_eq!(run(&["bundle", "keygen", "--out", "signer.key"], &dir).0, 0);
@@ -557,9 +559,7 @@ fn recorded(runtime: &PolicyRuntime, files: &BundleFiles, ledger: &Path) -> &'st
 
 #[test]
 fn an_older_signed_bundle_is_never_activated_again() {
-    let guard = component("guard").expect(
-        "target/components/guard.wasm is built (dpone-host embeds it: run `cargo xtask policies`)",
-    );
+    let guard = required_component("guard");
     let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
     let state = tempfile::tempdir().expect("state dir");
     let ledger = state.path().join("bundle-activations.json");
@@ -604,9 +604,7 @@ fn an_older_signed_bundle_is_never_activated_again() {
 
 #[test]
 fn expired_and_not_yet_valid_bundles_are_refused_and_a_frozen_host_stops_deciding() {
-    let guard = component("guard").expect(
-        "target/components/guard.wasm is built (dpone-host embeds it: run `cargo xtask policies`)",
-    );
+    let guard = required_component("guard");
     let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
     let state = tempfile::tempdir().expect("state dir");
     let ledger = state.path().join("bundle-activations.json");
@@ -632,9 +630,7 @@ fn expired_and_not_yet_valid_bundles_are_refused_and_a_frozen_host_stops_decidin
 
 #[test]
 fn a_clock_earlier_than_the_last_activation_refuses() {
-    let guard = component("guard").expect(
-        "target/components/guard.wasm is built (dpone-host embeds it: run `cargo xtask policies`)",
-    );
+    let guard = required_component("guard");
     let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
     let state = tempfile::tempdir().expect("state dir");
     let ledger = state.path().join("bundle-activations.json");
@@ -654,12 +650,10 @@ fn a_clock_earlier_than_the_last_activation_refuses() {
     );
 }
 
-/// A built component the test cannot do without: a missing one fails the test, never passes it.
+/// A component the test cannot do without: a missing one fails the test, never passes it.
 fn required_component(name: &str) -> Vec<u8> {
     component(name).unwrap_or_else(|| {
-        panic!(
-            "target/components/{name}.wasm is not built: run `cargo xtask policies` and `cargo xtask hostile`"
-        )
+        panic!("the component {name}.wasm is missing (hostile fixtures: run `cargo xtask hostile`)")
     })
 }
 

@@ -51,7 +51,7 @@ fn signed_bundle() -> (BundleFiles, TrustPolicy) {
 }
 
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/conformance")
 }
 
 fn bench_ed25519(c: &mut Criterion) {
@@ -94,7 +94,7 @@ fn bench_sigstore(c: &mut Criterion) {
     let cases = base.join("sigstore/cases");
     assert!(
         cases.is_dir(),
-        "the conformance corpus ../shared/conformance/sigstore is required beside the checkout"
+        "the vendored conformance corpus fixtures/conformance/sigstore is missing"
     );
     let root_bytes =
         std::fs::read(base.join("sigstore/production_trusted_root.json")).expect("root");

@@ -539,14 +539,14 @@ fn attested_bundles_survive_the_archive_and_directory_forms() {
 
 // --- the conformance corpus: a real GitHub-instance attestation ---
 
-/// The corpus is a required test input (`../shared` sits beside the checkout, in CI too): when it
-/// is absent the tests that read it fail rather than pass without checking anything.
+/// The corpus is vendored in the repository (`fixtures/conformance/`): when it is absent the
+/// tests that read it fail rather than pass without checking anything.
 fn corpus() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/conformance/github-attestations");
+        .join("../../fixtures/conformance/github-attestations");
     assert!(
         dir.is_dir(),
-        "the conformance corpus ../shared/conformance/github-attestations is required beside the checkout"
+        "the vendored conformance corpus fixtures/conformance/github-attestations is missing"
     );
     dir
 }

@@ -1,10 +1,10 @@
-//! Every bundle of `../shared/conformance/github-attestations/` checked as its README table
+//! Every bundle of `fixtures/conformance/github-attestations/` checked as its README table
 //! says, with the identity checks applied, plus negative tests: a wrong identity, issuer,
 //! signer workflow, signer digest, repository, runner environment, predicate type, subject
 //! digest, instance or missing timestamp is each refused with its own code.
 //!
-//! The corpus is a required test input (`../shared` sits beside the checkout, in CI too): when it
-//! is absent every test fails rather than passing without checking anything.
+//! The corpus is vendored in the repository (`fixtures/conformance/`, provenance in its README):
+//! when it is absent every test fails rather than passing without checking anything.
 
 use dpone_trust::Sha256Digest;
 use dpone_trust::attestation::{
@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 const ACTIONS_ISSUER: &str = "https://token.actions.githubusercontent.com";
 
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/github-attestations")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/conformance/github-attestations")
 }
 
 fn present() -> PathBuf {
     let dir = corpus();
     assert!(
         dir.is_dir(),
-        "the conformance corpus ../shared/conformance/github-attestations is required beside the checkout"
+        "the vendored conformance corpus fixtures/conformance/github-attestations is missing"
     );
     dir
 }

@@ -185,15 +185,15 @@ mod sigstore_mutations {
     use proptest::prelude::*;
     use std::path::Path;
 
-    /// The corpus is a required test input (`../shared` sits beside the checkout, in CI too):
-    /// a missing file fails the test instead of letting it pass unchecked.
+    /// The corpus is vendored in the repository (`fixtures/conformance/`): a missing file
+    /// fails the test instead of letting it pass unchecked.
     fn corpus() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let base =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/sigstore");
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/conformance/sigstore");
         let read = |name: &str| {
             std::fs::read(base.join(name)).unwrap_or_else(|_| {
                 panic!(
-                    "the conformance corpus file sigstore/{name} is required beside the checkout"
+                    "the vendored conformance corpus file fixtures/conformance/sigstore/{name} is missing"
                 )
             })
         };

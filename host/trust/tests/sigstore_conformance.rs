@@ -1,10 +1,10 @@
-//! Runs every case of the Sigstore conformance corpus (`../shared/conformance/sigstore/cases`)
+//! Runs every case of the Sigstore conformance corpus (`fixtures/conformance/sigstore/cases`)
 //! through `dpone_trust::sigstore::verify`, once with the artifact file and once with
 //! `sha256:<hex>`, and requires agreement with the expected outcome (`_fail` cases must fail,
 //! every other case must verify). Prints a per-case table and the totals (`--nocapture`).
 //!
-//! The corpus is a required test input (`../shared` sits beside the checkout, in CI too): when it
-//! is absent the test fails rather than passing without checking anything.
+//! The corpus is vendored in the repository (`fixtures/conformance/`, provenance in its README):
+//! when it is absent the test fails rather than passing without checking anything.
 
 use dpone_trust::Sha256Digest;
 use dpone_trust::sigstore::{self, Artifact, Signer};
@@ -15,7 +15,7 @@ const DEFAULT_IDENTITY: &str = "https://github.com/sigstore-conformance/extremel
 const DEFAULT_ISSUER: &str = "https://token.actions.githubusercontent.com";
 
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/conformance")
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
@@ -77,7 +77,7 @@ fn sigstore_conformance_cases_agree_file_and_digest() {
     let cases = sigstore_dir.join("cases");
     assert!(
         cases.is_dir(),
-        "the conformance corpus ../shared/conformance/sigstore/cases is required beside the checkout"
+        "the vendored conformance corpus fixtures/conformance/sigstore/cases is missing"
     );
     let mut names: Vec<String> = std::fs::read_dir(&cases)
         .map(|entries| {

@@ -1,7 +1,8 @@
 //! Writes the seed corpora of the fuzz targets to `host/fuzz/corpus/<target>/`: copies of the
 //! fixtures and documents generated from them (a signed bundle, its archive, manifest and
-//! signatures, a trust policy, keys), the Sigstore conformance bundles and roots when
-//! `../shared/conformance/sigstore` is present, and the hostile fixture components.
+//! signatures, a trust policy, keys), the Sigstore conformance bundles and roots vendored in
+//! `fixtures/conformance/sigstore`, the hostile fixture components and the shipped guard
+//! component (committed in `policies/components/`).
 //!
 //! `cargo run -p dpone-untrusted-inputs --bin write-seed-corpus` (from anywhere).
 
@@ -11,7 +12,6 @@ use dpone_trust::keys::SecretKey;
 use dpone_trust::manifest::{PolicyKind, ResourceBudget};
 use dpone_trust::policy::TrustPolicy;
 use dpone_untrusted_inputs::{TARGETS, seeds, workspace_root};
-use std::path::Path;
 
 fn write(target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let dir = workspace_root().join("host/fuzz/corpus").join(target);
@@ -99,37 +99,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &dpone_trust::archive::pack(&files)?,
     )?;
 
-    // Sigstore conformance bundles and roots, when the shared corpus is beside the checkout.
-    let sigstore = root.join("../shared/conformance/sigstore");
-    if sigstore.is_dir() {
-        write(
-            "trusted_root",
-            "production.json",
-            &std::fs::read(sigstore.join("production_trusted_root.json"))?,
-        )?;
-        let mut cases: Vec<_> = std::fs::read_dir(sigstore.join("cases"))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir())
-            .collect();
-        cases.sort();
-        for case in cases {
-            let name = case
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("case")
-                .to_owned();
-            let bundle = case.join("bundle.sigstore.json");
-            if bundle.is_file() {
-                write("sigstore_bundle", &name, &std::fs::read(&bundle)?)?;
-            }
-            let root_file = case.join("trusted_root.json");
-            if root_file.is_file() && name.starts_with("rekor2-happy") {
-                write("trusted_root", &name, &std::fs::read(&root_file)?)?;
-            }
+    // Sigstore conformance bundles and roots, vendored in the repository.
+    let sigstore = root.join("fixtures/conformance/sigstore");
+    write(
+        "trusted_root",
+        "production.json",
+        &std::fs::read(sigstore.join("production_trusted_root.json"))?,
+    )?;
+    let mut cases: Vec<_> = std::fs::read_dir(sigstore.join("cases"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    cases.sort();
+    for case in cases {
+        let name = case
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("case")
+            .to_owned();
+        let bundle = case.join("bundle.sigstore.json");
+        if bundle.is_file() {
+            write("sigstore_bundle", &name, &std::fs::read(&bundle)?)?;
+        }
+        let root_file = case.join("trusted_root.json");
+        if root_file.is_file() && name.starts_with("rekor2-happy") {
+            write("trusted_root", &name, &std::fs::read(&root_file)?)?;
         }
     }
 
-    // Components: the hostile fixtures, and the shipped guard component when it is built.
+    // Components: the hostile fixtures, and the shipped guard component.
     for entry in std::fs::read_dir(root.join("fixtures/hostile"))? {
         let path = entry?.path();
         if path.extension().and_then(|e| e.to_str()) == Some("wat") {
@@ -143,12 +141,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let guard = root.join("target/components/guard.wasm");
-    if Path::new(&guard).is_file() {
-        let bytes = std::fs::read(&guard)?;
-        for target in ["component_inspect", "component_load"] {
-            write(target, "guard.wasm", &bytes)?;
-        }
+    let bytes = std::fs::read(root.join("policies/components/guard.wasm"))?;
+    for target in ["component_inspect", "component_load"] {
+        write(target, "guard.wasm", &bytes)?;
     }
     Ok(())
 }
