@@ -18,6 +18,9 @@
 //!    together, two admissions each (128, the pool's whole attempt ceiling; the pool must end
 //!    charged with exactly 128), for `ROUNDS` fresh pools; prints admissions per second and
 //!    p50/p99 of one admission under contention, plus p50/p99 uncontended, as one JSON object.
+//! 3. **The workload layer under contention**: one more round of the same 128 attempts where
+//!    every workload allows only 64 of the pool; it must admit exactly 64
+//!    (`workload_limit_round_admitted`), the rest refused `DPONE_NP_STORE_ATTEMPTS_EXCEEDED`.
 //!
 //! Without a configured server it fails with the reason (it measures nothing).
 //!
@@ -199,6 +202,51 @@ fn main() {
                 .expect("pool");
             assert_eq!(pool.attempts, 128, "exactly the ceiling");
         }
+        // One more round where the workload layer binds: every workload allows 64 attempts of
+        // the pool, so 128 contended attempts must admit exactly 64, as one at a time would.
+        let id = POOLS.fetch_add(1, Ordering::SeqCst);
+        let g = Arc::new(execution_grant(
+            &uuid(1, 1),
+            &uuid(2, id),
+            &uuid(3, id),
+            &uuid(4, id),
+            CEILINGS,
+            workloads(0..64, limits(|l| l.attempts = 64)),
+        ));
+        register_and_select(&s.admin, &s.auth, &g).await;
+        let barrier = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+        let mut tasks = Vec::new();
+        for (i, st) in stores.iter().enumerate() {
+            let (st, g, b, a) = (st.clone(), g.clone(), barrier.clone(), s.auth.clone());
+            tasks.push(tokio::spawn(async move {
+                b.wait().await;
+                let mut admitted = 0usize;
+                for k in 0..2 {
+                    let req = admission(&g, &format!("w{i}"), &format!("c{k}"), 1, 1);
+                    match st.admit(&a, &req).await {
+                        Ok(r) => {
+                            admitted += 1;
+                            st.settle(&Settlement {
+                                reservation_id: r.reservation_id,
+                                measured_source_rows: 1,
+                                measured_source_bytes: 1,
+                                measured_http_bytes: 0,
+                                outcome: AttemptOutcome::Succeeded,
+                            })
+                            .await
+                            .expect("settle");
+                        }
+                        Err(e) => assert_eq!(e.code, StoreCode::AttemptsExceeded, "{e}"),
+                    }
+                }
+                admitted
+            }));
+        }
+        let mut workload_bound = 0usize;
+        for t in tasks {
+            workload_bound += t.await.expect("client");
+        }
+        assert_eq!(workload_bound, 64, "the workload layer admits exactly its ceiling");
         latencies.sort();
         uncontended.sort();
         format!(
@@ -206,6 +254,7 @@ fn main() {
              \"admissions_per_second_contended\":{:.1},\
              \"contended_p50_ms\":{:.2},\"contended_p99_ms\":{:.2},\
              \"uncontended_samples\":{},\"uncontended_p50_ms\":{:.2},\"uncontended_p99_ms\":{:.2},\
+             \"workload_limit_round_admitted\":{workload_bound},\"workload_limit\":64,\
              \"note\":\"contended wall time includes each client's settle between its two admissions\"}}",
             admitted as f64 / wall.as_secs_f64(),
             pct(&latencies, 0.50),
