@@ -124,6 +124,12 @@ impl MssqlTargetSpec {
         }
     }
 
+    /// What [`Self::check_plan`] establishes, as `check` and `plan` report it.
+    pub const PLAN_CHECKS: &'static [&'static str] = &[
+        "the delete-mode plan is exactly what the SQL Server finalizer executes",
+        "every staged column name is one the bulk load can name",
+    ];
+
     /// What the route's own coordinates can prove without I/O (`check`, `plan` and every run
     /// before extraction): the delete-mode plan is exactly what the finalizer executes, and
     /// every staged column name is one the bulk load can send unquoted.
