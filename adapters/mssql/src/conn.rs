@@ -261,12 +261,13 @@ fn small(v: Option<i32>, step: &'static str) -> Result<u8, ConnError> {
         .ok_or(ConnError::Shape(step))
 }
 
-/// Key columns of the target's unique indexes and its enabled `INSTEAD OF` trigger count
-/// (`object` as `[schema].[table]`, in the session's database).
+/// Key columns of the target's unique indexes, its enabled `INSTEAD OF` trigger count and the
+/// count of enabled foreign keys that reference it with a cascading, `SET NULL` or `SET DEFAULT`
+/// action (`object` as `[schema].[table]`, in the session's database).
 pub async fn target_key_catalog(
     client: &mut MssqlClient,
     object: &str,
-) -> Result<(Vec<UniqueIndexColumn>, i32), ConnError> {
+) -> Result<(Vec<UniqueIndexColumn>, i32, i32), ConnError> {
     const STEP: &str = "target_key_catalog";
     let r = rows(client, STEP, sql::TARGET_UNIQUE_INDEXES, &[&object]).await?;
     let columns = r
@@ -284,11 +285,16 @@ pub async fn target_key_catalog(
         })
         .collect::<Result<Vec<_>, ConnError>>()?;
     let t = rows(client, STEP, sql::TARGET_TRIGGERS, &[&object]).await?;
-    let triggers = t
-        .first()
-        .and_then(|row| int(row, "instead_of_triggers", STEP).ok().flatten())
-        .ok_or(ConnError::Shape(STEP))?;
-    Ok((columns, triggers))
+    let count = |c: &str| {
+        t.first()
+            .and_then(|row| int(row, c, STEP).ok().flatten())
+            .ok_or(ConnError::Shape(STEP))
+    };
+    Ok((
+        columns,
+        count("instead_of_triggers")?,
+        count("cascading_references")?,
+    ))
 }
 
 /// The state tables' catalog facts ([`sql::StateNames::catalog_facts`]).
@@ -335,6 +341,29 @@ pub async fn state_catalog_facts(
                     event: req("item")?,
                     is_disabled: num("n1")? == 1,
                     is_instead_of: num("n2")? == 1,
+                },
+                "check" => StateFact::Check {
+                    role,
+                    name: req("name")?,
+                    definition: req("filter")?,
+                    is_disabled: num("n1")? == 1,
+                    is_not_trusted: num("n2")? == 1,
+                },
+                "foreign_key" => {
+                    let flags = num("n2")?;
+                    StateFact::ForeignKey {
+                        role,
+                        name: req("name")?,
+                        column: req("item")?,
+                        references: text(row, "filter", STEP)?,
+                        actions: num("n1")?,
+                        is_disabled: flags & 1 != 0,
+                        is_not_trusted: flags & 2 != 0,
+                    }
+                }
+                "referenced_by" => StateFact::ReferencedBy {
+                    role,
+                    name: req("name")?,
                 },
                 _ => return Err(ConnError::Shape(STEP)),
             })

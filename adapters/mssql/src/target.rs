@@ -632,10 +632,10 @@ impl MssqlTarget {
             ));
         }
         let fin = self.spec.finalizer(&columns)?;
-        let (indexes, instead_of) = conn::target_key_catalog(target, &object)
+        let (indexes, instead_of, cascading) = conn::target_key_catalog(target, &object)
             .await
             .map_err(cx)?;
-        catalog::verify_target_key(&self.spec.keys, &indexes, instead_of)
+        catalog::verify_target_key(&self.spec.keys, &indexes, instead_of, cascading)
             .map_err(|m| XminError::new(ErrorCode::TargetTableInvalid, m))?;
         Ok(fin)
     }
