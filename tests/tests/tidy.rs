@@ -1,6 +1,7 @@
 //! Tier: tidy. The architecture invariants of `docs/architecture.md` that can be read off the
-//! tree: the one direction of dependency between crates, module docs on every source file, and a
-//! `SAFETY:` comment on every `unsafe`.
+//! tree: the one direction of dependency between crates, module docs on every source file, a
+//! `SAFETY:` comment on every `unsafe`, and one TLS stack without flagged versions in
+//! `Cargo.lock`.
 
 use dpone_integration_tests::workspace;
 use serde_json::Value;
@@ -338,9 +339,9 @@ fn semver(version: &str) -> (u64, u64, u64) {
 }
 
 /// Versions of TLS and archive crates that the RustSec advisory database flags (vulnerable or
-/// unmaintained) or that bring a second TLS stack back, each with the reason. See
-/// `docs/testing.md` ("Dependency advisories") for `cargo xtask audit`, which checks the whole
-/// lock against the database.
+/// unmaintained) or that bring a second TLS stack back, each with the reason. The README's
+/// "Dependency advisories" describes `cargo xtask audit`, which checks the whole lock against the
+/// database.
 fn refused_version(name: &str, version: &str) -> Option<&'static str> {
     let v = semver(version);
     match name {
