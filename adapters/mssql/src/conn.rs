@@ -66,7 +66,19 @@ pub async fn connect(ado: &str) -> Result<MssqlClient, ConnError> {
     connect_config(config).await
 }
 
+/// tiberius 0.13 bounds every server round trip by a 30-second command timeout by default
+/// (0.12 waited indefinitely). The route's statements legitimately wait longer — the finalizer's
+/// DML over a large target, `sp_getapplock` behind another run, the bulk load's acknowledgement
+/// — and a timed-out command leaves the session out of sync mid-transaction, so every session
+/// waits as before; the attempt deadline of a reservation run is enforced by the route itself.
+/// The handshake keeps tiberius' 15-second bound.
+fn with_session_timeouts(mut config: Config) -> Config {
+    config.command_timeout(None);
+    config
+}
+
 async fn connect_config(config: Config) -> Result<MssqlClient, ConnError> {
+    let config = with_session_timeouts(config);
     let tcp = TcpStream::connect(config.get_addr())
         .await
         .map_err(|e| ConnError::Io(e.kind()))?;
@@ -433,5 +445,21 @@ pub fn test_url() -> Result<String, String> {
         _ => Err(format!(
             "{TEST_URL_ENV} is not set; no SQL Server to test against"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_wait_for_long_statements_but_bound_the_handshake() {
+        let config = with_session_timeouts(Config::new());
+        assert_eq!(config.get_command_timeout(), None);
+        assert!(config.get_handshake_timeout().is_some());
+        let ado = Config::from_ado_string("server=tcp:db.invalid,1433;user=u;password=p")
+            .expect("ado");
+        assert!(ado.get_command_timeout().is_some(), "tiberius' own default");
+        assert_eq!(with_session_timeouts(ado).get_command_timeout(), None);
     }
 }
