@@ -457,8 +457,8 @@ mod tests {
         let config = with_session_timeouts(Config::new());
         assert_eq!(config.get_command_timeout(), None);
         assert!(config.get_handshake_timeout().is_some());
-        let ado = Config::from_ado_string("server=tcp:db.invalid,1433;user=u;password=p")
-            .expect("ado");
+        let ado =
+            Config::from_ado_string("server=tcp:db.invalid,1433;user=u;password=p").expect("ado");
         assert!(ado.get_command_timeout().is_some(), "tiberius' own default");
         assert_eq!(with_session_timeouts(ado).get_command_timeout(), None);
     }
