@@ -252,6 +252,10 @@ pub fn normalize_check(definition: &str) -> String {
     terms.join("|")
 }
 
+/// One column of a captured foreign key: column, referenced `<role>.<column>`, actions,
+/// disabled, not trusted.
+type ForeignKeyColumn<'a> = (&'a str, Option<&'a str>, i32, bool, bool);
+
 /// CHECK constraints and foreign keys against [`STATE_CHECKS`] and [`STATE_FOREIGN_KEYS`].
 fn verify_state_constraints(facts: &[StateFact]) -> Result<(), String> {
     for (role, reviewed) in STATE_CHECKS {
@@ -293,9 +297,8 @@ fn verify_state_constraints(facts: &[StateFact]) -> Result<(), String> {
             ));
         }
     }
-    // Foreign keys, by name: (role, column, references, actions, disabled, not trusted) rows.
-    let mut keys: BTreeMap<(&str, &str), Vec<(&str, Option<&str>, i32, bool, bool)>> =
-        BTreeMap::new();
+    // Foreign keys, by (role, name): one row per column.
+    let mut keys: BTreeMap<(&str, &str), Vec<ForeignKeyColumn<'_>>> = BTreeMap::new();
     for f in facts {
         match f {
             StateFact::ForeignKey {

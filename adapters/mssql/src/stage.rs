@@ -686,7 +686,7 @@ fn datetime2_exact(day: u32, micros: u64, scale: u8) -> Result<DateTime2, XminEr
         return Ok(datetime2_at(day, micros, scale));
     }
     let step = 10u64.pow(6 - u32::from(scale));
-    if micros % step != 0 {
+    if !micros.is_multiple_of(step) {
         return Err(unsupported(format!(
             "a timestamp has digits beyond the column's scale {scale} (not rounded)"
         )));
