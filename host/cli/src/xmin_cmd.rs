@@ -368,28 +368,30 @@ fn run_on<T: TargetPort>(
     policies: &ComponentPolicies<'_>,
     deadline: Option<Instant>,
 ) -> Result<Result<dpone_engine_xmin::RunOutcome, dpone_engine_xmin::RunFailure>, Failure> {
+    // The run's future is boxed: it holds both the source's and the target's futures, which
+    // (debug builds above all) would otherwise sit on the calling thread's stack.
     match deadline {
         None => {
             let mut target = target;
-            block_on(dpone_engine_xmin::run(
+            block_on(Box::pin(dpone_engine_xmin::run(
                 route,
                 request,
                 source,
                 &mut target,
                 store,
                 policies,
-            ))
+            )))
         }
         Some(d) => {
             let mut target = DeadlineTarget::new(target, d);
-            block_on(dpone_engine_xmin::run(
+            block_on(Box::pin(dpone_engine_xmin::run(
                 route,
                 request,
                 source,
                 &mut target,
                 store,
                 policies,
-            ))
+            )))
         }
     }
 }
