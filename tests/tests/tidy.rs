@@ -1,6 +1,7 @@
 //! Tier: tidy. The architecture invariants of `docs/architecture.md` that can be read off the
-//! tree: the one direction of dependency between crates, module docs on every source file, and a
-//! `SAFETY:` comment on every `unsafe`.
+//! tree: the one direction of dependency between crates, module docs on every source file, a
+//! `SAFETY:` comment on every `unsafe`, and one TLS stack without flagged versions in
+//! `Cargo.lock`.
 
 use dpone_integration_tests::workspace;
 use serde_json::Value;
@@ -337,4 +338,109 @@ fn every_unsafe_block_says_why_it_is_sound() {
         "unsafe without a preceding `// SAFETY:` comment:\n{}",
         unexplained.join("\n")
     );
+}
+
+/// `(name, version)` of every package in `Cargo.lock`, read as text: no `cargo metadata`, which
+/// needs every platform's crates in the local cache.
+fn locked_packages() -> Vec<(String, String)> {
+    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("Cargo.lock");
+    let mut out = Vec::new();
+    for block in lock.split("[[package]]").skip(1) {
+        let field = |key: &str| {
+            block.lines().find_map(|l| {
+                let (k, v) = l.split_once(" = ")?;
+                (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
+            })
+        };
+        if let (Some(name), Some(version)) = (field("name"), field("version")) {
+            out.push((name, version));
+        }
+    }
+    out
+}
+
+/// `major.minor.patch` of a locked version (a pre-release suffix is ignored).
+fn semver(version: &str) -> (u64, u64, u64) {
+    let mut parts = version
+        .split(['-', '+'])
+        .next()
+        .unwrap_or_default()
+        .split('.')
+        .map(|p| p.parse::<u64>().expect("numeric version part"));
+    let mut next = || parts.next().unwrap_or(0);
+    (next(), next(), next())
+}
+
+/// Versions of TLS and archive crates that the RustSec advisory database flags (vulnerable or
+/// unmaintained) or that bring a second TLS stack back, each with the reason. The README's
+/// "Dependency advisories" describes `cargo xtask audit`, which checks the whole lock against the
+/// database.
+fn refused_version(name: &str, version: &str) -> Option<&'static str> {
+    let v = semver(version);
+    match name {
+        "rustls" if v < (0, 23, 0) => Some("the rustls 0.21/0.22 line (a second TLS stack)"),
+        "rustls-webpki" if v < (0, 103, 13) => {
+            Some("RUSTSEC-2026-0098/-0099/-0104 (name constraints, fixed in 0.103.13)")
+        }
+        "ring" if v < (0, 17, 12) => Some("RUSTSEC-2025-0009/-0010 (ring 0.16 unmaintained)"),
+        "rustls-pemfile" => Some("unmaintained (rustls-pki-types reads PEM)"),
+        "tar" if v < (0, 4, 45) => Some("below the patched tar 0.4.45"),
+        "tokio-postgres" if v < (0, 7, 18) => Some("below the patched tokio-postgres 0.7.18"),
+        _ => None,
+    }
+}
+
+/// One TLS stack and no locked version with a known advisory: exactly one `rustls`, and none of
+/// the versions [`refused_version`] names.
+#[test]
+fn the_lock_has_one_tls_stack_and_no_flagged_versions() {
+    let packages = locked_packages();
+    assert!(
+        packages.len() > 100 && packages.iter().any(|(n, _)| n == "wasmtime"),
+        "Cargo.lock was read ({} packages)",
+        packages.len()
+    );
+    let rustls: Vec<&str> = packages
+        .iter()
+        .filter(|(n, _)| n == "rustls")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        rustls.len(),
+        1,
+        "one rustls version in Cargo.lock: {rustls:?}"
+    );
+    let flagged: Vec<String> = packages
+        .iter()
+        .filter_map(|(n, v)| refused_version(n, v).map(|why| format!("{n} {v}: {why}")))
+        .collect();
+    assert!(flagged.is_empty(), "Cargo.lock: {flagged:#?}");
+}
+
+/// The check above recognises each version it is meant to refuse, and lets the current lines
+/// through.
+#[test]
+fn the_flagged_version_list_matches_the_known_findings() {
+    for (name, version) in [
+        ("rustls", "0.21.12"),
+        ("rustls-webpki", "0.101.7"),
+        ("rustls-webpki", "0.103.12"),
+        ("ring", "0.16.20"),
+        ("rustls-pemfile", "1.0.4"),
+        ("rustls-pemfile", "2.2.0"),
+        ("tar", "0.4.44"),
+        ("tokio-postgres", "0.7.17"),
+    ] {
+        assert!(refused_version(name, version).is_some(), "{name} {version}");
+    }
+    for (name, version) in [
+        ("rustls", "0.23.46"),
+        ("rustls-webpki", "0.103.17"),
+        ("ring", "0.17.14"),
+        ("tar", "0.4.45"),
+        ("tokio-postgres", "0.7.18"),
+        ("tiberius", "0.13.0"),
+    ] {
+        assert!(refused_version(name, version).is_none(), "{name} {version}");
+    }
 }

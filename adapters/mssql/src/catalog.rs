@@ -8,8 +8,12 @@
 //!   engine's guarantees rest on (one row per state key, one active owner per target, one
 //!   receipt per load, per revision, per invocation and per invocation digest, one consumption
 //!   per authority, load and receipt, one committed run row per run), the enabled immutability
-//!   triggers (`AFTER UPDATE, DELETE`) on receipts, authorities and consumptions, and no other
-//!   enabled trigger that could rewrite or swallow a state write.
+//!   triggers (`AFTER UPDATE, DELETE`) on receipts, authorities and consumptions, no other
+//!   enabled trigger that could rewrite or swallow a state write, and exactly the reviewed CHECK
+//!   constraints and foreign keys: none added or dropped, each enabled and trusted, foreign keys
+//!   `NO ACTION` only, and no table outside the state tables referencing one;
+//! - no foreign key of another table references the target with a cascading or `SET NULL` /
+//!   `SET DEFAULT` action (a delete or key update would write outside the target).
 //!
 //! The rows come from [`crate::sql::TARGET_UNIQUE_INDEXES`], [`crate::sql::TARGET_TRIGGERS`] and
 //! [`crate::sql::StateNames::catalog_facts`]. Failures name tables and columns only.
@@ -20,6 +24,9 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const TARGET_KEY_INDEX_MISSING: &str = "mssql_transaction.target_key_index_missing";
 /// Stable code: the target has an enabled `INSTEAD OF` trigger.
 pub const TARGET_INSTEAD_OF_TRIGGER: &str = "mssql_transaction.target_instead_of_trigger";
+/// Stable code: a foreign key of another table cascades (or sets NULL / a default) from the
+/// target.
+pub const TARGET_CASCADING_REFERENCE: &str = "mssql_transaction.target_cascading_reference";
 /// Stable code: a state table differs from the reviewed contract.
 pub const STATE_CATALOG_MISMATCH: &str = "mssql_transaction.state_catalog_mismatch";
 
@@ -86,11 +93,15 @@ fn has_unique(indexes: &[UniqueIndex], columns: &[&str], filter: Option<&str>) -
 }
 
 /// The target must have an enabled, unfiltered unique index on exactly the key (in any column
-/// order) and no enabled `INSTEAD OF` trigger.
+/// order), no enabled `INSTEAD OF` trigger, and no enabled foreign key of another table that
+/// references it with `CASCADE`, `SET NULL` or `SET DEFAULT` (`cascading_references`: their
+/// count). `NO ACTION` only refuses; CHECK constraints and the target's own foreign keys only
+/// refuse rows, and a refused row rolls the run back.
 pub fn verify_target_key(
     keys: &[String],
     rows: &[UniqueIndexColumn],
     instead_of_triggers: i32,
+    cascading_references: i32,
 ) -> Result<(), String> {
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     if !has_unique(&indexes(rows), &keys, None) {
@@ -104,6 +115,13 @@ pub fn verify_target_key(
         return Err(format!(
             "{TARGET_INSTEAD_OF_TRIGGER}: the target has an enabled INSTEAD OF trigger; the \
              route's exact counts cannot be trusted"
+        ));
+    }
+    if cascading_references != 0 {
+        return Err(format!(
+            "{TARGET_CASCADING_REFERENCE}: a foreign key of another table references the target \
+             with ON DELETE or ON UPDATE CASCADE, SET NULL or SET DEFAULT; the run would write \
+             outside the target"
         ));
     }
     Ok(())
@@ -154,6 +172,188 @@ pub enum StateFact {
         /// `INSTEAD OF`.
         is_instead_of: bool,
     },
+    /// A CHECK constraint.
+    Check {
+        /// Table role.
+        role: String,
+        /// Constraint name.
+        name: String,
+        /// `sys.check_constraints.definition`.
+        definition: String,
+        /// Disabled (`NOCHECK`).
+        is_disabled: bool,
+        /// Not trusted (enabled `WITH NOCHECK`: existing rows unchecked).
+        is_not_trusted: bool,
+    },
+    /// One column of a foreign key of a state table.
+    ForeignKey {
+        /// Table role.
+        role: String,
+        /// Constraint name.
+        name: String,
+        /// The referencing column.
+        column: String,
+        /// `<referenced role>.<column>`; `None` when the referenced table is no state table.
+        references: Option<String>,
+        /// `delete_referential_action + 4 * update_referential_action` (0: no action).
+        actions: i32,
+        /// Disabled.
+        is_disabled: bool,
+        /// Not trusted.
+        is_not_trusted: bool,
+    },
+    /// A foreign key of a table outside the state tables that references a state table.
+    ReferencedBy {
+        /// The referenced table's role.
+        role: String,
+        /// Constraint name.
+        name: String,
+    },
+}
+
+/// The reviewed CHECK constraints per role, as [`normalize_check`] renders SQL Server's stored
+/// definition (`([safe_xmin]>=(0))` → `safe_xmin>=0`; an `IN` list, stored as `OR` terms in
+/// any order, → the sorted terms joined by `|`). Names are not compared.
+pub const STATE_CHECKS: [(&str, &[&str]); 5] = [
+    (
+        "source_state",
+        &["revision>=1", "safe_xmin>=0", "visible_horizon>=safe_xmin"],
+    ),
+    (
+        "run",
+        &[
+            "isjsonevidence=1",
+            "status='committed'|status='rolled_back'",
+        ],
+    ),
+    ("receipt", &["isjsonbody=1"]),
+    ("repair_authority", &[]),
+    ("repair_consumption", &[]),
+];
+
+/// The reviewed foreign keys: (role, column, referenced `<role>.<column>`); each a single
+/// column, `NO ACTION` on delete and update, enabled and trusted.
+pub const STATE_FOREIGN_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "repair_consumption",
+        "authority_id",
+        "repair_authority.authority_id",
+    ),
+    ("repair_consumption", "receipt_id", "receipt.receipt_id"),
+];
+
+/// A CHECK definition compared without SQL Server's decoration ([`normalize_filter`] per
+/// top-level `OR` term, terms sorted and joined by `|`), so an `IN` list matches whatever order
+/// the server stored its terms in.
+pub fn normalize_check(definition: &str) -> String {
+    let lower = definition.to_lowercase();
+    let mut terms: Vec<String> = lower.split(" or ").map(normalize_filter).collect();
+    terms.sort_unstable();
+    terms.join("|")
+}
+
+/// One column of a captured foreign key: column, referenced `<role>.<column>`, actions,
+/// disabled, not trusted.
+type ForeignKeyColumn<'a> = (&'a str, Option<&'a str>, i32, bool, bool);
+
+/// CHECK constraints and foreign keys against [`STATE_CHECKS`] and [`STATE_FOREIGN_KEYS`].
+fn verify_state_constraints(facts: &[StateFact]) -> Result<(), String> {
+    for (role, reviewed) in STATE_CHECKS {
+        let mut checks = Vec::new();
+        for f in facts {
+            if let StateFact::Check {
+                role: r,
+                name,
+                definition,
+                is_disabled,
+                is_not_trusted,
+            } = f
+                && r == role
+            {
+                if *is_disabled || *is_not_trusted {
+                    return Err(mismatch(
+                        role,
+                        format!("CHECK constraint {name} is disabled or not trusted"),
+                    ));
+                }
+                let normalized = normalize_check(definition);
+                if !reviewed.contains(&normalized.as_str()) {
+                    return Err(mismatch(
+                        role,
+                        format!("CHECK constraint {name} is not in the contract"),
+                    ));
+                }
+                checks.push(normalized);
+            }
+        }
+        checks.sort_unstable();
+        let mut want: Vec<&str> = reviewed.to_vec();
+        want.sort_unstable();
+        if checks.iter().map(String::as_str).ne(want.iter().copied()) {
+            return Err(mismatch(
+                role,
+                "the CHECK constraints are not exactly the contract's (one is missing or twice)"
+                    .into(),
+            ));
+        }
+    }
+    // Foreign keys, by (role, name): one row per column.
+    let mut keys: BTreeMap<(&str, &str), Vec<ForeignKeyColumn<'_>>> = BTreeMap::new();
+    for f in facts {
+        match f {
+            StateFact::ForeignKey {
+                role,
+                name,
+                column,
+                references,
+                actions,
+                is_disabled,
+                is_not_trusted,
+            } => keys.entry((role, name)).or_default().push((
+                column,
+                references.as_deref(),
+                *actions,
+                *is_disabled,
+                *is_not_trusted,
+            )),
+            StateFact::ReferencedBy { role, name } => {
+                return Err(mismatch(
+                    role,
+                    format!("foreign key {name} of a table outside the state tables references it"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    for ((role, name), columns) in &keys {
+        let reviewed = match columns.as_slice() {
+            [(column, Some(to), 0, false, false)] => STATE_FOREIGN_KEYS
+                .iter()
+                .any(|(r, c, t)| r == role && c == column && t == to),
+            _ => false,
+        };
+        if !reviewed {
+            return Err(mismatch(
+                role,
+                format!(
+                    "foreign key {name} is not in the contract (or is disabled, not trusted or \
+                     has a referential action)"
+                ),
+            ));
+        }
+    }
+    for (role, column, to) in STATE_FOREIGN_KEYS {
+        let present = keys.iter().any(|((r, _), cols)| {
+            r == role && matches!(cols.as_slice(), [(c, Some(t), ..)] if c == column && t == to)
+        });
+        if !present {
+            return Err(mismatch(
+                role,
+                format!("the foreign key on {column} referencing {to} is missing"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Column contract of one state table: (name, type, max_length, nullable).
@@ -360,5 +560,5 @@ pub fn verify_state_catalog(facts: &[StateFact]) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    verify_state_constraints(facts)
 }

@@ -66,7 +66,19 @@ pub async fn connect(ado: &str) -> Result<MssqlClient, ConnError> {
     connect_config(config).await
 }
 
+/// tiberius 0.13 bounds every server round trip by a 30-second command timeout by default
+/// (0.12 waited indefinitely). The route's statements legitimately wait longer — the finalizer's
+/// DML over a large target, `sp_getapplock` behind another run, the bulk load's acknowledgement
+/// — and a timed-out command leaves the session out of sync mid-transaction, so every session
+/// waits as before; the attempt deadline of a reservation run is enforced by the route itself.
+/// The handshake keeps tiberius' 15-second bound.
+fn with_session_timeouts(mut config: Config) -> Config {
+    config.command_timeout(None);
+    config
+}
+
 async fn connect_config(config: Config) -> Result<MssqlClient, ConnError> {
+    let config = with_session_timeouts(config);
     let tcp = TcpStream::connect(config.get_addr())
         .await
         .map_err(|e| ConnError::Io(e.kind()))?;
@@ -261,12 +273,13 @@ fn small(v: Option<i32>, step: &'static str) -> Result<u8, ConnError> {
         .ok_or(ConnError::Shape(step))
 }
 
-/// Key columns of the target's unique indexes and its enabled `INSTEAD OF` trigger count
-/// (`object` as `[schema].[table]`, in the session's database).
+/// Key columns of the target's unique indexes, its enabled `INSTEAD OF` trigger count and the
+/// count of enabled foreign keys that reference it with a cascading, `SET NULL` or `SET DEFAULT`
+/// action (`object` as `[schema].[table]`, in the session's database).
 pub async fn target_key_catalog(
     client: &mut MssqlClient,
     object: &str,
-) -> Result<(Vec<UniqueIndexColumn>, i32), ConnError> {
+) -> Result<(Vec<UniqueIndexColumn>, i32, i32), ConnError> {
     const STEP: &str = "target_key_catalog";
     let r = rows(client, STEP, sql::TARGET_UNIQUE_INDEXES, &[&object]).await?;
     let columns = r
@@ -284,11 +297,16 @@ pub async fn target_key_catalog(
         })
         .collect::<Result<Vec<_>, ConnError>>()?;
     let t = rows(client, STEP, sql::TARGET_TRIGGERS, &[&object]).await?;
-    let triggers = t
-        .first()
-        .and_then(|row| int(row, "instead_of_triggers", STEP).ok().flatten())
-        .ok_or(ConnError::Shape(STEP))?;
-    Ok((columns, triggers))
+    let count = |c: &str| {
+        t.first()
+            .and_then(|row| int(row, c, STEP).ok().flatten())
+            .ok_or(ConnError::Shape(STEP))
+    };
+    Ok((
+        columns,
+        count("instead_of_triggers")?,
+        count("cascading_references")?,
+    ))
 }
 
 /// The state tables' catalog facts ([`sql::StateNames::catalog_facts`]).
@@ -335,6 +353,29 @@ pub async fn state_catalog_facts(
                     event: req("item")?,
                     is_disabled: num("n1")? == 1,
                     is_instead_of: num("n2")? == 1,
+                },
+                "check" => StateFact::Check {
+                    role,
+                    name: req("name")?,
+                    definition: req("filter")?,
+                    is_disabled: num("n1")? == 1,
+                    is_not_trusted: num("n2")? == 1,
+                },
+                "foreign_key" => {
+                    let flags = num("n2")?;
+                    StateFact::ForeignKey {
+                        role,
+                        name: req("name")?,
+                        column: req("item")?,
+                        references: text(row, "filter", STEP)?,
+                        actions: num("n1")?,
+                        is_disabled: flags & 1 != 0,
+                        is_not_trusted: flags & 2 != 0,
+                    }
+                }
+                "referenced_by" => StateFact::ReferencedBy {
+                    role,
+                    name: req("name")?,
                 },
                 _ => return Err(ConnError::Shape(STEP)),
             })
@@ -404,5 +445,21 @@ pub fn test_url() -> Result<String, String> {
         _ => Err(format!(
             "{TEST_URL_ENV} is not set; no SQL Server to test against"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_wait_for_long_statements_but_bound_the_handshake() {
+        let config = with_session_timeouts(Config::new());
+        assert_eq!(config.get_command_timeout(), None);
+        assert!(config.get_handshake_timeout().is_some());
+        let ado =
+            Config::from_ado_string("server=tcp:db.invalid,1433;user=u;password=p").expect("ado");
+        assert!(ado.get_command_timeout().is_some(), "tiberius' own default");
+        assert_eq!(with_session_timeouts(ado).get_command_timeout(), None);
     }
 }

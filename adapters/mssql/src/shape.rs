@@ -139,225 +139,25 @@ pub fn verify_target(f: &Finalizer, rows: &[ColumnRow]) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bulk-load limits of tiberius 0.12.3 (refused before extraction and before any transaction)
+// Bulk-load limits of tiberius 0.13 (refused before extraction and before any transaction)
 // ---------------------------------------------------------------------------------------------
 
-/// A staged column name the bulk load cannot send: tiberius writes the names of `INSERT BULK`
-/// unquoted, so a reserved word (or a name that is not a regular identifier) breaks it.
+/// A staged column name no SQL Server column can have (empty, or longer than 128 characters).
+/// tiberius 0.13 bracket-quotes the names of `INSERT BULK` (a `]` doubled), so reserved words
+/// and irregular identifiers load like any other name; 0.12.3 wrote them unquoted.
 pub const BULK_COLUMN_NAME_UNSUPPORTED: &str = "mssql_transaction.bulk_column_name_unsupported";
 /// A staged column type the bulk load cannot carry faithfully (see [`check_bulk_column`]).
 pub const BULK_COLUMN_TYPE_UNSUPPORTED: &str = "mssql_transaction.bulk_column_type_unsupported";
 
-/// The reserved keywords of Transact-SQL (SQL Server 2016 to 2025), upper case. An
-/// `INSERT BULK` column list with one of them unquoted does not parse. (ODBC's reserved words,
-/// such as `DATE`, `VALUE` or `LEVEL`, are ordinary identifiers in T-SQL and stay allowed.)
-pub const RESERVED_WORDS: &[&str] = &[
-    "ADD",
-    "ALL",
-    "ALTER",
-    "AND",
-    "ANY",
-    "AS",
-    "ASC",
-    "AUTHORIZATION",
-    "BACKUP",
-    "BEGIN",
-    "BETWEEN",
-    "BREAK",
-    "BROWSE",
-    "BULK",
-    "BY",
-    "CASCADE",
-    "CASE",
-    "CHECK",
-    "CHECKPOINT",
-    "CLOSE",
-    "CLUSTERED",
-    "COALESCE",
-    "COLLATE",
-    "COLUMN",
-    "COMMIT",
-    "COMPUTE",
-    "CONSTRAINT",
-    "CONTAINS",
-    "CONTAINSTABLE",
-    "CONTINUE",
-    "CONVERT",
-    "CREATE",
-    "CROSS",
-    "CURRENT",
-    "CURRENT_DATE",
-    "CURRENT_TIME",
-    "CURRENT_TIMESTAMP",
-    "CURRENT_USER",
-    "CURSOR",
-    "DATABASE",
-    "DBCC",
-    "DEALLOCATE",
-    "DECLARE",
-    "DEFAULT",
-    "DELETE",
-    "DENY",
-    "DESC",
-    "DISK",
-    "DISTINCT",
-    "DISTRIBUTED",
-    "DOUBLE",
-    "DROP",
-    "DUMP",
-    "ELSE",
-    "END",
-    "ERRLVL",
-    "ESCAPE",
-    "EXCEPT",
-    "EXEC",
-    "EXECUTE",
-    "EXISTS",
-    "EXIT",
-    "EXTERNAL",
-    "FETCH",
-    "FILE",
-    "FILLFACTOR",
-    "FOR",
-    "FOREIGN",
-    "FREETEXT",
-    "FREETEXTTABLE",
-    "FROM",
-    "FULL",
-    "FUNCTION",
-    "GOTO",
-    "GRANT",
-    "GROUP",
-    "HAVING",
-    "HOLDLOCK",
-    "IDENTITY",
-    "IDENTITY_INSERT",
-    "IDENTITYCOL",
-    "IF",
-    "IN",
-    "INDEX",
-    "INNER",
-    "INSERT",
-    "INTERSECT",
-    "INTO",
-    "IS",
-    "JOIN",
-    "KEY",
-    "KILL",
-    "LEFT",
-    "LIKE",
-    "LINENO",
-    "LOAD",
-    "MERGE",
-    "NATIONAL",
-    "NOCHECK",
-    "NONCLUSTERED",
-    "NOT",
-    "NULL",
-    "NULLIF",
-    "OF",
-    "OFF",
-    "OFFSETS",
-    "ON",
-    "OPEN",
-    "OPENDATASOURCE",
-    "OPENQUERY",
-    "OPENROWSET",
-    "OPENXML",
-    "OPTION",
-    "OR",
-    "ORDER",
-    "OUTER",
-    "OVER",
-    "PERCENT",
-    "PIVOT",
-    "PLAN",
-    "PRECISION",
-    "PRIMARY",
-    "PRINT",
-    "PROC",
-    "PROCEDURE",
-    "PUBLIC",
-    "RAISERROR",
-    "READ",
-    "READTEXT",
-    "RECONFIGURE",
-    "REFERENCES",
-    "REPLICATION",
-    "RESTORE",
-    "RESTRICT",
-    "RETURN",
-    "REVERT",
-    "REVOKE",
-    "RIGHT",
-    "ROLLBACK",
-    "ROWCOUNT",
-    "ROWGUIDCOL",
-    "RULE",
-    "SAVE",
-    "SCHEMA",
-    "SECURITYAUDIT",
-    "SELECT",
-    "SEMANTICKEYPHRASETABLE",
-    "SEMANTICSIMILARITYDETAILSTABLE",
-    "SEMANTICSIMILARITYTABLE",
-    "SESSION_USER",
-    "SET",
-    "SETUSER",
-    "SHUTDOWN",
-    "SOME",
-    "STATISTICS",
-    "SYSTEM_USER",
-    "TABLE",
-    "TABLESAMPLE",
-    "TEXTSIZE",
-    "THEN",
-    "TO",
-    "TOP",
-    "TRAN",
-    "TRANSACTION",
-    "TRIGGER",
-    "TRUNCATE",
-    "TRY_CONVERT",
-    "TSEQUAL",
-    "UNION",
-    "UNIQUE",
-    "UNPIVOT",
-    "UPDATE",
-    "UPDATETEXT",
-    "USE",
-    "USER",
-    "VALUES",
-    "VARYING",
-    "VIEW",
-    "WAITFOR",
-    "WHEN",
-    "WHERE",
-    "WHILE",
-    "WITH",
-    "WRITETEXT",
-];
-
-/// Refuses a staged column name that `INSERT BULK` would not read unquoted: not a regular
-/// identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 128 characters) or a reserved word.
+/// Refuses a staged column name no SQL Server column can have: empty, or longer than 128
+/// characters (`sysname`). Every other name — reserved words, spaces, `]` — is loaded, since
+/// tiberius 0.13 bracket-quotes `INSERT BULK`'s column list.
 pub fn check_bulk_column_name(name: &str) -> Result<(), String> {
-    let regular = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if !regular {
+    let chars = name.chars().count();
+    if chars == 0 || chars > 128 {
         return Err(format!(
-            "{BULK_COLUMN_NAME_UNSUPPORTED}: column {name:?} is not a regular identifier; the \
-             bulk load names staged columns unquoted"
-        ));
-    }
-    if RESERVED_WORDS.contains(&name.to_ascii_uppercase().as_str()) {
-        return Err(format!(
-            "{BULK_COLUMN_NAME_UNSUPPORTED}: column {name:?} is a reserved word; the bulk load \
-             names staged columns unquoted, so rename the column (source and target)"
+            "{BULK_COLUMN_NAME_UNSUPPORTED}: a column name of {chars} characters cannot name a \
+             SQL Server column (1 to 128)"
         ));
     }
     Ok(())
@@ -366,15 +166,22 @@ pub fn check_bulk_column_name(name: &str) -> Result<(), String> {
 /// Refuses, before any extraction, a business column type the bulk load cannot carry
 /// faithfully — only the target types of the route's type mapping are loaded at all (`bit`,
 /// `smallint`, `int`, `bigint`, `real`, `float`, `nvarchar(n)`, `varbinary(n)`,
-/// `uniqueidentifier`, `date`, `time(7)`, `datetime2(6|7)`, `datetimeoffset(7)`,
-/// `decimal`/`numeric(p,s)` with `s <= 37`) — and, among them, the limits of tiberius 0.12.3:
+/// `uniqueidentifier`, `date`, `time(7)`, `datetime2(0..7)`, `datetimeoffset(7)`,
+/// `decimal`/`numeric(p,s)` with `s <= 37`) — and, among them, the limits tiberius 0.13 keeps
+/// (read in its source: `MetaDataColumn`'s `Display` writes the `INSERT BULK` column list,
+/// `ColumnData::encode` the values):
 ///
 /// - `time` and `datetimeoffset` other than scale 7: `INSERT BULK` declares them without a
 ///   scale (so at scale 7) while the values are encoded at the column's scale;
 /// - `nvarchar` of 2001–4000 characters: declared by byte length, which exceeds 4000, so as
 ///   `nvarchar(max)` while the values are sent in the non-PLP form;
-/// - `(max)` types: values over 65,535 bytes are refused by the bulk load, mid-run; the schema
-///   is refused up front instead.
+/// - `(max)` types: the encoder compares a value's length with the PLP column's 0xFFFF, so
+///   values over 65,535 bytes are refused by the bulk load, mid-run; the schema is refused up
+///   front instead.
+///
+/// `datetime2(0..5)` is loaded since the move to tiberius 0.13's adapter revision: the column
+/// list declares `datetime2(n)` from the column's own scale (as 0.12.3 did), and the route
+/// encodes each value at that scale, refusing one with digits beyond it (never rounding).
 pub fn check_bulk_column(c: &ColumnRow) -> Result<(), String> {
     let refuse = |why: &str| {
         Err(format!(
@@ -400,7 +207,7 @@ pub fn check_bulk_column(c: &ColumnRow) -> Result<(), String> {
         "time" | "datetimeoffset" => {
             refuse("is loaded without its scale by the bulk load; use scale 7 (the default)")
         }
-        "datetime2" if (6..=7).contains(&c.scale) => Ok(()),
+        "datetime2" if c.scale <= 7 => Ok(()),
         "decimal" | "numeric" if (1..=38).contains(&c.precision) && c.scale <= 37 => Ok(()),
         _ => refuse(
             "has no exact mapping from a PostgreSQL type in this route (see the type mapping in \

@@ -151,7 +151,11 @@ INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.c
 WHERE i.object_id = OBJECT_ID(@P1) AND i.is_unique = 1 ORDER BY i.index_id, ic.key_ordinal;";
 
 /// Enabled `INSTEAD OF` triggers on the target (`@P1` = `[schema].[table]`).
-pub const TARGET_TRIGGERS: &str = "SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers \
+pub const TARGET_TRIGGERS: &str = "SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers, \
+CONVERT(int, (SELECT COUNT(*) FROM sys.foreign_keys AS fk \
+WHERE fk.referenced_object_id = OBJECT_ID(@P1) AND fk.is_disabled = 0 \
+AND (fk.delete_referential_action <> 0 OR fk.update_referential_action <> 0))) \
+AS cascading_references \
 FROM sys.triggers AS tr WHERE tr.parent_id = OBJECT_ID(@P1) AND tr.is_disabled = 0 \
 AND tr.is_instead_of_trigger = 1;";
 
@@ -440,11 +444,16 @@ impl StateNames {
         format!("SELECT {};", cols.join(", "))
     }
 
-    /// Columns, unique-index key columns and trigger events of the five state tables, run in
-    /// the state database, for [`crate::catalog::verify_state_catalog`]. Rows:
-    /// `(role, kind, name, item, n1, n2, filter)` with kind `column` (name, type, max_length,
-    /// nullable), `index` (index id, column, key ordinal, flags: 1 primary key, 2 filtered,
-    /// 4 disabled; filter definition) or `trigger` (name, event, disabled, instead of).
+    /// Columns, unique-index key columns, trigger events, CHECK constraints and foreign keys of
+    /// the five state tables, run in the state database, for
+    /// [`crate::catalog::verify_state_catalog`]. Rows: `(role, kind, name, item, n1, n2,
+    /// filter)` with kind `column` (name, type, max_length, nullable), `index` (index id,
+    /// column, key ordinal, flags: 1 primary key, 2 filtered, 4 disabled; filter definition),
+    /// `trigger` (name, event, disabled, instead of), `check` (name, -, disabled, not trusted,
+    /// definition), `foreign_key` (one row per column: name, column, delete action + 4 × update
+    /// action, disabled + 2 × not trusted, `<referenced role>.<column>` or NULL when the
+    /// referenced table is no state table) or `referenced_by` (a foreign key of a table outside
+    /// the state tables that references one: its name).
     pub fn catalog_facts(&self) -> String {
         let objects: Vec<String> = self
             .named()
@@ -477,6 +486,26 @@ SELECT v.role, N'trigger', tr.name, te.type_desc, CONVERT(int, tr.is_disabled), 
 CONVERT(int, tr.is_instead_of_trigger), NULL \
 FROM v INNER JOIN sys.triggers AS tr ON tr.parent_id = v.object_id \
 INNER JOIN sys.trigger_events AS te ON te.object_id = tr.object_id \
+UNION ALL \
+SELECT v.role, N'check', cc.name, N'', CONVERT(int, cc.is_disabled), \
+CONVERT(int, cc.is_not_trusted), CONVERT(nvarchar(4000), cc.definition) \
+FROM v INNER JOIN sys.check_constraints AS cc ON cc.parent_object_id = v.object_id \
+UNION ALL \
+SELECT v.role, N'foreign_key', fk.name, pc.name, \
+CONVERT(int, fk.delete_referential_action) + 4 * CONVERT(int, fk.update_referential_action), \
+CONVERT(int, fk.is_disabled) + 2 * CONVERT(int, fk.is_not_trusted), \
+CONVERT(nvarchar(4000), rv.role + N'.' + rc.name) \
+FROM v INNER JOIN sys.foreign_keys AS fk ON fk.parent_object_id = v.object_id \
+INNER JOIN sys.foreign_key_columns AS fkc ON fkc.constraint_object_id = fk.object_id \
+INNER JOIN sys.columns AS pc ON pc.object_id = fkc.parent_object_id \
+AND pc.column_id = fkc.parent_column_id \
+INNER JOIN sys.columns AS rc ON rc.object_id = fkc.referenced_object_id \
+AND rc.column_id = fkc.referenced_column_id \
+LEFT JOIN v AS rv ON rv.object_id = fk.referenced_object_id \
+UNION ALL \
+SELECT v.role, N'referenced_by', fk.name, N'', 0, 0, NULL \
+FROM v INNER JOIN sys.foreign_keys AS fk ON fk.referenced_object_id = v.object_id \
+WHERE NOT EXISTS (SELECT 1 FROM v AS w WHERE w.object_id = fk.parent_object_id) \
 ORDER BY 1, 2, 3, 5;",
             objects = objects.join(" UNION ALL ")
         )

@@ -24,17 +24,18 @@
 //! | `uuid` | `uniqueidentifier` | `Guid` |
 //! | `date` | `date` | `Date` |
 //! | `time` | `time(6)`, `time(7)` | `Time` |
-//! | `timestamp` | `datetime2(6)`, `datetime2(7)` | `DateTime2` |
-//! | `timestamptz` | `datetime2(6\|7)` (UTC) or `datetimeoffset(6\|7)` (offset 0) | `DateTime2`, `DateTimeOffset` |
+//! | `timestamp` | `datetime2(0..7)` (scale 0..5: values without digits beyond the scale) | `DateTime2` |
+//! | `timestamptz` | `datetime2(0..7)` (UTC, as above) or `datetimeoffset(6\|7)` (offset 0) | `DateTime2`, `DateTimeOffset` |
 //! | `numeric` | `decimal(p,s)`, `numeric(p,s)` with `s <= 37` | `Numeric` at scale `s` |
 //!
 //! Canonical decoding ([`decode_field`]) maps `time`, `timestamp` and `timestamptz` to scale 7
 //! (100 ns increments; PostgreSQL's microseconds are exact) and `timestamptz` to a UTC
 //! `datetime2`. Values SQL Server cannot hold exactly are refused, never rounded: infinite dates
 //! and timestamps, dates outside 0001-01-01..9999-12-31, `time` 24:00:00, numeric NaN and
-//! ±Infinity, numerics beyond 38 digits or with non-zero digits past the column's scale.
+//! ±Infinity, numerics beyond 38 digits or with non-zero digits past the column's scale,
+//! timestamps with digits past a `datetime2(0..5)` column's scale.
 //!
-//! tiberius 0.12 encodes `uuid::Uuid` in RFC 4122 byte order and swaps the first three groups
+//! tiberius 0.13 (as 0.12) encodes `uuid::Uuid` in RFC 4122 byte order and swaps the first three groups
 //! itself for SQL Server's mixed-endian GUID layout, so PostgreSQL's uuid bytes (RFC order) go
 //! in unchanged. Errors name columns and types, never values.
 
@@ -677,6 +678,25 @@ fn datetime2_at(day: u32, micros: u64, scale: u8) -> DateTime2 {
     DateTime2::new(Date::new(day), time_at(micros, scale))
 }
 
+/// A `datetime2(scale)` value of exactly `micros` past midnight: scale 6 and 7 hold every
+/// microsecond; scale 0..5 only values without digits beyond it (the value is refused, never
+/// rounded).
+fn datetime2_exact(day: u32, micros: u64, scale: u8) -> Result<DateTime2, XminError> {
+    if scale >= 6 {
+        return Ok(datetime2_at(day, micros, scale));
+    }
+    let step = 10u64.pow(6 - u32::from(scale));
+    if !micros.is_multiple_of(step) {
+        return Err(unsupported(format!(
+            "a timestamp has digits beyond the column's scale {scale} (not rounded)"
+        )));
+    }
+    Ok(DateTime2::new(
+        Date::new(day),
+        Time::new(micros / step, scale),
+    ))
+}
+
 /// A PostgreSQL numeric in base-10000 digits.
 #[derive(Debug)]
 struct PgNumeric {
@@ -890,8 +910,11 @@ impl ColumnFit {
             (PgType::Uuid, "uniqueidentifier") => Some(Fit::Guid),
             (PgType::Date, "date") => Some(Fit::Date),
             (PgType::Time, "time") => time_scale.map(|scale| Fit::Time { scale }),
-            (PgType::Timestamp | PgType::Timestamptz, "datetime2") => {
-                time_scale.map(|scale| Fit::DateTime2 { scale })
+            // Any scale: a value with digits beyond it is refused, never rounded.
+            (PgType::Timestamp | PgType::Timestamptz, "datetime2") if target.scale <= 7 => {
+                Some(Fit::DateTime2 {
+                    scale: target.scale,
+                })
             }
             (PgType::Timestamptz, "datetimeoffset") => {
                 time_scale.map(|scale| Fit::DateTimeOffset { scale })
@@ -996,7 +1019,7 @@ impl ColumnFit {
             Fit::Time { scale } => ColumnData::Time(Some(time_at(decode_time(bytes)?, scale))),
             Fit::DateTime2 { scale } => {
                 let (day, micros) = decode_timestamp(ty, bytes)?;
-                ColumnData::DateTime2(Some(datetime2_at(day, micros, scale)))
+                ColumnData::DateTime2(Some(datetime2_exact(day, micros, scale)?))
             }
             Fit::DateTimeOffset { scale } => {
                 let (day, micros) = decode_timestamp(ty, bytes)?;

@@ -124,6 +124,12 @@ impl MssqlTargetSpec {
         }
     }
 
+    /// What [`Self::check_plan`] establishes, as `check` and `plan` report it.
+    pub const PLAN_CHECKS: &'static [&'static str] = &[
+        "the delete-mode plan is exactly what the SQL Server finalizer executes",
+        "every staged column name is one the bulk load can name",
+    ];
+
     /// What the route's own coordinates can prove without I/O (`check`, `plan` and every run
     /// before extraction): the delete-mode plan is exactly what the finalizer executes, and
     /// every staged column name is one the bulk load can send unquoted.
@@ -626,10 +632,10 @@ impl MssqlTarget {
             ));
         }
         let fin = self.spec.finalizer(&columns)?;
-        let (indexes, instead_of) = conn::target_key_catalog(target, &object)
+        let (indexes, instead_of, cascading) = conn::target_key_catalog(target, &object)
             .await
             .map_err(cx)?;
-        catalog::verify_target_key(&self.spec.keys, &indexes, instead_of)
+        catalog::verify_target_key(&self.spec.keys, &indexes, instead_of, cascading)
             .map_err(|m| XminError::new(ErrorCode::TargetTableInvalid, m))?;
         Ok(fin)
     }

@@ -3,8 +3,9 @@
 //! contract (columns, unique and filtered indexes, immutability triggers).
 
 use dpone_adapter_mssql::catalog::{
-    IMMUTABLE_ROLES, STATE_CATALOG_MISMATCH, STATE_COLUMNS, STATE_UNIQUE, StateFact,
-    TARGET_INSTEAD_OF_TRIGGER, TARGET_KEY_INDEX_MISSING, UniqueIndexColumn, normalize_filter,
+    IMMUTABLE_ROLES, STATE_CATALOG_MISMATCH, STATE_CHECKS, STATE_COLUMNS, STATE_FOREIGN_KEYS,
+    STATE_UNIQUE, StateFact, TARGET_CASCADING_REFERENCE, TARGET_INSTEAD_OF_TRIGGER,
+    TARGET_KEY_INDEX_MISSING, UniqueIndexColumn, normalize_check, normalize_filter,
     verify_state_catalog, verify_target_key,
 };
 
@@ -27,12 +28,12 @@ fn keys() -> Vec<String> {
 fn target_needs_a_unique_index_on_exactly_the_key() {
     // The reviewed DDL's clustered primary key.
     let pk = [ix(1, true, None, "tenant"), ix(1, true, None, "id")];
-    verify_target_key(&keys(), &pk, 0).unwrap();
+    verify_target_key(&keys(), &pk, 0, 0).unwrap();
     // A unique index (not a primary key) in another column order is as good.
     let uq = [ix(2, false, None, "id"), ix(2, false, None, "tenant")];
-    verify_target_key(&keys(), &uq, 0).unwrap();
+    verify_target_key(&keys(), &uq, 0, 0).unwrap();
     let refused = |rows: &[UniqueIndexColumn]| {
-        let e = verify_target_key(&keys(), rows, 0).unwrap_err();
+        let e = verify_target_key(&keys(), rows, 0, 0).unwrap_err();
         assert!(e.starts_with(TARGET_KEY_INDEX_MISSING), "{e}");
     };
     refused(&[]);
@@ -54,8 +55,11 @@ fn target_needs_a_unique_index_on_exactly_the_key() {
     }
     refused(&disabled);
     // An INSTEAD OF trigger makes the OUTPUT counts untrustworthy.
-    let e = verify_target_key(&keys(), &pk, 1).unwrap_err();
+    let e = verify_target_key(&keys(), &pk, 1, 0).unwrap_err();
     assert!(e.starts_with(TARGET_INSTEAD_OF_TRIGGER), "{e}");
+    // A foreign key that cascades (or sets NULL / a default) from the target writes elsewhere.
+    let e = verify_target_key(&keys(), &pk, 0, 1).unwrap_err();
+    assert!(e.starts_with(TARGET_CASCADING_REFERENCE), "{e}");
 }
 
 /// The facts SQL Server reports for a state database provisioned with the reviewed script.
@@ -96,7 +100,79 @@ fn reviewed() -> Vec<StateFact> {
             });
         }
     }
+    // SQL Server's stored spelling of the reviewed CHECK constraints (an IN list is stored as
+    // OR terms, last value first).
+    for (role, name, definition) in [
+        (
+            "source_state",
+            "dpone_source_state_xmin_ck",
+            "([safe_xmin]>=(0))",
+        ),
+        (
+            "source_state",
+            "dpone_source_state_revision_ck",
+            "([revision]>=(1))",
+        ),
+        (
+            "source_state",
+            "dpone_source_state_horizon_ck",
+            "([visible_horizon]>=[safe_xmin])",
+        ),
+        (
+            "run",
+            "dpone_run_state_status_ck",
+            "([status]='rolled_back' OR [status]='committed')",
+        ),
+        (
+            "run",
+            "dpone_run_state_evidence_ck",
+            "(isjson([evidence])=(1))",
+        ),
+        (
+            "receipt",
+            "dpone_commit_receipt_body_ck",
+            "(isjson([body])=(1))",
+        ),
+    ] {
+        facts.push(check(role, name, definition));
+    }
+    for (name, column, to) in [
+        (
+            "dpone_repair_authority_consumption_authority_fk",
+            "authority_id",
+            "repair_authority.authority_id",
+        ),
+        (
+            "dpone_repair_authority_consumption_receipt_fk",
+            "receipt_id",
+            "receipt.receipt_id",
+        ),
+    ] {
+        facts.push(fk(name, column, Some(to), 0));
+    }
     facts
+}
+
+fn check(role: &str, name: &str, definition: &str) -> StateFact {
+    StateFact::Check {
+        role: role.into(),
+        name: name.into(),
+        definition: definition.into(),
+        is_disabled: false,
+        is_not_trusted: false,
+    }
+}
+
+fn fk(name: &str, column: &str, references: Option<&str>, actions: i32) -> StateFact {
+    StateFact::ForeignKey {
+        role: "repair_consumption".into(),
+        name: name.into(),
+        column: column.into(),
+        references: references.map(Into::into),
+        actions,
+        is_disabled: false,
+        is_not_trusted: false,
+    }
 }
 
 fn refused(facts: &[StateFact], needle: &str) {
@@ -280,4 +356,145 @@ fn the_contract_matches_the_reviewed_script() {
             "({list})"
         );
     }
+}
+
+#[test]
+fn check_definitions_compare_without_decoration_or_in_list_order() {
+    assert_eq!(normalize_check("([safe_xmin]>=(0))"), "safe_xmin>=0");
+    assert_eq!(
+        normalize_check("([status]='rolled_back' OR [status]='committed')"),
+        normalize_check("([status]='committed' OR [status]='rolled_back')")
+    );
+    assert_eq!(
+        normalize_check("([status]='rolled_back' OR [status]='committed')"),
+        "status='committed'|status='rolled_back'"
+    );
+    assert_ne!(
+        normalize_check("([status]='committed' OR [status]='rolled_back' OR [status]='x')"),
+        normalize_check("([status]='committed' OR [status]='rolled_back')")
+    );
+    // Every reviewed definition is already normalized.
+    for (_, checks) in STATE_CHECKS {
+        for c in checks {
+            assert_eq!(normalize_check(&c.replace('|', " or ")), *c, "{c}");
+        }
+    }
+}
+
+#[test]
+fn state_check_constraints_are_exactly_the_contracts() {
+    // An added CHECK constraint (it could refuse the run's own writes).
+    let mut f = reviewed();
+    f.push(check("receipt", "sneaky", "([new_revision]<(1000))"));
+    refused(&f, "CHECK constraint sneaky is not in the contract");
+    // A reviewed one replaced by a weaker one under the same name.
+    let mut f = reviewed();
+    for x in &mut f {
+        if let StateFact::Check {
+            name, definition, ..
+        } = x
+            && name == "dpone_run_state_status_ck"
+        {
+            *definition = "([status]='committed' OR [status]='rolled_back' OR [status]='x')".into();
+        }
+    }
+    refused(&f, "dpone_run_state_status_ck is not in the contract");
+    // A dropped one.
+    let mut f = reviewed();
+    f.retain(
+        |x| !matches!(x, StateFact::Check { name, .. } if name == "dpone_commit_receipt_body_ck"),
+    );
+    refused(&f, "receipt: the CHECK constraints are not exactly");
+    // Twice.
+    let mut f = reviewed();
+    f.push(check("source_state", "again", "([revision]>=(1))"));
+    refused(&f, "source_state: the CHECK constraints are not exactly");
+    // Disabled or enabled WITH NOCHECK.
+    for trusted in [false, true] {
+        let mut f = reviewed();
+        for x in &mut f {
+            if let StateFact::Check {
+                name,
+                is_disabled,
+                is_not_trusted,
+                ..
+            } = x
+                && name == "dpone_source_state_xmin_ck"
+            {
+                *is_disabled = trusted;
+                *is_not_trusted = !trusted;
+            }
+        }
+        refused(&f, "dpone_source_state_xmin_ck is disabled or not trusted");
+    }
+}
+
+#[test]
+fn state_foreign_keys_are_exactly_the_contracts() {
+    assert_eq!(STATE_FOREIGN_KEYS.len(), 2);
+    // An added foreign key, to another state table or outside the state tables.
+    for references in [Some("receipt.receipt_id"), None] {
+        let mut f = reviewed();
+        f.push(fk("sneaky", "load_id", references, 0));
+        refused(&f, "foreign key sneaky is not in the contract");
+    }
+    // The reviewed key with ON DELETE CASCADE (1), ON UPDATE SET NULL (4 * 2), disabled, or
+    // not trusted.
+    for change in 0..4 {
+        let mut f = reviewed();
+        for x in &mut f {
+            if let StateFact::ForeignKey {
+                column,
+                actions,
+                is_disabled,
+                is_not_trusted,
+                ..
+            } = x
+                && column == "receipt_id"
+            {
+                match change {
+                    0 => *actions = 1,
+                    1 => *actions = 8,
+                    2 => *is_disabled = true,
+                    _ => *is_not_trusted = true,
+                }
+            }
+        }
+        refused(
+            &f,
+            "dpone_repair_authority_consumption_receipt_fk is not in the contract",
+        );
+    }
+    // A dropped one.
+    let mut f = reviewed();
+    f.retain(|x| !matches!(x, StateFact::ForeignKey { column, .. } if column == "authority_id"));
+    refused(
+        &f,
+        "the foreign key on authority_id referencing repair_authority.authority_id is missing",
+    );
+    // A composite key over the reviewed column is not the reviewed key.
+    let mut f = reviewed();
+    f.push(StateFact::ForeignKey {
+        role: "repair_consumption".into(),
+        name: "dpone_repair_authority_consumption_receipt_fk".into(),
+        column: "load_id".into(),
+        references: Some("receipt.load_id".into()),
+        actions: 0,
+        is_disabled: false,
+        is_not_trusted: false,
+    });
+    refused(
+        &f,
+        "dpone_repair_authority_consumption_receipt_fk is not in the contract",
+    );
+    // A table outside the state tables referencing one.
+    let mut f = reviewed();
+    f.push(StateFact::ReferencedBy {
+        role: "receipt".into(),
+        name: "outside_fk".into(),
+    });
+    refused(
+        &f,
+        "receipt: foreign key outside_fk of a table outside the state tables",
+    );
 }

@@ -199,6 +199,39 @@ async fn live_state_ddl_and_migration() {
         .expect("an exact rerun changes nothing");
     let facts = conn::state_catalog_facts(&mut c, &facts_sql).await.unwrap();
     catalog::verify_state_catalog(&facts).expect("the reviewed script is the v2 contract");
+
+    // CHECK constraints and foreign keys the reviewed script does not have, or without one it
+    // has: each refused on the real catalog, and accepted again once undone.
+    for (change, undo, reason) in [
+        (
+            "ALTER TABLE [dpone].[dpone_commit_receipt] ADD CONSTRAINT [sneaky] CHECK ([new_revision] < 1000);",
+            "ALTER TABLE [dpone].[dpone_commit_receipt] DROP CONSTRAINT [sneaky];",
+            "CHECK constraint sneaky is not in the contract",
+        ),
+        (
+            "ALTER TABLE [dpone].[dpone_run_state] NOCHECK CONSTRAINT [dpone_run_state_status_ck];",
+            "ALTER TABLE [dpone].[dpone_run_state] WITH CHECK CHECK CONSTRAINT [dpone_run_state_status_ck];",
+            "disabled or not trusted",
+        ),
+        (
+            "ALTER TABLE [dpone].[dpone_repair_authority_consumption] DROP CONSTRAINT [dpone_repair_authority_consumption_receipt_fk];",
+            "ALTER TABLE [dpone].[dpone_repair_authority_consumption] ADD CONSTRAINT [dpone_repair_authority_consumption_receipt_fk] FOREIGN KEY ([receipt_id]) REFERENCES [dpone].[dpone_commit_receipt] ([receipt_id]);",
+            "the foreign key on receipt_id",
+        ),
+        (
+            "CREATE TABLE [dbo].[outside] ([receipt_id] nvarchar(128) NOT NULL CONSTRAINT [outside_fk] REFERENCES [dpone].[dpone_commit_receipt] ([receipt_id]) ON DELETE CASCADE);",
+            "DROP TABLE [dbo].[outside];",
+            "outside_fk of a table outside the state tables",
+        ),
+    ] {
+        conn::execute(&mut c, "change", change).await.unwrap();
+        let facts = conn::state_catalog_facts(&mut c, &facts_sql).await.unwrap();
+        let e = catalog::verify_state_catalog(&facts).unwrap_err();
+        assert!(e.contains(reason), "{change}: {e}");
+        conn::execute(&mut c, "undo", undo).await.unwrap();
+        let facts = conn::state_catalog_facts(&mut c, &facts_sql).await.unwrap();
+        catalog::verify_state_catalog(&facts).expect("undone");
+    }
     leave(&mut c).await;
 
     // Duplicate historical digests: abort with 51005 and no constraint.
@@ -256,11 +289,11 @@ async fn live_finalizer_counts() {
         .await
         .unwrap();
     dpone_adapter_mssql::shape::verify_target(&f, &cols).unwrap();
-    let (indexes, instead_of) = conn::target_key_catalog(&mut c, "[dbo].[orders]")
+    let (indexes, instead_of, cascading) = conn::target_key_catalog(&mut c, "[dbo].[orders]")
         .await
         .unwrap();
     let key_names: Vec<String> = f.keys.iter().map(|k| k.name.clone()).collect();
-    catalog::verify_target_key(&key_names, &indexes, instead_of).unwrap();
+    catalog::verify_target_key(&key_names, &indexes, instead_of, cascading).unwrap();
 
     // Run 1: baseline of a, b, c.
     let load = |rows: &str, keys: &str| {

@@ -935,6 +935,46 @@ fn fit_time_and_timestamps_to_column_scale() {
     assert!(ColumnFit::new(&ts, &target("ts", "datetimeoffset", 10, 34, 7)).is_err());
     assert!(ColumnFit::new(&ts, &target("ts", "datetime", 8, 23, 3)).is_err());
 
+    // datetime2(0..5): the value at the column's scale, exactly; digits beyond it are refused,
+    // never rounded. 762_525_296_789_000 µs = 2024-02-26 12:34:56.789 (day 738_944).
+    let f3 = ColumnFit::new(&ts, &target("ts", "datetime2", 7, 23, 3)).expect("datetime2(3)");
+    assert_eq!(
+        dt2(f3
+            .convert(Some(&i64be(762_525_296_789_000)))
+            .expect("milliseconds fit")),
+        (738_944, 45_296_789, 3)
+    );
+    assert_eq!(
+        code(f3.convert(Some(&i64be(762_525_296_789_012)))),
+        ErrorCode::TargetColumnTypeUnsupported,
+        "12 µs beyond scale 3"
+    );
+    let f0 = ColumnFit::new(&ts, &target("ts", "datetime2", 6, 19, 0)).expect("datetime2(0)");
+    assert_eq!(
+        dt2(f0
+            .convert(Some(&i64be(762_525_296_000_000)))
+            .expect("whole seconds fit")),
+        (738_944, 45_296, 0)
+    );
+    assert_eq!(
+        code(f0.convert(Some(&i64be(762_525_296_000_001)))),
+        ErrorCode::TargetColumnTypeUnsupported
+    );
+    // A refusal names the column, never the value.
+    let e = f0
+        .convert(Some(&i64be(762_525_296_000_001)))
+        .expect_err("refused");
+    assert!(e.message().contains("\"ts\""), "{}", e.message());
+    assert!(!e.message().contains("762525296000001"), "{}", e.message());
+    let f5 = ColumnFit::new(&ts, &target("ts", "datetime2", 8, 25, 5)).expect("datetime2(5)");
+    assert_eq!(
+        dt2(f5
+            .convert(Some(&i64be(762_525_296_789_010)))
+            .expect("10 µs steps fit")),
+        (738_944, 4_529_678_901, 5)
+    );
+    assert!(ColumnFit::new(&ts, &target("ts", "datetime2", 8, 27, 8)).is_err());
+
     let tz = col("tz", "timestamp with time zone", 1184);
     let fo = ColumnFit::new(&tz, &target("tz", "datetimeoffset", 10, 34, 7)).expect("dto(7)");
     match fo
@@ -1040,4 +1080,114 @@ fn reader_streams_across_reads_and_large_fields() {
     assert_eq!(second.field(0), Some(&i32be(2)[..]));
     assert!(reader.next_tuple().expect("verified").is_none());
     assert_eq!(reader.bytes(), bytes.len() as u64);
+}
+
+/// Live round trip of what tiberius 0.13 newly carries: `datetime2(0)`, `(3)` and `(5)` columns
+/// and column names that are reserved words or irregular identifiers (bracket-quoted in the
+/// `INSERT BULK` column list), bulk-loaded from a binary COPY payload and read back exactly; a
+/// value with digits beyond a column's scale refuses the load with nothing stored.
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_bulk_load_round_trips_datetime2_scales_and_quoted_names() {
+    use dpone_adapter_mssql::{conn, sql, stage};
+    let url = conn::test_url().unwrap_or_else(|reason| panic!("{reason}"));
+    let mut c = conn::connect(&url).await.expect("connect");
+    let name = format!(
+        "{}bulk_{}_{}",
+        sql::SCRATCH_PREFIX,
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    );
+    conn::execute(
+        &mut c,
+        "create",
+        &format!("CREATE DATABASE {};", sql::ident(&name)),
+    )
+    .await
+    .expect("create database");
+    let run = async {
+        conn::execute(&mut c, "use", &format!("USE {};", sql::ident(&name))).await?;
+        conn::execute(
+            &mut c,
+            "ddl",
+            "CREATE TABLE [dbo].[t] ([order] bigint NOT NULL PRIMARY KEY, \
+             [two words] datetime2(0) NULL, [a]]b] datetime2(3) NULL, [user] datetime2(5) NULL);",
+        )
+        .await?;
+        Ok::<(), conn::ConnError>(())
+    };
+    run.await.expect("scratch table");
+    let columns = vec![
+        col("order", "bigint", 20),
+        col("two words", "timestamp without time zone", 1114),
+        col("a]b", "timestamp without time zone", 1114),
+        col("user", "timestamp without time zone", 1114),
+    ];
+    // 2024-02-26 12:34:56 (+ .789 / + .78901): 762_525_296_000_000 µs since 2000-01-01.
+    let (s0, s3, s5) = (
+        i64be(762_525_296_000_000),
+        i64be(762_525_296_789_000),
+        i64be(762_525_296_789_010),
+    );
+    let store = MemStore::default();
+    let ok = stored(
+        &store,
+        encode_for_tests(&[
+            vec![Some(&i64be(1)), Some(&s0), Some(&s3), Some(&s5)],
+            vec![Some(&i64be(2)), None, None, None],
+        ]),
+        4,
+        2,
+    );
+    let sent = stage::bulk_load(&mut c, "[dbo].[t]", &columns, 1, &ok, &store)
+        .await
+        .expect("bulk load");
+    assert_eq!(sent, 2);
+    let rows = c
+        .query(
+            "SELECT CONVERT(varchar(40), [two words], 126), CONVERT(varchar(40), [a]]b], 126), \
+             CONVERT(varchar(40), [user], 126) FROM [dbo].[t] WHERE [order] = @P1;",
+            &[&1i64],
+        )
+        .await
+        .expect("read")
+        .into_first_result()
+        .await
+        .expect("rows");
+    let got: Vec<Option<&str>> = (0..3).map(|i| rows[0].get::<&str, _>(i)).collect();
+    assert_eq!(
+        got,
+        [
+            Some("2024-02-26T12:34:56"),
+            Some("2024-02-26T12:34:56.789"),
+            Some("2024-02-26T12:34:56.78901"),
+        ]
+    );
+    // One microsecond beyond datetime2(0): refused before it is sent, nothing more stored.
+    let bad = stored(
+        &store,
+        encode_for_tests(&[vec![
+            Some(&i64be(3)),
+            Some(&i64be(762_525_296_000_001)),
+            None,
+            None,
+        ]]),
+        4,
+        1,
+    );
+    let e = stage::bulk_load(&mut c, "[dbo].[t]", &columns, 1, &bad, &store)
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    drop(c);
+    let mut c = conn::connect(&url).await.expect("reconnect");
+    conn::execute(&mut c, "drop", &sql::drop_scratch_database(&name))
+        .await
+        .expect("drop scratch database");
 }

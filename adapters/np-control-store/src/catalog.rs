@@ -4,9 +4,13 @@
 //! nullability), the unique indexes the protocol relies on (one qualification consumption per
 //! run, one selected request per activation, one reservation per attempt, one membership charge
 //! per workload and pool, one original per grant/phase key), and exactly one immutability
-//! trigger per table — every table is append-only. A missing unique index lets a run be consumed
-//! twice; a dropped trigger lets a charge be refunded by an UPDATE. Failures name tables,
-//! columns and indexes only.
+//! trigger per table — every table is append-only — and exactly the reviewed CHECK constraints
+//! and foreign keys ([`CHECKS`], [`FOREIGN_KEYS`]: none added, dropped or `NOT VALID`, no
+//! referential action but `NO ACTION`, no table outside the store referencing one). A missing
+//! unique index lets a run be consumed twice; a dropped trigger lets a charge be refunded by an
+//! UPDATE; a dropped CHECK lets a limit be exceeded; an added foreign key or CHECK can refuse, or
+//! with a cascade rewrite, rows behind the store's back. Failures name tables, columns and
+//! indexes only.
 
 /// A column: name, `format_type` text, NOT NULL.
 pub type ColumnContract = (&'static str, &'static str, bool);
@@ -174,6 +178,247 @@ pub const CONTRACT: [TableContract; 9] = [
     },
 ];
 
+/// Per table: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
+/// (PostgreSQL 15; sorted).
+pub const CHECKS: [(&str, &[&str]); 9] = [
+    (
+        "np_trust_revision",
+        &[
+            "CHECK (((max_attempt_seconds >= 0) AND (max_attempt_seconds <= 3600)))",
+            "CHECK (((max_attempts >= 0) AND (max_attempts <= 128)))",
+            "CHECK (((max_source_bytes >= 0) AND (max_source_bytes <= 1073741824)))",
+            "CHECK (((max_source_rows >= 0) AND (max_source_rows <= 100000)))",
+            "CHECK (((max_validity_seconds >= 1) AND (max_validity_seconds <= 86400)))",
+            "CHECK (((max_workloads >= 0) AND (max_workloads <= 64)))",
+            "CHECK (((octet_length(policy_bytes) >= 1) AND (octet_length(policy_bytes) <= 1048576)))",
+            "CHECK ((policy_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+            "CHECK ((revision >= 1))",
+            "CHECK ((revocation_epoch >= 0))",
+            "CHECK ((root_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+        ],
+    ),
+    (
+        "np_registration",
+        &[
+            "CHECK ((((phase = 'qualification'::text) AND (qualification_run_id IS NOT NULL) AND (cardinality(route) = 6) AND (array_position(route, NULL::text) IS NULL) AND (activation_id IS NULL)) OR ((phase = 'execution'::text) AND (qualification_run_id IS NULL) AND (route IS NULL) AND (activation_id IS NOT NULL))))",
+            "CHECK (((max_attempt_seconds >= 0) AND (max_attempt_seconds <= 3600)))",
+            "CHECK (((max_attempts >= 0) AND (max_attempts <= 128)))",
+            "CHECK (((max_source_bytes >= 0) AND (max_source_bytes <= 1073741824)))",
+            "CHECK (((max_source_rows >= 0) AND (max_source_rows <= 100000)))",
+            "CHECK (((max_workloads >= 0) AND (max_workloads <= 64)))",
+            "CHECK (((not_after_utc > not_before_utc) AND ((not_after_utc - not_before_utc) <= '24:00:00'::interval)))",
+            "CHECK (((octet_length(original_bytes) >= 1) AND (octet_length(original_bytes) <= 1048576)))",
+            "CHECK ((grant_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+            "CHECK ((phase = ANY (ARRAY['qualification'::text, 'execution'::text])))",
+            "CHECK ((revocation_epoch >= 0))",
+        ],
+    ),
+    (
+        "np_grant_workload",
+        &[
+            "CHECK (((max_attempt_seconds >= 0) AND (max_attempt_seconds <= 3600)))",
+            "CHECK (((max_attempts >= 0) AND (max_attempts <= 128)))",
+            "CHECK (((max_source_bytes >= 0) AND (max_source_bytes <= 1073741824)))",
+            "CHECK (((max_source_rows >= 0) AND (max_source_rows <= 100000)))",
+            "CHECK (((max_workloads >= 0) AND (max_workloads <= 64)))",
+            "CHECK ((pack_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+            "CHECK ((workload_id ~ '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$'::text))",
+        ],
+    ),
+    (
+        "np_membership",
+        &["CHECK ((phase = ANY (ARRAY['qualification'::text, 'execution'::text])))"],
+    ),
+    (
+        "np_qualification_consumption",
+        &["CHECK ((phase = 'qualification'::text))"],
+    ),
+    (
+        "np_activation_candidate",
+        &[
+            "CHECK (((octet_length(request_bytes) >= 1) AND (octet_length(request_bytes) <= 1048576)))",
+            "CHECK ((request_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+        ],
+    ),
+    (
+        "np_activation_selection",
+        &[
+            "CHECK (((octet_length(request_bytes) >= 1) AND (octet_length(request_bytes) <= 1048576)))",
+            "CHECK ((phase = 'execution'::text))",
+            "CHECK ((request_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+        ],
+    ),
+    (
+        "np_reservation",
+        &[
+            "CHECK (((phase = 'qualification'::text) = (route IS NOT NULL)))",
+            "CHECK (((reserved_seconds >= 0) AND (reserved_seconds <= 3600)))",
+            "CHECK (((reserved_source_bytes >= 0) AND (reserved_source_bytes <= 1073741824)))",
+            "CHECK (((reserved_source_rows >= 0) AND (reserved_source_rows <= 100000)))",
+            "CHECK ((attempt_id ~ '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$'::text))",
+            "CHECK ((phase = ANY (ARRAY['qualification'::text, 'execution'::text])))",
+            "CHECK ((reservation_id ~ '^sha256:[0-9a-f]{64}$'::text))",
+        ],
+    ),
+    (
+        "np_settlement",
+        &[
+            "CHECK ((measured_http_bytes >= 0))",
+            "CHECK ((measured_source_bytes >= 0))",
+            "CHECK ((measured_source_rows >= 0))",
+            "CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'incomplete'::text])))",
+        ],
+    ),
+];
+
+/// A reviewed foreign key: its columns, the referenced table of the store (same schema) and the
+/// referenced columns. All are `NO ACTION`, `MATCH SIMPLE`, not deferrable.
+pub type ForeignKeyContract = (
+    &'static [&'static str],
+    &'static str,
+    &'static [&'static str],
+);
+
+/// Per table: the foreign keys of the reviewed DDL (tables without one are absent).
+pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 7] = [
+    (
+        "np_registration",
+        &[(
+            &["environment_id", "trust_revision"],
+            "np_trust_revision",
+            &["environment_id", "revision"],
+        )],
+    ),
+    (
+        "np_grant_workload",
+        &[(
+            &["grant_id", "phase"],
+            "np_registration",
+            &["grant_id", "phase"],
+        )],
+    ),
+    (
+        "np_membership",
+        &[(
+            &["grant_id", "phase"],
+            "np_registration",
+            &["grant_id", "phase"],
+        )],
+    ),
+    (
+        "np_qualification_consumption",
+        &[(
+            &["grant_id", "phase"],
+            "np_registration",
+            &["grant_id", "phase"],
+        )],
+    ),
+    (
+        "np_activation_selection",
+        &[(
+            &["grant_id", "phase"],
+            "np_registration",
+            &["grant_id", "phase"],
+        )],
+    ),
+    (
+        "np_reservation",
+        &[(
+            &["grant_id", "phase"],
+            "np_registration",
+            &["grant_id", "phase"],
+        )],
+    ),
+    (
+        "np_settlement",
+        &[(&["reservation_id"], "np_reservation", &["reservation_id"])],
+    ),
+];
+
+/// `confupdtype`, `confdeltype`, `confmatchtype` of a reviewed foreign key: `NO ACTION` on
+/// update and delete, `MATCH SIMPLE`, not deferrable (no `d` suffix).
+pub const REVIEWED_FK_ACTIONS: &str = "aas";
+
+/// The one catalog query for [`Constraint`]s of a table (`$1`: its oid): its CHECK, foreign-key
+/// and exclusion constraints, and the foreign keys of other tables that reference it (the same
+/// query as the XMin state catalog's).
+pub const CONSTRAINTS_SQL: &str = "SELECT c.contype::text, \
+       CASE WHEN c.contype = 'c' THEN pg_catalog.pg_get_constraintdef(c.oid) END, \
+       c.convalidated, c.conrelid = $1, \
+       ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(attnum, ord) \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum \
+             ORDER BY k.ord), \
+       ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(attnum, ord) \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum \
+             ORDER BY k.ord), \
+       o.relname::text, o.relnamespace = me.relnamespace, \
+       c.confupdtype::text || c.confdeltype::text || c.confmatchtype::text \
+         || CASE WHEN c.condeferrable THEN 'd' ELSE '' END \
+  FROM pg_catalog.pg_constraint c \
+  JOIN pg_catalog.pg_class me ON me.oid = $1 \
+  LEFT JOIN pg_catalog.pg_class o \
+    ON o.oid = CASE WHEN c.conrelid = $1 THEN c.confrelid ELSE c.conrelid END \
+ WHERE (c.conrelid = $1 AND c.contype IN ('c', 'f', 'x')) \
+    OR (c.confrelid = $1 AND c.conrelid <> $1 AND c.contype = 'f')";
+
+/// A CHECK constraint, foreign key or exclusion constraint involving a control table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Constraint {
+    /// A CHECK constraint of the table.
+    Check {
+        /// `pg_get_constraintdef`.
+        definition: String,
+        /// `false` for `NOT VALID`.
+        validated: bool,
+    },
+    /// A foreign key of the table.
+    ForeignKey {
+        /// Its columns, in order.
+        columns: Vec<String>,
+        /// The referenced control table; `None` when it is no table of the store's schema.
+        references: Option<String>,
+        /// The referenced columns, in order.
+        referenced_columns: Vec<String>,
+        /// `confupdtype`, `confdeltype`, `confmatchtype`, then `d` when deferrable.
+        actions: String,
+        /// `false` for `NOT VALID`.
+        validated: bool,
+    },
+    /// A foreign key of another table referencing this one: that control table, `None` when it
+    /// is no table of the store's schema.
+    ReferencedBy(Option<String>),
+    /// Another constraint kind the reviewed DDL does not have (an exclusion constraint).
+    Other(String),
+}
+
+impl Constraint {
+    /// One [`CONSTRAINTS_SQL`] row.
+    pub fn from_row(row: &tokio_postgres::Row) -> Self {
+        let kind: String = row.get(0);
+        let validated: bool = row.get(2);
+        let outgoing: bool = row.get(3);
+        let other: Option<String> = row.get(6);
+        let same_schema: Option<bool> = row.get(7);
+        let table =
+            other.filter(|t| same_schema == Some(true) && CONTRACT.iter().any(|c| c.name == t));
+        match (kind.as_str(), outgoing) {
+            ("c", _) => Constraint::Check {
+                definition: row.get::<_, Option<String>>(1).unwrap_or_default(),
+                validated,
+            },
+            ("f", true) => Constraint::ForeignKey {
+                columns: row.get(4),
+                references: table,
+                referenced_columns: row.get(5),
+                actions: row.get(8),
+                validated,
+            },
+            ("f", false) => Constraint::ReferencedBy(table),
+            _ => Constraint::Other(kind),
+        }
+    }
+}
+
 /// `pg_trigger.tgtype` of `BEFORE UPDATE OR DELETE FOR EACH ROW` (row 1 + before 2 + delete 8
 /// + update 16).
 pub const IMMUTABLE_TGTYPE: i16 = 27;
@@ -187,6 +432,99 @@ pub struct TableFacts {
     pub unique: Vec<(Vec<String>, Option<String>)>,
     /// Enabled user triggers: `tgtype`, whether the function body raises.
     pub triggers: Vec<(i16, bool)>,
+    /// CHECK constraints and foreign keys of the table and foreign keys referencing it.
+    pub constraints: Vec<Constraint>,
+}
+
+/// The table's constraints against its reviewed CHECKs and foreign keys.
+fn verify_constraints(contract: &TableContract, facts: &TableFacts) -> Result<(), String> {
+    let table = contract.name;
+    let reviewed_checks = CHECKS
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map_or(&[][..], |(_, c)| *c);
+    let reviewed_fks = FOREIGN_KEYS
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map_or(&[][..], |(_, f)| *f);
+    let mut checks = Vec::new();
+    let mut fks = 0;
+    for c in &facts.constraints {
+        match c {
+            Constraint::Check {
+                definition,
+                validated,
+            } => {
+                if !validated {
+                    return Err(format!(
+                        "control table {table:?} has a CHECK constraint that is NOT VALID"
+                    ));
+                }
+                checks.push(definition.as_str());
+            }
+            Constraint::ForeignKey {
+                columns,
+                references,
+                referenced_columns,
+                actions,
+                validated,
+            } => {
+                fks += 1;
+                let reviewed = reviewed_fks.iter().any(|(cols, to, ref_cols)| {
+                    columns.iter().map(String::as_str).eq(cols.iter().copied())
+                        && references.as_deref() == Some(*to)
+                        && referenced_columns
+                            .iter()
+                            .map(String::as_str)
+                            .eq(ref_cols.iter().copied())
+                        && actions == REVIEWED_FK_ACTIONS
+                        && *validated
+                });
+                if !reviewed {
+                    return Err(format!(
+                        "control table {table:?} has a foreign key on ({}) the reviewed DDL does \
+                         not (or with another target, action or validity)",
+                        columns.join(", ")
+                    ));
+                }
+            }
+            Constraint::ReferencedBy(None) => {
+                return Err(format!(
+                    "control table {table:?} is referenced by a foreign key of a table outside \
+                     the store"
+                ));
+            }
+            // Checked as the referencing control table's own foreign key.
+            Constraint::ReferencedBy(Some(_)) => {}
+            Constraint::Other(kind) => {
+                return Err(format!(
+                    "control table {table:?} has a constraint (kind {kind}) the reviewed DDL \
+                     does not"
+                ));
+            }
+        }
+    }
+    if let Some(extra) = checks.iter().find(|c| !reviewed_checks.contains(c)) {
+        return Err(format!(
+            "control table {table:?} has a CHECK constraint the reviewed DDL does not: {extra}"
+        ));
+    }
+    if let Some(missing) = reviewed_checks.iter().find(|c| !checks.contains(c)) {
+        return Err(format!(
+            "control table {table:?} lacks the reviewed {missing}"
+        ));
+    }
+    if checks.len() != reviewed_checks.len() {
+        return Err(format!(
+            "control table {table:?} has a CHECK constraint twice"
+        ));
+    }
+    if fks != reviewed_fks.len() {
+        return Err(format!(
+            "control table {table:?} lacks a foreign key of the reviewed DDL"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks one table against its contract; `Err` names what differs.
@@ -244,7 +582,7 @@ pub fn verify_table(contract: &TableContract, facts: &TableFacts) -> Result<(), 
         }
     }
     match facts.triggers.as_slice() {
-        [(IMMUTABLE_TGTYPE, true)] => Ok(()),
+        [(IMMUTABLE_TGTYPE, true)] => verify_constraints(contract, facts),
         _ => Err(format!(
             "control table {table:?} must have exactly the reviewed immutability trigger"
         )),
@@ -268,7 +606,124 @@ mod tests {
                 .map(|u| (u.iter().map(|s| (*s).to_owned()).collect(), None))
                 .collect(),
             triggers: vec![(IMMUTABLE_TGTYPE, true)],
+            constraints: reviewed_constraints(c.name),
         }
+    }
+
+    fn reviewed_constraints(table: &str) -> Vec<Constraint> {
+        let checks = CHECKS.iter().find(|(t, _)| *t == table).unwrap().1;
+        let fks = FOREIGN_KEYS
+            .iter()
+            .find(|(t, _)| *t == table)
+            .map_or(&[][..], |(_, f)| *f);
+        let mut out: Vec<Constraint> = checks
+            .iter()
+            .map(|d| Constraint::Check {
+                definition: (*d).into(),
+                validated: true,
+            })
+            .collect();
+        out.extend(
+            fks.iter()
+                .map(|(cols, to, ref_cols)| Constraint::ForeignKey {
+                    columns: cols.iter().map(|c| (*c).into()).collect(),
+                    references: Some((*to).into()),
+                    referenced_columns: ref_cols.iter().map(|c| (*c).into()).collect(),
+                    actions: REVIEWED_FK_ACTIONS.into(),
+                    validated: true,
+                }),
+        );
+        for (from, keys) in &FOREIGN_KEYS {
+            if keys.iter().any(|(_, to, _)| *to == table) {
+                out.push(Constraint::ReferencedBy(Some((*from).into())));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_contract_table_has_its_reviewed_checks_listed() {
+        for c in &CONTRACT {
+            assert!(CHECKS.iter().any(|(t, _)| *t == c.name), "{}", c.name);
+        }
+        let named = CHECKS.iter().map(|(t, _)| *t);
+        for t in named.chain(FOREIGN_KEYS.iter().map(|(t, _)| *t)) {
+            assert!(CONTRACT.iter().any(|c| c.name == t), "{t}");
+        }
+    }
+
+    #[test]
+    fn an_added_dropped_or_weakened_check_or_foreign_key_is_refused() {
+        // Tier: unit (pure contract check).
+        let settlement = CONTRACT.iter().find(|c| c.name == "np_settlement").unwrap();
+        let reservation = CONTRACT
+            .iter()
+            .find(|c| c.name == "np_reservation")
+            .unwrap();
+        let mut f = reviewed(settlement);
+        f.constraints.push(Constraint::Check {
+            definition: "CHECK ((measured_source_rows < 10))".into(),
+            validated: true,
+        });
+        let e = verify_table(settlement, &f).unwrap_err();
+        assert!(
+            e.contains("CHECK constraint the reviewed DDL does not"),
+            "{e}"
+        );
+        let mut f = reviewed(settlement);
+        f.constraints.remove(0);
+        assert!(
+            verify_table(settlement, &f)
+                .unwrap_err()
+                .contains("lacks the reviewed CHECK")
+        );
+        let mut f = reviewed(settlement);
+        if let Constraint::Check { validated, .. } = &mut f.constraints[0] {
+            *validated = false;
+        }
+        assert!(
+            verify_table(settlement, &f)
+                .unwrap_err()
+                .contains("NOT VALID")
+        );
+        // The reviewed foreign key cascading, deferrable, dropped; an added one.
+        for weakened in ["aca", "aasd"] {
+            let mut f = reviewed(settlement);
+            for c in &mut f.constraints {
+                if let Constraint::ForeignKey { actions, .. } = c {
+                    *actions = weakened.into();
+                }
+            }
+            assert!(verify_table(settlement, &f).is_err(), "{weakened}");
+        }
+        let mut f = reviewed(settlement);
+        f.constraints
+            .retain(|c| !matches!(c, Constraint::ForeignKey { .. }));
+        assert!(
+            verify_table(settlement, &f)
+                .unwrap_err()
+                .contains("lacks a foreign key")
+        );
+        let mut f = reviewed(reservation);
+        f.constraints.push(Constraint::ForeignKey {
+            columns: vec!["grant_id".into()],
+            references: None,
+            referenced_columns: vec!["grant_id".into()],
+            actions: REVIEWED_FK_ACTIONS.into(),
+            validated: true,
+        });
+        assert!(
+            verify_table(reservation, &f)
+                .unwrap_err()
+                .contains("foreign key")
+        );
+        let mut f = reviewed(reservation);
+        f.constraints.push(Constraint::ReferencedBy(None));
+        assert!(
+            verify_table(reservation, &f)
+                .unwrap_err()
+                .contains("outside the store")
+        );
     }
 
     #[test]

@@ -1586,10 +1586,17 @@ impl PgControlStore {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
+        let constraints = c
+            .query(crate::catalog::CONSTRAINTS_SQL, &[&oid])
+            .await?
+            .iter()
+            .map(crate::catalog::Constraint::from_row)
+            .collect();
         Ok(TableFacts {
             columns,
             unique,
             triggers,
+            constraints,
         })
     }
 

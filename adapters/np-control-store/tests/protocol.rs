@@ -147,6 +147,74 @@ async fn the_reviewed_ddl_is_verified_never_created_and_deviations_refuse() {
     not(dpone_live_pg),
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
+async fn an_added_or_dropped_check_constraint_or_foreign_key_refuses_with_the_catalog_code() {
+    let e = Env::new().await;
+    let store = e.store();
+    store
+        .verify_catalog()
+        .await
+        .expect("the fixture is the contract");
+    for (ddl, undo) in [
+        // An added CHECK constraint (it could refuse a settlement the protocol must record).
+        (
+            "ALTER TABLE \"S\".np_settlement ADD CONSTRAINT sneaky CHECK (measured_source_rows < 10)",
+            "ALTER TABLE \"S\".np_settlement DROP CONSTRAINT sneaky",
+        ),
+        // A dropped reviewed CHECK (a limit the store relies on).
+        (
+            "ALTER TABLE \"S\".np_settlement DROP CONSTRAINT np_settlement_measured_source_rows_check",
+            "ALTER TABLE \"S\".np_settlement ADD CONSTRAINT np_settlement_measured_source_rows_check \
+             CHECK (measured_source_rows >= 0)",
+        ),
+        // An added foreign key to a table outside the store.
+        (
+            "CREATE TABLE \"S\".outside (reservation_id text PRIMARY KEY); \
+             ALTER TABLE \"S\".np_settlement ADD CONSTRAINT sneaky FOREIGN KEY (reservation_id) \
+             REFERENCES \"S\".outside (reservation_id) NOT VALID",
+            "ALTER TABLE \"S\".np_settlement DROP CONSTRAINT sneaky; DROP TABLE \"S\".outside",
+        ),
+        // A table outside the store referencing one of it.
+        (
+            "CREATE TABLE public.np_outside (reservation_id text \
+             REFERENCES \"S\".np_reservation (reservation_id) ON DELETE CASCADE)",
+            "DROP TABLE public.np_outside",
+        ),
+        // The reviewed foreign key replaced by a cascading one.
+        (
+            "ALTER TABLE \"S\".np_settlement DROP CONSTRAINT np_settlement_reservation_id_fkey; \
+             ALTER TABLE \"S\".np_settlement ADD CONSTRAINT np_settlement_reservation_id_fkey \
+             FOREIGN KEY (reservation_id) REFERENCES \"S\".np_reservation (reservation_id) ON DELETE CASCADE",
+            "ALTER TABLE \"S\".np_settlement DROP CONSTRAINT np_settlement_reservation_id_fkey; \
+             ALTER TABLE \"S\".np_settlement ADD CONSTRAINT np_settlement_reservation_id_fkey \
+             FOREIGN KEY (reservation_id) REFERENCES \"S\".np_reservation (reservation_id)",
+        ),
+        // A dropped reviewed foreign key.
+        (
+            "ALTER TABLE \"S\".np_settlement DROP CONSTRAINT np_settlement_reservation_id_fkey",
+            "ALTER TABLE \"S\".np_settlement ADD CONSTRAINT np_settlement_reservation_id_fkey \
+             FOREIGN KEY (reservation_id) REFERENCES \"S\".np_reservation (reservation_id)",
+        ),
+    ] {
+        e.admin
+            .batch_execute(&ddl.replace("\"S\"", &format!("\"{}\"", e.schema)))
+            .await
+            .expect("deviate");
+        let err = store.verify_catalog().await.unwrap_err();
+        assert_eq!(err.code, StoreCode::CatalogInvalid, "{ddl}");
+        e.admin
+            .batch_execute(&undo.replace("\"S\"", &format!("\"{}\"", e.schema)))
+            .await
+            .expect("undo");
+        store.verify_catalog().await.expect("restored");
+    }
+    e.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn trust_revisions_are_monotonic_and_restored_policy_bytes_are_a_new_revision() {
     let e = Env::new().await;
     let c = campaign(&e, CEILINGS).await;

@@ -4,8 +4,10 @@
 //! indexes the protocol relies on (columns and partial predicate), and its triggers — exactly
 //! the immutability trigger on the receipt and authority tables, none elsewhere. A missing
 //! filtered index lets two active owners coexist; a dropped immutability trigger lets a receipt
-//! be rewritten; an extra trigger can change any write the protocol makes. Failures name tables,
-//! columns and indexes only.
+//! be rewritten; an extra trigger can change any write the protocol makes. CHECK constraints and
+//! foreign keys are the reviewed ones exactly ([`STATE_CHECKS`], [`STATE_FOREIGN_KEYS`]): none
+//! added, none dropped, none `NOT VALID`, no referential action but `NO ACTION`, and no table
+//! outside the state tables referencing one. Failures name tables, columns and indexes only.
 
 /// A column of a state table: name, `format_type` text, NOT NULL.
 pub type ColumnContract = (&'static str, &'static str, bool);
@@ -122,6 +124,148 @@ pub const IMMUTABLE_ROLES: [&str; 3] = ["receipt", "repair_authority", "repair_c
 /// + update 16).
 pub const IMMUTABLE_TGTYPE: i16 = 27;
 
+/// Per role: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
+/// (PostgreSQL 15; sorted).
+pub const STATE_CHECKS: [(&str, &[&str]); 5] = [
+    (
+        "source_state",
+        &[
+            "CHECK ((octet_length(target_identity) = 32))",
+            "CHECK ((revision >= 1))",
+            "CHECK ((safe_xmin >= 0))",
+            "CHECK ((state_key ~ '^[0-9a-f]{64}$'::text))",
+            "CHECK ((visible_horizon >= safe_xmin))",
+        ],
+    ),
+    (
+        "run",
+        &["CHECK ((status = ANY (ARRAY['committed'::text, 'rolled_back'::text])))"],
+    ),
+    ("receipt", &[]),
+    (
+        "repair_authority",
+        &["CHECK ((recorded_digest ~ '^[0-9a-f]{64}$'::text))"],
+    ),
+    ("repair_consumption", &[]),
+];
+
+/// A reviewed foreign key: its columns, the role of the state table it references (in the same
+/// schema) and the referenced columns. All are `NO ACTION`, `MATCH SIMPLE`, not deferrable.
+pub type ForeignKeyContract = (
+    &'static [&'static str],
+    &'static str,
+    &'static [&'static str],
+);
+
+/// Per role: the foreign keys of the reviewed DDL.
+pub const STATE_FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 5] = [
+    ("source_state", &[]),
+    ("run", &[]),
+    ("receipt", &[]),
+    ("repair_authority", &[]),
+    (
+        "repair_consumption",
+        &[
+            (&["authority_id"], "repair_authority", &["authority_id"]),
+            (&["receipt_id"], "receipt", &["receipt_id"]),
+        ],
+    ),
+];
+
+/// `confupdtype`, `confdeltype`, `confmatchtype` of a reviewed foreign key: `NO ACTION` on
+/// update and delete, `MATCH SIMPLE`, and not deferrable (no `d` suffix).
+pub const REVIEWED_FK_ACTIONS: &str = "aas";
+
+/// The one catalog query for [`Constraint`]s of a table (`$1`: its oid): its CHECK, foreign-key
+/// and exclusion constraints, and the foreign keys of other tables that reference it. Columns:
+/// `contype`, CHECK definition, validated, outgoing, columns, referenced columns, the other
+/// table's name, whether it is in the same schema, the actions (`confupdtype`, `confdeltype`,
+/// `confmatchtype`, `d` when deferrable).
+pub const CONSTRAINTS_SQL: &str = "SELECT c.contype::text, \
+       CASE WHEN c.contype = 'c' THEN pg_catalog.pg_get_constraintdef(c.oid) END, \
+       c.convalidated, c.conrelid = $1, \
+       ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(attnum, ord) \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum \
+             ORDER BY k.ord), \
+       ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(attnum, ord) \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum \
+             ORDER BY k.ord), \
+       o.relname::text, o.relnamespace = me.relnamespace, \
+       c.confupdtype::text || c.confdeltype::text || c.confmatchtype::text \
+         || CASE WHEN c.condeferrable THEN 'd' ELSE '' END \
+  FROM pg_catalog.pg_constraint c \
+  JOIN pg_catalog.pg_class me ON me.oid = $1 \
+  LEFT JOIN pg_catalog.pg_class o \
+    ON o.oid = CASE WHEN c.conrelid = $1 THEN c.confrelid ELSE c.conrelid END \
+ WHERE (c.conrelid = $1 AND c.contype IN ('c', 'f', 'x')) \
+    OR (c.confrelid = $1 AND c.conrelid <> $1 AND c.contype = 'f')";
+
+/// Foreign keys of other tables referencing the target (`$1`: its oid) whose action on delete
+/// or update writes (`CASCADE`, `SET NULL`, `SET DEFAULT`), counted.
+pub const TARGET_CASCADING_REFERENCES_SQL: &str = "SELECT count(*) FROM pg_catalog.pg_constraint c \
+ WHERE c.confrelid = $1 AND c.contype = 'f' \
+   AND (c.confdeltype NOT IN ('a', 'r') OR c.confupdtype NOT IN ('a', 'r'))";
+
+/// A CHECK constraint, foreign key or exclusion constraint involving a state table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Constraint {
+    /// A CHECK constraint of the table: `pg_get_constraintdef`, and whether it is validated.
+    Check {
+        /// `pg_get_constraintdef`.
+        definition: String,
+        /// `false` for `NOT VALID`.
+        validated: bool,
+    },
+    /// A foreign key of the table.
+    ForeignKey {
+        /// Its columns, in order.
+        columns: Vec<String>,
+        /// The role of the referenced state table; `None` when it is no state table of this
+        /// schema.
+        references: Option<String>,
+        /// The referenced columns, in order.
+        referenced_columns: Vec<String>,
+        /// `confupdtype`, `confdeltype`, `confmatchtype`, then `d` when deferrable.
+        actions: String,
+        /// `false` for `NOT VALID`.
+        validated: bool,
+    },
+    /// A foreign key of another table that references this one: that table's role, `None` when
+    /// it is no state table of this schema.
+    ReferencedBy(Option<String>),
+    /// Any other constraint kind the reviewed DDL does not have (an exclusion constraint).
+    Other(String),
+}
+
+impl Constraint {
+    /// One [`CONSTRAINTS_SQL`] row; `role_of` names the role of a table of the same schema.
+    pub fn from_row(row: &tokio_postgres::Row, role_of: impl Fn(&str) -> Option<String>) -> Self {
+        let kind: String = row.get(0);
+        let validated: bool = row.get(2);
+        let outgoing: bool = row.get(3);
+        let other: Option<String> = row.get(6);
+        let same_schema: Option<bool> = row.get(7);
+        let role = other
+            .filter(|_| same_schema == Some(true))
+            .and_then(|t| role_of(&t));
+        match (kind.as_str(), outgoing) {
+            ("c", _) => Constraint::Check {
+                definition: row.get::<_, Option<String>>(1).unwrap_or_default(),
+                validated,
+            },
+            ("f", true) => Constraint::ForeignKey {
+                columns: row.get(4),
+                references: role,
+                referenced_columns: row.get(5),
+                actions: row.get(8),
+                validated,
+            },
+            ("f", false) => Constraint::ReferencedBy(role),
+            _ => Constraint::Other(kind),
+        }
+    }
+}
+
 /// What the catalog says of one state table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TableFacts {
@@ -131,6 +275,100 @@ pub struct TableFacts {
     pub unique: Vec<(Vec<String>, Option<String>)>,
     /// Enabled user triggers: `tgtype`, whether the function body raises.
     pub triggers: Vec<(i16, bool)>,
+    /// CHECK constraints and foreign keys of the table and foreign keys referencing it.
+    pub constraints: Vec<Constraint>,
+}
+
+/// The table's constraints against the reviewed CHECKs and foreign keys of `role`.
+fn verify_constraints(role: &str, table: &str, facts: &TableFacts) -> Result<(), String> {
+    let pick = |list: &[(&str, &'static [&'static str])]| {
+        list.iter()
+            .find(|(r, _)| *r == role)
+            .map_or(&[][..], |(_, c)| *c)
+    };
+    let reviewed_checks = pick(&STATE_CHECKS);
+    let reviewed_fks = STATE_FOREIGN_KEYS
+        .iter()
+        .find(|(r, _)| *r == role)
+        .map_or(&[][..], |(_, f)| *f);
+    let mut checks = Vec::new();
+    let mut fks = 0;
+    for c in &facts.constraints {
+        match c {
+            Constraint::Check {
+                definition,
+                validated,
+            } => {
+                if !validated {
+                    return Err(format!(
+                        "state table {table:?} has a CHECK constraint that is NOT VALID"
+                    ));
+                }
+                checks.push(definition.as_str());
+            }
+            Constraint::ForeignKey {
+                columns,
+                references,
+                referenced_columns,
+                actions,
+                validated,
+            } => {
+                fks += 1;
+                let reviewed = reviewed_fks.iter().any(|(cols, to, ref_cols)| {
+                    columns.iter().map(String::as_str).eq(cols.iter().copied())
+                        && references.as_deref() == Some(*to)
+                        && referenced_columns
+                            .iter()
+                            .map(String::as_str)
+                            .eq(ref_cols.iter().copied())
+                        && actions == REVIEWED_FK_ACTIONS
+                        && *validated
+                });
+                if !reviewed {
+                    return Err(format!(
+                        "state table {table:?} has a foreign key on ({}) the reviewed DDL does \
+                         not (or with another target, action or validity)",
+                        columns.join(", ")
+                    ));
+                }
+            }
+            Constraint::ReferencedBy(None) => {
+                return Err(format!(
+                    "state table {table:?} is referenced by a foreign key of a table outside \
+                     the state tables"
+                ));
+            }
+            // Checked as the referencing state table's own foreign key.
+            Constraint::ReferencedBy(Some(_)) => {}
+            Constraint::Other(kind) => {
+                return Err(format!(
+                    "state table {table:?} has a constraint (kind {kind}) the reviewed DDL does not"
+                ));
+            }
+        }
+    }
+    checks.sort_unstable();
+    if let Some(extra) = checks.iter().find(|c| !reviewed_checks.contains(c)) {
+        return Err(format!(
+            "state table {table:?} has a CHECK constraint the reviewed DDL does not: {extra}"
+        ));
+    }
+    if let Some(missing) = reviewed_checks.iter().find(|c| !checks.contains(c)) {
+        return Err(format!(
+            "state table {table:?} lacks the reviewed {missing}"
+        ));
+    }
+    if checks.len() != reviewed_checks.len() {
+        return Err(format!(
+            "state table {table:?} has a CHECK constraint twice"
+        ));
+    }
+    if fks != reviewed_fks.len() {
+        return Err(format!(
+            "state table {table:?} lacks a foreign key of the reviewed DDL"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks one state table (by role) against the contract; `Err` names what differs.
@@ -184,14 +422,19 @@ pub fn verify_table(role: &str, table: &str, facts: &TableFacts) -> Result<(), S
     }
     let immutable = IMMUTABLE_ROLES.contains(&role);
     match (immutable, facts.triggers.as_slice()) {
-        (true, [(IMMUTABLE_TGTYPE, true)]) | (false, []) => Ok(()),
-        (true, _) => Err(format!(
-            "state table {table:?} must have exactly the reviewed immutability trigger"
-        )),
-        (false, _) => Err(format!(
-            "state table {table:?} has a trigger the reviewed DDL does not"
-        )),
+        (true, [(IMMUTABLE_TGTYPE, true)]) | (false, []) => {}
+        (true, _) => {
+            return Err(format!(
+                "state table {table:?} must have exactly the reviewed immutability trigger"
+            ));
+        }
+        (false, _) => {
+            return Err(format!(
+                "state table {table:?} has a trigger the reviewed DDL does not"
+            ));
+        }
     }
+    verify_constraints(role, table, facts)
 }
 
 #[cfg(test)]
@@ -220,7 +463,128 @@ mod tests {
             } else {
                 vec![]
             },
+            constraints: reviewed_constraints(role),
         }
+    }
+
+    fn reviewed_constraints(role: &str) -> Vec<Constraint> {
+        let checks = STATE_CHECKS.iter().find(|(r, _)| *r == role).unwrap().1;
+        let fks = STATE_FOREIGN_KEYS
+            .iter()
+            .find(|(r, _)| *r == role)
+            .unwrap()
+            .1;
+        let mut out: Vec<Constraint> = checks
+            .iter()
+            .map(|d| Constraint::Check {
+                definition: (*d).into(),
+                validated: true,
+            })
+            .collect();
+        out.extend(
+            fks.iter()
+                .map(|(cols, to, ref_cols)| Constraint::ForeignKey {
+                    columns: cols.iter().map(|c| (*c).into()).collect(),
+                    references: Some((*to).into()),
+                    referenced_columns: ref_cols.iter().map(|c| (*c).into()).collect(),
+                    actions: REVIEWED_FK_ACTIONS.into(),
+                    validated: true,
+                }),
+        );
+        // The consumption table's keys reference these two.
+        if matches!(role, "receipt" | "repair_authority") {
+            out.push(Constraint::ReferencedBy(Some("repair_consumption".into())));
+        }
+        out
+    }
+
+    #[test]
+    fn an_added_dropped_or_weakened_check_or_foreign_key_is_refused() {
+        // Tier: unit (pure contract check).
+        let check = |d: &str, validated| Constraint::Check {
+            definition: d.into(),
+            validated,
+        };
+        let mut f = reviewed("receipt");
+        f.constraints
+            .push(check("CHECK ((new_revision < 100))", true));
+        let e = verify_table("receipt", "t", &f).unwrap_err();
+        assert!(
+            e.contains("CHECK constraint the reviewed DDL does not"),
+            "{e}"
+        );
+
+        let mut f = reviewed("source_state");
+        f.constraints.remove(0);
+        let e = verify_table("source_state", "t", &f).unwrap_err();
+        assert!(e.contains("lacks the reviewed CHECK"), "{e}");
+
+        let mut f = reviewed("source_state");
+        f.constraints[0] = check(STATE_CHECKS[0].1[0], false);
+        assert!(
+            verify_table("source_state", "t", &f)
+                .unwrap_err()
+                .contains("NOT VALID")
+        );
+
+        let mut f = reviewed("run");
+        f.constraints.push(check(STATE_CHECKS[1].1[0], true));
+        assert!(verify_table("run", "t", &f).unwrap_err().contains("twice"));
+
+        let fk = |cols: &[&str], to: Option<&str>, actions: &str| Constraint::ForeignKey {
+            columns: cols.iter().map(|c| (*c).into()).collect(),
+            references: to.map(Into::into),
+            referenced_columns: vec!["receipt_id".into()],
+            actions: actions.into(),
+            validated: true,
+        };
+        // An added foreign key, to another state table or outside the schema.
+        for added in [
+            fk(&["receipt_id"], Some("receipt"), REVIEWED_FK_ACTIONS),
+            fk(&["receipt_id"], None, REVIEWED_FK_ACTIONS),
+        ] {
+            let mut f = reviewed("run");
+            f.constraints.push(added);
+            let e = verify_table("run", "t", &f).unwrap_err();
+            assert!(e.contains("foreign key"), "{e}");
+        }
+        // The reviewed foreign key with a cascade, or deferrable, or NOT VALID.
+        for weakened in ["acs", "aasd"] {
+            let mut f = reviewed("repair_consumption");
+            f.constraints[1] = fk(&["receipt_id"], Some("receipt"), weakened);
+            assert!(
+                verify_table("repair_consumption", "t", &f).is_err(),
+                "{weakened}"
+            );
+        }
+        let mut f = reviewed("repair_consumption");
+        if let Constraint::ForeignKey { validated, .. } = &mut f.constraints[1] {
+            *validated = false;
+        }
+        assert!(verify_table("repair_consumption", "t", &f).is_err());
+        // A dropped foreign key.
+        let mut f = reviewed("repair_consumption");
+        f.constraints.pop();
+        assert!(
+            verify_table("repair_consumption", "t", &f)
+                .unwrap_err()
+                .contains("lacks a foreign key")
+        );
+        // A table outside the state tables referencing one.
+        let mut f = reviewed("receipt");
+        f.constraints.push(Constraint::ReferencedBy(None));
+        assert!(
+            verify_table("receipt", "t", &f)
+                .unwrap_err()
+                .contains("outside the state tables")
+        );
+        let mut f = reviewed("receipt");
+        f.constraints.push(Constraint::Other("x".into()));
+        assert!(
+            verify_table("receipt", "t", &f)
+                .unwrap_err()
+                .contains("kind x")
+        );
     }
 
     #[test]

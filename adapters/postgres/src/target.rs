@@ -573,22 +573,32 @@ impl PgTarget {
                 "target has no valid unique index on exactly the unique key".into(),
             ));
         }
+        // A foreign key of another table that cascades, or sets NULL or a default, when a
+        // target row is deleted or its referenced columns change would make the run write
+        // outside the target; NO ACTION and RESTRICT only refuse (the run then rolls back).
+        // CHECK constraints and the target's own foreign keys only refuse rows, never write.
+        let cascading: i64 = c
+            .query_one(catalog::TARGET_CASCADING_REFERENCES_SQL, &[&oid])
+            .await
+            .map_err(|e| terr("read target foreign keys", &e))?
+            .get(0);
+        if cascading > 0 {
+            return Err(bad(
+                "a foreign key of another table references the target with ON DELETE or ON \
+                 UPDATE CASCADE, SET NULL or SET DEFAULT: the run would write outside the target"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
     /// The state tables against the reviewed contract (`crate::catalog`): exact columns, the
-    /// unique indexes the protocol relies on, and exactly the reviewed triggers.
+    /// unique indexes the protocol relies on, exactly the reviewed triggers, CHECK constraints
+    /// and foreign keys.
     async fn verify_state_catalog(c: &tokio_postgres::Client, spec: &TargetSpec) -> Result<()> {
-        let t = &spec.state;
-        let names = [
-            &t.source_state,
-            &t.run,
-            &t.receipt,
-            &t.repair_authority,
-            &t.repair_consumption,
-        ];
-        for ((role, _), name) in STATE_CONTRACT.iter().zip(names) {
-            let facts = Self::state_table_facts(c, &spec.state_schema, name).await?;
+        let roles = Self::state_roles(spec);
+        for (role, name) in &roles {
+            let facts = Self::state_table_facts(c, &spec.state_schema, name, &roles).await?;
             catalog::verify_table(role, name, &facts)
                 .map_err(|m| XminError::new(ErrorCode::StateCatalogInvalid, m))?;
         }
@@ -599,6 +609,7 @@ impl PgTarget {
         c: &tokio_postgres::Client,
         schema: &str,
         name: &str,
+        roles: &[(&'static str, String)],
     ) -> Result<TableFacts> {
         let read = |e: tokio_postgres::Error| terr("read state catalog", &e);
         let Some(oid) = c
@@ -655,11 +666,43 @@ impl PgTarget {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
+        let constraints = c
+            .query(catalog::CONSTRAINTS_SQL, &[&oid])
+            .await
+            .map_err(read)?
+            .iter()
+            .map(|r| {
+                catalog::Constraint::from_row(r, |t| {
+                    roles
+                        .iter()
+                        .find(|(_, n)| n == t)
+                        .map(|(role, _)| (*role).to_owned())
+                })
+            })
+            .collect();
         Ok(TableFacts {
             columns,
             unique,
             triggers,
+            constraints,
         })
+    }
+
+    /// Each state role with its table name (`STATE_CONTRACT` order).
+    fn state_roles(spec: &TargetSpec) -> Vec<(&'static str, String)> {
+        let t = &spec.state;
+        let names = [
+            &t.source_state,
+            &t.run,
+            &t.receipt,
+            &t.repair_authority,
+            &t.repair_consumption,
+        ];
+        STATE_CONTRACT
+            .iter()
+            .map(|(role, _)| *role)
+            .zip(names.into_iter().cloned())
+            .collect()
     }
 
     async fn one_receipt(

@@ -214,6 +214,118 @@ async fn a_state_catalog_that_differs_from_the_reviewed_ddl_is_refused_before_ex
     f.run().await.expect("the reviewed catalog passes");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn an_added_or_dropped_check_constraint_or_foreign_key_on_the_state_is_refused() {
+    // Each change is made, refused at preflight with the catalog code, and undone.
+    let changes: &[(&str, &str)] = &[
+        // An added CHECK constraint (it could refuse the run's own receipt).
+        (
+            "ALTER TABLE dpone_state.dpone_commit_receipt ADD CONSTRAINT sneaky CHECK (new_revision < 1000)",
+            "ALTER TABLE dpone_state.dpone_commit_receipt DROP CONSTRAINT sneaky",
+        ),
+        // An added CHECK constraint, NOT VALID.
+        (
+            "ALTER TABLE dpone_state.dpone_source_state ADD CONSTRAINT sneaky CHECK (safe_xmin < 10) NOT VALID",
+            "ALTER TABLE dpone_state.dpone_source_state DROP CONSTRAINT sneaky",
+        ),
+        // A dropped reviewed CHECK constraint.
+        (
+            "ALTER TABLE dpone_state.dpone_run_state DROP CONSTRAINT dpone_run_state_status_check",
+            "ALTER TABLE dpone_state.dpone_run_state ADD CONSTRAINT dpone_run_state_status_check CHECK (status IN ('committed', 'rolled_back'))",
+        ),
+        // An added foreign key from a state table to a table outside the state.
+        (
+            "CREATE TABLE dpone_state.outside (run_id text PRIMARY KEY); \
+             ALTER TABLE dpone_state.dpone_run_state ADD CONSTRAINT sneaky FOREIGN KEY (run_id) REFERENCES dpone_state.outside (run_id) ON DELETE CASCADE NOT VALID",
+            "ALTER TABLE dpone_state.dpone_run_state DROP CONSTRAINT sneaky; DROP TABLE dpone_state.outside",
+        ),
+        // A table outside the state referencing a state table.
+        (
+            "CREATE TABLE public.outside (receipt_id text REFERENCES dpone_state.dpone_commit_receipt (receipt_id))",
+            "DROP TABLE public.outside",
+        ),
+        // The reviewed foreign key replaced by a cascading one.
+        (
+            "ALTER TABLE dpone_state.dpone_repair_authority_consumption DROP CONSTRAINT dpone_repair_authority_consumption_receipt_id_fkey; \
+             ALTER TABLE dpone_state.dpone_repair_authority_consumption ADD CONSTRAINT dpone_repair_authority_consumption_receipt_id_fkey FOREIGN KEY (receipt_id) REFERENCES dpone_state.dpone_commit_receipt (receipt_id) ON DELETE CASCADE",
+            "ALTER TABLE dpone_state.dpone_repair_authority_consumption DROP CONSTRAINT dpone_repair_authority_consumption_receipt_id_fkey; \
+             ALTER TABLE dpone_state.dpone_repair_authority_consumption ADD CONSTRAINT dpone_repair_authority_consumption_receipt_id_fkey FOREIGN KEY (receipt_id) REFERENCES dpone_state.dpone_commit_receipt (receipt_id)",
+        ),
+        // A dropped reviewed foreign key.
+        (
+            "ALTER TABLE dpone_state.dpone_repair_authority_consumption DROP CONSTRAINT dpone_repair_authority_consumption_authority_id_fkey",
+            "ALTER TABLE dpone_state.dpone_repair_authority_consumption ADD CONSTRAINT dpone_repair_authority_consumption_authority_id_fkey FOREIGN KEY (authority_id) REFERENCES dpone_state.dpone_repair_authority (authority_id)",
+        ),
+    ];
+    let Some(f) = Fixture::new("constraints", Options::default()).await else {
+        return;
+    };
+    for (change, undo) in changes {
+        f.pg_target().batch_execute(change).await.expect("change");
+        refused(
+            &f,
+            &f.route,
+            ErrorCode::StateCatalogInvalid,
+            Phase::Preflight,
+        )
+        .await;
+        f.pg_target().batch_execute(undo).await.expect("undo");
+    }
+    // Undone, the catalog is the reviewed one again and a run commits.
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    f.run().await.expect("the reviewed catalog passes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_cascading_foreign_key_onto_the_target_is_refused_a_restricting_one_is_not() {
+    let Some(f) = Fixture::new("target_fk", Options::default()).await else {
+        return;
+    };
+    for action in [
+        "ON DELETE CASCADE",
+        "ON DELETE SET NULL",
+        "ON UPDATE CASCADE",
+    ] {
+        f.pg_target()
+            .batch_execute(&format!(
+                "CREATE TABLE public.child (id bigint REFERENCES dwh.items (id) {action})"
+            ))
+            .await
+            .expect("child");
+        refused(
+            &f,
+            &f.route,
+            ErrorCode::TargetTableInvalid,
+            Phase::Preflight,
+        )
+        .await;
+        f.pg_target()
+            .batch_execute("DROP TABLE public.child")
+            .await
+            .expect("drop");
+    }
+    // NO ACTION only refuses a delete of a referenced row; CHECK constraints only refuse rows.
+    f.pg_target()
+        .batch_execute(
+            "CREATE TABLE public.child (id bigint REFERENCES dwh.items (id)); \
+             ALTER TABLE dwh.items ADD CONSTRAINT qty_nonnegative CHECK (qty >= 0)",
+        )
+        .await
+        .expect("restricting");
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    f.run().await.expect("restricting constraints pass");
+}
+
 async fn source_db_oid(f: &Fixture) -> u32 {
     f.sc.query_one(
         "SELECT oid FROM pg_database WHERE datname = current_database()",

@@ -4,8 +4,9 @@
 //! The registry is parsed strictly (its errors keep their `DPONE_XMIN_REGISTRY_*` and
 //! `DPONE_XMIN_YAML_*` codes). Then every connection, in name order, is connected to and its live
 //! identity observed, and each pinned field is printed with its pinned and observed value and a
-//! status: `match`, `MISMATCH` or `unreachable` (with a stable code). `--offline` checks the
-//! structure only and prints the pins, verifying nothing.
+//! status: `match`, `MISMATCH`, `refused` (the server answered and is one the route refuses,
+//! e.g. Babelfish: permanent, exit 1) or `unreachable` (with a stable code; retry, exit 75).
+//! `--offline` checks the structure only and prints the pins, verifying nothing.
 //!
 //! Connections are named only by logical name and kind: the output never holds hosts, ports,
 //! passwords or connection strings, and never server text (a failure carries a stable code and
@@ -37,6 +38,8 @@ pub const SCHEMA: &str = "dpone.connections-check.v1";
 pub const PIN_DRIFT: &str = "DPONE_CONNECTIONS_PIN_DRIFT";
 /// Some pinned field could not be observed (exit 75).
 pub const UNREACHABLE: &str = "DPONE_CONNECTIONS_UNREACHABLE";
+/// A server answered and is one the route refuses (exit 1: retrying does not change it).
+pub const SERVER_REFUSED: &str = "DPONE_CONNECTIONS_SERVER_REFUSED";
 /// Field code: observing the connection took longer than [`OBSERVE_TIMEOUT`].
 pub const TIMEOUT: &str = "DPONE_CONNECTIONS_TIMEOUT";
 /// Upper bound for observing one connection (connect and every catalog read).
@@ -49,6 +52,8 @@ enum Status {
     Match,
     #[serde(rename = "MISMATCH")]
     Mismatch,
+    #[serde(rename = "refused")]
+    Refused,
     #[serde(rename = "unreachable")]
     Unreachable,
     #[serde(rename = "not_verified")]
@@ -60,6 +65,7 @@ impl Status {
         match self {
             Status::Match => "match",
             Status::Mismatch => "MISMATCH",
+            Status::Refused => "refused",
             Status::Unreachable => "unreachable",
             Status::NotVerified => "not_verified",
         }
@@ -80,6 +86,7 @@ enum Mode {
 enum Outcome {
     Match,
     Drift,
+    Refused,
     Unreachable,
     NotVerified,
 }
@@ -104,6 +111,7 @@ struct Summary {
     #[serde(rename = "match")]
     matched: usize,
     mismatch: usize,
+    refused: usize,
     unreachable: usize,
     not_verified: usize,
 }
@@ -160,21 +168,27 @@ struct Observed {
 struct Unobserved {
     code: String,
     detail: String,
+    /// The server answered and was refused for what it is (permanent): the fields are
+    /// `refused`, not `unreachable`, and the check exits 1 rather than 75.
+    refused: bool,
 }
 
 impl Unobserved {
-    fn xmin(e: &XminError) -> Self {
+    /// Not observed for a reason that may pass (network, login, timeout).
+    fn unreachable(code: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
-            code: e.code().as_str().to_owned(),
-            detail: e.message().to_owned(),
+            code: code.into(),
+            detail: detail.into(),
+            refused: false,
         }
     }
 
+    fn xmin(e: &XminError) -> Self {
+        Self::unreachable(e.code().as_str(), e.message())
+    }
+
     fn mssql(code: ErrorCode, e: &ConnError) -> Self {
-        Self {
-            code: code.as_str().to_owned(),
-            detail: e.to_string(),
-        }
+        Self::unreachable(code.as_str(), e.to_string())
     }
 }
 
@@ -605,6 +619,7 @@ fn server_refusal(facts: &ServerFacts) -> Result<(), Unobserved> {
         .map_err(|e| Unobserved {
             code: ErrorCode::TargetServerUnsupported.as_str().to_owned(),
             detail: e.to_string(),
+            refused: true,
         })
 }
 
@@ -615,11 +630,9 @@ async fn observe_mssql(
     map: &BTreeMap<String, MssqlDatabaseAuthority>,
     trust_server_certificate: bool,
 ) -> Result<Observations, Unobserved> {
-    let database =
-        pins::resolve_alias(Role::Target, map, &ep.spec.database).map_err(|e| Unobserved {
-            code: ErrorCode::RegistryPinMissing.as_str().to_owned(),
-            detail: role_free(&e),
-        })?;
+    let database = pins::resolve_alias(Role::Target, map, &ep.spec.database).map_err(|e| {
+        Unobserved::unreachable(ErrorCode::RegistryPinMissing.as_str(), role_free(&e))
+    })?;
     let mut client = mssql::connect_endpoint(ep, &database, trust_server_certificate)
         .await
         .map_err(|e| Unobserved::mssql(ErrorCode::TargetConnect, &e))?;
@@ -646,13 +659,10 @@ async fn observe_mssql(
                 .await
                 .map_err(statement)
         } else {
-            Err(Unobserved {
-                code: ErrorCode::TargetMetadataPermissionDenied
-                    .as_str()
-                    .to_owned(),
-                detail: "VIEW ANY DATABASE is denied or invisible; the pin cannot be verified"
-                    .to_owned(),
-            })
+            Err(Unobserved::unreachable(
+                ErrorCode::TargetMetadataPermissionDenied.as_str(),
+                "VIEW ANY DATABASE is denied or invisible; the pin cannot be verified",
+            ))
         };
         match rows {
             Ok(rows) => observe_catalog(&mut obs, name, pin, &rows),
@@ -708,7 +718,11 @@ fn diff(pins: Vec<Pin>, observed: &Result<Observations, Unobserved>) -> Vec<Fiel
                 ),
                 Some(Err(u)) => (
                     Value::Null,
-                    Status::Unreachable,
+                    if u.refused {
+                        Status::Refused
+                    } else {
+                        Status::Unreachable
+                    },
                     Some(u.code),
                     Some(u.detail),
                 ),
@@ -735,6 +749,8 @@ fn connection_status(fields: &[FieldReport]) -> Status {
     let any = |s: Status| fields.iter().any(|f| f.status == s);
     if any(Status::Mismatch) {
         Status::Mismatch
+    } else if any(Status::Refused) {
+        Status::Refused
     } else if any(Status::Unreachable) {
         Status::Unreachable
     } else if any(Status::NotVerified) {
@@ -751,15 +767,12 @@ async fn live_report(registry: &Registry, endpoints: &BTreeMap<String, Endpoint>
             Some(ep) => tokio::time::timeout(OBSERVE_TIMEOUT, observe(c, ep))
                 .await
                 .unwrap_or_else(|_| {
-                    Err(Unobserved {
-                        code: TIMEOUT.to_owned(),
-                        detail: format!("no answer within {} s", OBSERVE_TIMEOUT.as_secs()),
-                    })
+                    Err(Unobserved::unreachable(
+                        TIMEOUT,
+                        format!("no answer within {} s", OBSERVE_TIMEOUT.as_secs()),
+                    ))
                 }),
-            None => Err(Unobserved {
-                code: UNREACHABLE.to_owned(),
-                detail: "no endpoint".to_owned(),
-            }),
+            None => Err(Unobserved::unreachable(UNREACHABLE, "no endpoint")),
         };
         let fields = diff(pins_of(c), &observed);
         let (code, detail) = match &observed {
@@ -817,6 +830,7 @@ fn finish(mode: Mode, registry: &Registry, connections: Vec<ConnectionReport>) -
         match f.status {
             Status::Match => summary.matched += 1,
             Status::Mismatch => summary.mismatch += 1,
+            Status::Refused => summary.refused += 1,
             Status::Unreachable => summary.unreachable += 1,
             Status::NotVerified => summary.not_verified += 1,
         }
@@ -827,7 +841,18 @@ fn finish(mode: Mode, registry: &Registry, connections: Vec<ConnectionReport>) -
             Some(PIN_DRIFT),
             format!(
                 "{} pinned field(s) differ from the live servers ({} not observed)",
-                summary.mismatch, summary.unreachable
+                summary.mismatch,
+                summary.unreachable + summary.refused
+            ),
+        )
+    } else if summary.refused > 0 {
+        (
+            Outcome::Refused,
+            Some(SERVER_REFUSED),
+            format!(
+                "{} pinned field(s) are on a server the route refuses (permanent: retrying \
+                 does not change it; {} not observed)",
+                summary.refused, summary.unreachable
             ),
         )
     } else if summary.unreachable > 0 {
@@ -865,12 +890,14 @@ fn finish(mode: Mode, registry: &Registry, connections: Vec<ConnectionReport>) -
     }
 }
 
-/// Exit 0 when every pin matches (or, offline, when the registry is valid); drift is refused
-/// (exit 1); an unobserved field exits 75 (retry once the connection answers).
+/// Exit 0 when every pin matches (or, offline, when the registry is valid); drift and a refused
+/// server are refusals (exit 1: a scheduler must not retry them); an unobserved field exits 75
+/// (retry once the connection answers).
 fn verdict(report: &Report) -> Result<(), Failure> {
     match report.outcome {
         Outcome::Match | Outcome::NotVerified => Ok(()),
         Outcome::Drift => Err(Failure::refused(PIN_DRIFT, report.note.clone())),
+        Outcome::Refused => Err(Failure::refused(SERVER_REFUSED, report.note.clone())),
         Outcome::Unreachable => Err(Failure {
             code: UNREACHABLE.to_owned(),
             message: report.note.clone(),
@@ -958,9 +985,10 @@ fn render_table(report: &Report) -> String {
     let s = &report.summary;
     let _ = writeln!(
         out,
-        "result: {} match, {} MISMATCH, {} unreachable, {} not verified: {}{}",
+        "result: {} match, {} MISMATCH, {} refused, {} unreachable, {} not verified: {}{}",
         s.matched,
         s.mismatch,
+        s.refused,
         s.unreachable,
         s.not_verified,
         report.note,
@@ -1066,7 +1094,7 @@ connections:
     }
 
     #[test]
-    fn a_tds_server_that_is_not_sql_server_makes_every_pin_unreachable_with_the_refusal() {
+    fn a_tds_server_that_is_not_sql_server_makes_every_pin_refused_never_unreachable() {
         let babelfish = ServerFacts {
             babelfish: Some("1".to_owned()),
             version_text: Some(
@@ -1092,8 +1120,12 @@ connections:
             .database_authorities
             .clone()
             .expect("map");
+        assert!(
+            refused.refused,
+            "a server that answered and was refused is permanent"
+        );
         let fields = diff(mssql_pins(&map), &Err(refused));
-        assert!(fields.iter().all(|f| f.status == Status::Unreachable
+        assert!(fields.iter().all(|f| f.status == Status::Refused
             && f.code.as_deref() == Some("DPONE_XMIN_TARGET_SERVER_UNSUPPORTED")));
         let old = ServerFacts {
             version_text: Some("Microsoft SQL Server 2014 (SP3) - 12.0.6024.0".to_owned()),
@@ -1131,10 +1163,10 @@ connections:
         let reg = registry();
         let fields = diff(
             pins_of(&reg.connections["src"]),
-            &Err(Unobserved {
-                code: "DPONE_XMIN_SOURCE_CONNECT".into(),
-                detail: "connect failed (no SQLSTATE)".into(),
-            }),
+            &Err(Unobserved::unreachable(
+                "DPONE_XMIN_SOURCE_CONNECT",
+                "connect failed (no SQLSTATE)",
+            )),
         );
         assert_eq!(fields.len(), 11);
         assert!(fields.iter().all(|f| f.status == Status::Unreachable));
@@ -1190,5 +1222,128 @@ connections:
             Some("s3cret")
         );
         assert!(endpoints["src"].password.is_none());
+    }
+
+    fn report_of(fields: Vec<FieldReport>) -> Report {
+        let reg = registry();
+        finish(
+            Mode::Live,
+            &reg,
+            vec![ConnectionReport {
+                name: "sql".into(),
+                kind: ConnectionKind::MssqlTarget,
+                status: connection_status(&fields),
+                code: None,
+                detail: None,
+                fields,
+            }],
+        )
+    }
+
+    fn babelfish_refusal() -> Unobserved {
+        server_refusal(&ServerFacts {
+            babelfish: Some("1".to_owned()),
+            version_text: Some("Babelfish for PostgreSQL - 12.0.2000.8".to_owned()),
+            product_version: Some("12.0.2000.8".to_owned()),
+            engine_edition: Some(3),
+        })
+        .expect_err("Babelfish is refused")
+    }
+
+    /// A refused server is its own outcome, code and non-retryable exit; a network outage stays
+    /// 75. The two never share a code, so a scheduler can tell them apart.
+    #[test]
+    fn a_refused_server_exits_1_with_its_own_code_and_an_outage_exits_75() {
+        let reg = registry();
+        let map = reg.connections["sql"]
+            .database_authorities
+            .clone()
+            .expect("map");
+        let refused = report_of(diff(mssql_pins(&map), &Err(babelfish_refusal())));
+        assert_eq!(refused.outcome, Outcome::Refused);
+        assert_eq!(refused.code, Some(SERVER_REFUSED));
+        assert_eq!(refused.summary.refused, 9);
+        assert_eq!(refused.summary.unreachable, 0);
+        assert_eq!(refused.connections[0].status, Status::Refused);
+        let failure = verdict(&refused).expect_err("refused fails");
+        assert_eq!(failure.code, SERVER_REFUSED);
+        assert_eq!(failure.exit, crate::exit::REFUSED);
+        assert!(failure.message.contains("permanent"), "{}", failure.message);
+        let table = render_table(&refused);
+        assert!(table.contains(" refused "), "{table}");
+        assert!(
+            table.contains("[DPONE_CONNECTIONS_SERVER_REFUSED]"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&refused).expect("json");
+        assert_eq!(json["outcome"], "refused");
+        assert_eq!(json["connections"][0]["fields"][0]["status"], "refused");
+
+        let outage = Unobserved::mssql(
+            ErrorCode::TargetConnect,
+            &ConnError::Io(std::io::ErrorKind::ConnectionRefused),
+        );
+        let unreachable = report_of(diff(mssql_pins(&map), &Err(outage)));
+        assert_eq!(unreachable.outcome, Outcome::Unreachable);
+        let failure = verdict(&unreachable).expect_err("unreachable fails");
+        assert_eq!((failure.code.as_str(), failure.exit), (UNREACHABLE, RETRY));
+
+        // A refusal outweighs an outage elsewhere (retrying cannot fix it); drift outweighs both.
+        let mut fields = diff(mssql_pins(&map), &Err(babelfish_refusal()));
+        fields.extend(diff(
+            pins_of(&reg.connections["src"]),
+            &Err(Unobserved::unreachable(
+                "DPONE_XMIN_SOURCE_CONNECT",
+                "timeout",
+            )),
+        ));
+        let mixed = report_of(fields);
+        assert_eq!(
+            verdict(&mixed).expect_err("refused").exit,
+            crate::exit::REFUSED
+        );
+        assert_eq!(mixed.code, Some(SERVER_REFUSED));
+        let mut drift = mssql_fields(&[]);
+        drift.extend(diff(mssql_pins(&map), &Err(babelfish_refusal())));
+        assert_eq!(report_of(drift).code, Some(PIN_DRIFT));
+    }
+
+    /// docs/cli.md's exit table of the registry check names each outcome's code with the exit
+    /// status the check returns.
+    #[test]
+    fn the_documented_registry_check_exits_match_the_verdicts() {
+        const DOCS: &str = include_str!("../../../docs/cli.md");
+        let section = &DOCS[DOCS.find("## Connection registry check").expect("section")..];
+        let documented: BTreeMap<String, u8> = section
+            .lines()
+            .skip_while(|l| !l.starts_with("| exit |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let code = cells.get(2)?.strip_prefix('`')?.split('`').next()?;
+                Some((code.to_owned(), cells[1].parse().ok()?))
+            })
+            .filter(|(code, _)| code.starts_with("DPONE_CONNECTIONS_"))
+            .collect();
+        let reg = registry();
+        let map = reg.connections["sql"]
+            .database_authorities
+            .clone()
+            .expect("map");
+        let outage = Unobserved::unreachable("DPONE_XMIN_TARGET_CONNECT", "network error");
+        let mut actual = BTreeMap::new();
+        for fields in [
+            mssql_fields(&[]),
+            diff(mssql_pins(&map), &Err(babelfish_refusal())),
+            diff(mssql_pins(&map), &Err(outage)),
+        ] {
+            let f = verdict(&report_of(fields)).expect_err("fails");
+            actual.insert(f.code, f.exit);
+        }
+        assert_eq!(
+            documented, actual,
+            "docs/cli.md (left) and the check (right)"
+        );
     }
 }

@@ -127,14 +127,33 @@ fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, Failure> {
     Ok(runtime.block_on(future))
 }
 
-/// `check`: route support, unique key, state location, delete mode, legacy conflicts.
-pub fn check(args: &RouteArgs) -> Result<(), Failure> {
-    with_route(args, |route, _| print_json(&route.check_report()))
+/// What [`prepare`] checked beyond the engine's own report: the SQL Server adapter's checks
+/// without I/O.
+fn adapter_checks(route: &Route) -> &'static [&'static str] {
+    match route.manifest.target_kind {
+        TargetKind::Postgres => &[],
+        TargetKind::Mssql => MssqlTargetSpec::PLAN_CHECKS,
+    }
 }
 
-/// `plan`: the check plus the delete plan, guards and identities, as JSON.
+/// `check`: route support, unique key, state location, delete mode, legacy conflicts, and what
+/// was and was not verified (nothing is contacted).
+pub fn check(args: &RouteArgs) -> Result<(), Failure> {
+    with_route(args, |route, _| {
+        let mut report = route.check_report();
+        report.checked.extend(adapter_checks(route));
+        print_json(&report)
+    })
+}
+
+/// `plan`: the check plus the delete plan, guards, identities and the route's own run steps,
+/// as JSON.
 pub fn plan(args: &RouteArgs) -> Result<(), Failure> {
-    with_route(args, |route, _| print_json(&route.plan_report()))
+    with_route(args, |route, _| {
+        let mut report = route.plan_report();
+        report.check.checked.extend(adapter_checks(route));
+        print_json(&report)
+    })
 }
 
 fn extract_progress(bytes: u64) {
@@ -349,28 +368,30 @@ fn run_on<T: TargetPort>(
     policies: &ComponentPolicies<'_>,
     deadline: Option<Instant>,
 ) -> Result<Result<dpone_engine_xmin::RunOutcome, dpone_engine_xmin::RunFailure>, Failure> {
+    // The run's future is boxed: it holds both the source's and the target's futures, which
+    // (debug builds above all) would otherwise sit on the calling thread's stack.
     match deadline {
         None => {
             let mut target = target;
-            block_on(dpone_engine_xmin::run(
+            block_on(Box::pin(dpone_engine_xmin::run(
                 route,
                 request,
                 source,
                 &mut target,
                 store,
                 policies,
-            ))
+            )))
         }
         Some(d) => {
             let mut target = DeadlineTarget::new(target, d);
-            block_on(dpone_engine_xmin::run(
+            block_on(Box::pin(dpone_engine_xmin::run(
                 route,
                 request,
                 source,
                 &mut target,
                 store,
                 policies,
-            ))
+            )))
         }
     }
 }

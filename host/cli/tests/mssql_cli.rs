@@ -74,6 +74,69 @@ fn check_resolves_a_sql_server_route_offline() {
     );
     assert!(text.contains("DWH_State.dpone"), "{text}");
     assert!(!text.contains("sql.internal"), "an endpoint leaked: {text}");
+    // Offline: the state's placement is stated as a requirement, with what was not checked.
+    let json = report(&text);
+    let location = json["state_location"].as_str().expect("state_location");
+    assert!(
+        location.contains("not verified by check, verified by run's preflight"),
+        "{location}"
+    );
+    let not_checked = json["not_checked"].to_string();
+    for unverified in ["no server was contacted", "Babelfish", "same principal"] {
+        assert!(
+            not_checked.contains(unverified),
+            "{unverified}: {not_checked}"
+        );
+    }
+    let checked = json["checked"].to_string();
+    assert!(checked.contains("bulk load can name"), "{checked}");
+    assert!(!checked.contains("instance"), "{checked}");
+}
+
+/// The JSON document on stdout (the text holds stdout then stderr).
+fn report(text: &str) -> serde_json::Value {
+    let end = text.rfind("\n}").map_or(text.len(), |i| i + 2);
+    serde_json::from_str(&text[..end]).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn plan_prints_the_sql_server_routes_own_steps() {
+    let dir = scratch("mssql-plan");
+    let (code, text) = dpone(
+        &["plan", "--manifest", MANIFEST, "--connections", REGISTRY],
+        &dir,
+    );
+    assert_eq!(code, 0, "{text}");
+    let json = report(&text);
+    let steps: Vec<&str> = json["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s.as_str())
+        .collect();
+    for postgres_only in ["advisory lock", "RETURNING", "BEGIN SERIALIZABLE"] {
+        assert!(
+            steps.iter().all(|s| !s.contains(postgres_only)),
+            "{postgres_only}: {steps:#?}"
+        );
+    }
+    assert!(steps[0].starts_with("server check"), "{steps:#?}");
+    assert!(steps[0].contains("not Babelfish"), "{steps:#?}");
+    let at = |needle: &str| {
+        steps
+            .iter()
+            .position(|s| s.contains(needle))
+            .unwrap_or_else(|| panic!("no step with {needle:?}: {steps:#?}"))
+    };
+    assert!(at("bulk load") < at("sp_getapplock"), "{steps:#?}");
+    assert!(at("sp_getapplock") < at("OUTPUT ... INTO"), "{steps:#?}");
+    assert!(
+        json["not_checked"][0]
+            .as_str()
+            .is_some_and(|n| n.starts_with("no server was contacted")),
+        "{json}"
+    );
+    assert!(!text.contains("sql.internal"), "an endpoint leaked: {text}");
 }
 
 #[test]

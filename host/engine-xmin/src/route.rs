@@ -48,8 +48,13 @@ pub struct CheckReport {
     pub delete_mode: dpone_policy_model::delete_mode::Mode,
     /// Target coordinates (schema.table in the pinned database).
     pub target: String,
-    /// State location.
+    /// State location, and (SQL Server) what a run requires of it.
     pub state_location: String,
+    /// What this check established: it reads the manifest and the registry only.
+    pub checked: Vec<&'static str>,
+    /// What this check did NOT verify (no server is contacted): verified by `run` before any
+    /// source I/O, and for the pins by `check --connections`.
+    pub not_checked: Vec<&'static str>,
     /// State schema conflict evidence, if any.
     pub state_schema_conflict: Option<String>,
     /// Deprecations.
@@ -76,8 +81,8 @@ pub struct PlanReport {
     pub steps: Vec<&'static str>,
 }
 
-/// The fixed order of a run.
-pub const RUN_STEPS: &[&str] = &[
+/// The fixed order of a run on a PostgreSQL target.
+pub const POSTGRES_RUN_STEPS: &[&str] = &[
     "preflight target/state pins and catalogs",
     "probe receipt of this invocation (replay is source-free)",
     "read state and preview the repair authority",
@@ -93,6 +98,43 @@ pub const RUN_STEPS: &[&str] = &[
     "on acknowledgement loss: probe the receipt before any retry",
 ];
 
+/// The fixed order of a run on a SQL Server target (`adapters/mssql`; staging comes before the
+/// run transaction and its lock, docs/mssql-target.md).
+pub const MSSQL_RUN_STEPS: &[&str] = &[
+    "server check on every session: SQL Server 2016+ or Managed Instance, not Babelfish (SERVERPROPERTY, @@VERSION, edition); then the session options",
+    "preflight: VIEW ANY DATABASE, target/staging/state database pins, state on the target's instance under the same principal, target columns and bulk-load types, key index, state catalog",
+    "probe receipt of this invocation (replay is source-free)",
+    "read state and preview the repair authority",
+    "source: REPEATABLE READ READ ONLY, lock relation ACCESS SHARE, verify authority and OIDs, U/H",
+    "source: stream delta [previous, H) and complete keys with binary COPY to artifacts",
+    "validate envelope and artifacts (checksum, completeness, null keys, counts, scope)",
+    "target: run connection re-checks the server, pins and columns; staging lease on the pinned staging database",
+    "staging (before the lock): key checks, bulk load into per-run staging tables between lease checks, duplicate and null keys, staged counts",
+    "target: BEGIN TRANSACTION (SERIALIZABLE), sp_getapplock on the target identity owned by the transaction, detection timestamp",
+    "target: re-read state and authority under the lock (UPDLOCK, HOLDLOCK), missing-key population, guard decision",
+    "target: update changed, reactivate, insert, missing-key action (exact OUTPUT ... INTO counts, no MERGE)",
+    "target: bidirectional active-key parity and metric invariants",
+    "target: checkpoint CAS, commit receipt, authority consumption, run row (three-part state names), COMMIT",
+    "staging lease drops the run's staging tables",
+    "on acknowledgement loss: probe the receipt before any retry",
+];
+
+/// What `check` establishes without I/O, on either target.
+const CHECKED: &[&str] = &[
+    "manifest and registry parse strictly and resolve (every database role has its pin)",
+    "identities and the route fingerprint computed from the pins",
+    "delete plan decided by the delete-mode policy component",
+];
+
+const POSTGRES_NOT_CHECKED: &[&str] = &[
+    "no server was contacted: the source authority, the target database pin, the state catalog and the target's columns are verified by run before any source I/O; check --connections verifies the pins",
+];
+
+const MSSQL_NOT_CHECKED: &[&str] = &[
+    "no server was contacted: the server's kind (SQL Server 2016+, not Babelfish), VIEW ANY DATABASE and the target, staging and state database pins are verified by run before any source I/O, and the pins by check --connections",
+    "that the state database is on the target's SQL Server instance under the same principal is verified by run's preflight, not here",
+    "the target's column types against the bulk-load limits, its key index and the state catalog are verified by run's preflight, not here",
+];
 impl Route {
     /// Resolves and checks a route. Pure: reads only the process environment through `env`.
     pub fn prepare(
@@ -152,13 +194,29 @@ impl Route {
                     self.resolved.state_schema
                 ),
                 TargetPins::SqlServer(p) => format!(
-                    "{}.{} (target_atomic, same SQL Server instance and principal as the target)",
+                    "{}.{} (target_atomic: required on the target's SQL Server instance under \
+                     the same principal; not verified by check, verified by run's preflight)",
                     p.pin(MssqlRole::State).name,
                     self.resolved.state_schema
                 ),
             },
+            // The SQL Server adapter's own checks without I/O are added by the caller that ran
+            // them (the CLI, `MssqlTargetSpec::PLAN_CHECKS`).
+            checked: CHECKED.to_vec(),
+            not_checked: match self.manifest.target_kind {
+                TargetKind::Postgres => POSTGRES_NOT_CHECKED.to_vec(),
+                TargetKind::Mssql => MSSQL_NOT_CHECKED.to_vec(),
+            },
             state_schema_conflict: self.resolved.state_schema_conflict.clone(),
             deprecations: self.manifest.deprecations.clone(),
+        }
+    }
+
+    /// The steps of a run of this route, in order (the target dialect's own).
+    pub fn run_steps(&self) -> &'static [&'static str] {
+        match self.manifest.target_kind {
+            TargetKind::Postgres => POSTGRES_RUN_STEPS,
+            TargetKind::Mssql => MSSQL_RUN_STEPS,
         }
     }
 
@@ -171,7 +229,7 @@ impl Route {
             delete_plan_evidence: self.plan_evidence.clone(),
             guards: self.manifest.guards,
             empty_snapshot: self.manifest.empty_snapshot,
-            steps: RUN_STEPS.to_vec(),
+            steps: self.run_steps().to_vec(),
         }
     }
 }

@@ -413,6 +413,27 @@ fn sql_server_route_resolves_target_staging_and_state_pins() {
     let report = route.check_report();
     assert_eq!(report.route, "postgres_xmin_to_mssql_key_snapshot");
     assert!(report.state_location.starts_with("DWH_State.dpone"));
+    // The state's placement is a requirement a run verifies, never reported as checked here.
+    assert!(
+        report
+            .state_location
+            .contains("not verified by check, verified by run's preflight"),
+        "{}",
+        report.state_location
+    );
+    assert!(
+        report
+            .not_checked
+            .iter()
+            .any(|n| n.contains("same principal") && n.contains("not here")),
+        "{:?}",
+        report.not_checked
+    );
+    assert!(
+        report.checked.iter().all(|c| !c.contains("instance")),
+        "{:?}",
+        report.checked
+    );
     // No endpoint or credential in the report or Debug output.
     let dbg = format!(
         "{:?}{}",
@@ -617,5 +638,48 @@ fn postgres_tls_options_are_checked_without_io() {
         .map(|_| ())
         .map_err(|e| e.code()),
         Ok(())
+    );
+}
+
+/// `plan` prints the steps of the route's own target: SQL Server's server check, staging
+/// before the lock and `OUTPUT` counts; never PostgreSQL's advisory lock or `RETURNING`.
+#[test]
+fn plan_prints_the_target_dialects_own_run_steps() {
+    let m = Manifest::from_yaml(MANIFEST).expect("manifest");
+    let r = Registry::from_yaml(REGISTRY).expect("registry");
+    let pg = Route::prepare(m, &r, &env(), &Stub).expect("route");
+    let pg_steps = pg.plan_report().steps;
+    assert_eq!(pg_steps, dpone_engine_xmin::route::POSTGRES_RUN_STEPS);
+    assert!(pg_steps.iter().any(|s| s.contains("advisory lock")));
+    assert!(pg_steps.iter().all(|s| !s.contains("sp_getapplock")));
+
+    let mssql = mssql_route(MSSQL_MANIFEST, MSSQL_REGISTRY).expect("route");
+    let steps = mssql.plan_report().steps;
+    assert_eq!(steps, dpone_engine_xmin::route::MSSQL_RUN_STEPS);
+    for postgres_only in ["advisory lock", "RETURNING", "BEGIN SERIALIZABLE"] {
+        assert!(
+            steps.iter().all(|s| !s.contains(postgres_only)),
+            "{postgres_only} in {steps:#?}"
+        );
+    }
+    let at = |needle: &str| {
+        steps
+            .iter()
+            .position(|s| s.contains(needle))
+            .unwrap_or_else(|| panic!("no step with {needle:?}: {steps:#?}"))
+    };
+    // The server check comes first, staging before the transaction's lock, OUTPUT counts after.
+    assert_eq!(at("server check"), 0);
+    assert!(at("Babelfish") == 0);
+    assert!(at("bulk load") < at("sp_getapplock"));
+    assert!(at("sp_getapplock") < at("OUTPUT ... INTO"));
+    assert!(at("source: stream delta") < at("bulk load"));
+    // The check part says nothing was contacted.
+    let plan = serde_json::to_value(mssql.plan_report()).expect("plan json");
+    assert!(
+        plan["not_checked"][0]
+            .as_str()
+            .is_some_and(|n| n.starts_with("no server was contacted")),
+        "{plan}"
     );
 }

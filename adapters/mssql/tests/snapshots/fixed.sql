@@ -20,7 +20,7 @@ SELECT c.name AS name, ty.name AS type_name, CONVERT(int, c.max_length) AS max_l
 SELECT i.index_id AS index_id, CONVERT(int, i.is_primary_key) AS is_primary_key, CONVERT(int, i.has_filter) AS has_filter, CONVERT(int, i.is_disabled) AS is_disabled, i.filter_definition AS filter_definition, c.name AS column_name FROM sys.indexes AS i INNER JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal > 0 INNER JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id WHERE i.object_id = OBJECT_ID(@P1) AND i.is_unique = 1 ORDER BY i.index_id, ic.key_ordinal;
 
 -- target_triggers
-SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers FROM sys.triggers AS tr WHERE tr.parent_id = OBJECT_ID(@P1) AND tr.is_disabled = 0 AND tr.is_instead_of_trigger = 1;
+SELECT CONVERT(int, COUNT(*)) AS instead_of_triggers, CONVERT(int, (SELECT COUNT(*) FROM sys.foreign_keys AS fk WHERE fk.referenced_object_id = OBJECT_ID(@P1) AND fk.is_disabled = 0 AND (fk.delete_referential_action <> 0 OR fk.update_referential_action <> 0))) AS cascading_references FROM sys.triggers AS tr WHERE tr.parent_id = OBJECT_ID(@P1) AND tr.is_disabled = 0 AND tr.is_instead_of_trigger = 1;
 
 -- session_options
 SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; SET QUOTED_IDENTIFIER ON; SET NUMERIC_ROUNDABORT OFF;

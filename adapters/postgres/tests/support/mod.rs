@@ -474,14 +474,16 @@ impl Fixture {
             invocation_id: invocation.to_owned(),
             repair_authority_ref: authority.map(str::to_owned),
         };
-        dpone_engine_xmin::run(
+        // Boxed: in a debug build the engine's run over both targets' futures is large, and a
+        // scenario awaiting it several times inline outgrows the test thread's 2 MiB stack.
+        Box::pin(dpone_engine_xmin::run(
             &self.route,
             &req,
             &mut PgSource::new(),
             target,
             &self.store,
             &NativePolicies,
-        )
+        ))
         .await
     }
 
