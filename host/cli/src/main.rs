@@ -18,6 +18,7 @@ mod policy_cmd;
 mod route;
 mod scaffold;
 mod shipped;
+mod telemetry;
 mod trust_cmd;
 mod xmin_cmd;
 
@@ -110,15 +111,50 @@ enum StateCommand {
     Show(route::RouteArgs),
 }
 
+/// The command's name on its root span (identifiers only).
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Policy { .. } => "policy",
+        Command::Check(_) => "check",
+        Command::Plan(_) => "plan",
+        Command::Run(_) => "run",
+        Command::Status(_) => "status",
+        Command::Resolve(_) => "resolve",
+        Command::State { .. } => "state show",
+        Command::Authority { .. } => "authority",
+        Command::Demo(_) => "demo",
+        Command::Bundle { .. } => "bundle",
+        Command::VerifyBundle(_) => "verify-bundle",
+        Command::Campaign { .. } => "campaign",
+    }
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DPONE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
     let cli = Cli::parse();
+    let telemetry = telemetry::init();
+    let span = telemetry::command_span(command_name(&cli.command));
+    let result = span.in_scope(|| dispatch(cli));
+    let code = match result {
+        Dispatched::Finished(result) => {
+            if let Err(f) = &result {
+                telemetry::record_failure(&span, &f.code, f.exit);
+            }
+            exit::finish(result)
+        }
+        Dispatched::Exited(code) => code,
+    };
+    drop(span);
+    telemetry.shutdown();
+    code
+}
+
+/// What a command ended with: a result to report, or an exit code it reported itself.
+enum Dispatched {
+    Finished(Result<(), exit::Failure>),
+    Exited(ExitCode),
+}
+
+fn dispatch(cli: Cli) -> Dispatched {
     let result = match cli.command {
         Command::Policy { command } => policy_cmd::run(command, &cli.source),
         Command::Demo(args) => demo::run(args, &cli.source),
@@ -147,8 +183,10 @@ fn main() -> ExitCode {
         Command::State {
             command: StateCommand::Show(args),
         } => route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status),
-        Command::Bundle { cmd } => return trust_cmd::run_bundle(cmd),
-        Command::VerifyBundle(args) => return trust_cmd::run_verify_bundle(args),
+        Command::Bundle { cmd } => return Dispatched::Exited(trust_cmd::run_bundle(cmd)),
+        Command::VerifyBundle(args) => {
+            return Dispatched::Exited(trust_cmd::run_verify_bundle(args));
+        }
     };
-    exit::finish(result)
+    Dispatched::Finished(result)
 }
