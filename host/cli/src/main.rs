@@ -15,6 +15,7 @@ mod exit;
 mod input;
 mod np_run;
 mod policy_cmd;
+mod render;
 mod route;
 mod scaffold;
 mod shipped;
@@ -36,6 +37,11 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     source: shipped::PolicySourceArgs,
+    /// Output on stdout: `auto` (the default) prints a short human summary when stdout is a
+    /// terminal and the JSON contract otherwise; `json` always the JSON; `text` always the
+    /// summary. `NO_COLOR` turns colour off.
+    #[arg(long, global = true, value_enum, default_value_t = render::OutputFlag::Auto)]
+    output: render::OutputFlag,
 }
 
 #[derive(Subcommand)]
@@ -114,7 +120,15 @@ enum StateCommand {
 /// The command's name on its root span (identifiers only).
 fn command_name(command: &Command) -> &'static str {
     match command {
-        Command::Policy { .. } => "policy",
+        Command::Policy { command } => match command {
+            policy_cmd::PolicyCommand::New(_) => "policy new",
+            policy_cmd::PolicyCommand::Build(_) => "policy build",
+            policy_cmd::PolicyCommand::Lock(_) => "policy lock",
+            policy_cmd::PolicyCommand::Inspect(_) => "policy inspect",
+            policy_cmd::PolicyCommand::Eval(_) => "policy eval",
+            policy_cmd::PolicyCommand::Test(_) => "policy test",
+            policy_cmd::PolicyCommand::Bench(_) => "policy bench",
+        },
         Command::Check(_) => "check",
         Command::Plan(_) => "plan",
         Command::Run(_) => "run",
@@ -125,14 +139,24 @@ fn command_name(command: &Command) -> &'static str {
         Command::Demo(_) => "demo",
         Command::Bundle { .. } => "bundle",
         Command::VerifyBundle(_) => "verify-bundle",
-        Command::Campaign { .. } => "campaign",
+        Command::Campaign { command } => match command {
+            campaign_cmd::CampaignCommand::Verify(_) => "campaign verify",
+            campaign_cmd::CampaignCommand::Inspect(_) => "campaign inspect",
+            campaign_cmd::CampaignCommand::Policy(_) => "campaign policy",
+            campaign_cmd::CampaignCommand::Grant(_) => "campaign grant",
+            campaign_cmd::CampaignCommand::Admit(_) => "campaign admit",
+            campaign_cmd::CampaignCommand::Settle(_) => "campaign settle",
+            campaign_cmd::CampaignCommand::Status(_) => "campaign status",
+        },
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let telemetry = telemetry::init();
-    let span = telemetry::command_span(command_name(&cli.command));
+    let kind = command_name(&cli.command);
+    render::configure(cli.output, kind);
+    let span = telemetry::command_span(kind);
     let result = span.in_scope(|| dispatch(cli));
     let code = match result {
         Dispatched::Finished(result) => {

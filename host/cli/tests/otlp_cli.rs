@@ -280,7 +280,7 @@ fn a_policy_decision_is_exported_as_a_span_under_its_command_and_counted() {
     );
     let command = spans
         .iter()
-        .find(|s| s.name == "policy")
+        .find(|s| s.name == "policy eval")
         .expect("command span");
     assert!(
         command.parent_span_id.is_empty(),
