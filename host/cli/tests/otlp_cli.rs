@@ -572,6 +572,46 @@ async fn an_xmin_run_exports_its_phases_decisions_and_counts_and_no_secrets() {
         "a successful run counts no failure"
     );
 
+    // The same run's human summary (`--output text`), on a second run: a strict no-op.
+    f.src_sql("UPDATE public.items SET qty = qty + 1 WHERE id <= 4")
+        .await;
+    let env_plain: Vec<(&str, &str)> = f
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let text = |command: &str, extra: &[&str]| {
+        let out = host(&env_plain)
+            .args(["--output", "text", command, "--manifest"])
+            .arg(&manifest)
+            .arg("--connections")
+            .arg(&registry)
+            .arg("--artifact-dir")
+            .arg(dir.path().join("artifacts"))
+            .args(extra)
+            .output()
+            .expect("dpone-host runs");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let summary = text("run", &["--invocation", "otlp-run-2"]);
+    eprintln!("{summary}");
+    assert!(summary.starts_with("done: committed\n"), "{summary}");
+    assert!(summary.contains("  updated "), "{summary}");
+    assert!(
+        summary.contains("  guard ") && summary.contains("allow ("),
+        "{summary}"
+    );
+    let status = text("status", &[]);
+    eprintln!("{status}");
+    assert!(status.starts_with("done: state ok\n"), "{status}");
+    assert!(status.contains("  receipts           2\n"), "{status}");
+
     // Identifiers and codes only: no row value, credential, endpoint or path was sent.
     let raw = String::from_utf8_lossy(&receiver.raw()).into_owned();
     assert!(!raw.contains("secret-row-"), "a row value was exported");
