@@ -319,12 +319,15 @@ pub fn decide<T>(
 }
 
 /// Counts what a run read and applied (`route`: the route's kind, an identifier).
-pub fn record_io(route: &'static str, rows_read: u64, bytes_read: u64, rows_applied: u64) {
+/// `rows_applied`: rows the target transaction wrote, where the route has one (XMin).
+pub fn record_io(route: &'static str, rows_read: u64, bytes_read: u64, rows_applied: Option<u64>) {
     if let Some(i) = INSTRUMENTS.get() {
         let attrs = [KeyValue::new("route", route)];
         i.rows_read.add(rows_read, &attrs);
         i.bytes_read.add(bytes_read, &attrs);
-        i.rows_applied.add(rows_applied, &attrs);
+        if let Some(n) = rows_applied {
+            i.rows_applied.add(n, &attrs);
+        }
     }
 }
 

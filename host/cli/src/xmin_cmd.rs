@@ -275,10 +275,10 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             "xmin",
             read.map_or(0, |r| r.rows),
             read.map_or(0, |r| r.bytes),
-            match &outcome {
+            Some(match &outcome {
                 Ok(done) => dpone_engine_xmin::ports::written(&done.receipt.metrics),
                 Err(_) => 0,
-            },
+            }),
         );
         let stopped = outcome
             .as_ref()
