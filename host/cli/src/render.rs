@@ -155,6 +155,11 @@ impl Summary {
 /// Renders `value` (the JSON of a command of `kind`) as a verdict-first summary.
 pub fn render(kind: &str, value: &Value, color: bool) -> String {
     let summary = match kind {
+        "run" | "check" | "plan" | "status" | "state show"
+            if value["route"] == "clickhouse_cluster_publication" =>
+        {
+            clickhouse(value)
+        }
         "run" => run(value),
         "status" | "state show" => status(value),
         "campaign admit" => admit(value),
@@ -255,6 +260,69 @@ fn run(v: &Value) -> Summary {
     if let Some(r) = v.get("np_reservation").filter(|r| r.is_object()) {
         s.fact("reservation", &r["reservation_id"]);
         s.fact("settled", &r["outcome"]);
+    }
+    s
+}
+
+/// The ClickHouse publication route's reports (`check`, `plan`, `run`, `status`).
+fn clickhouse(v: &Value) -> Summary {
+    let blockers = v["blockers"].as_array().map_or(0, Vec::len);
+    let code = v["error"].as_str().map(|c| clean(&Value::from(c)));
+    let mut s = match v["outcome"].as_str() {
+        Some("completed") => Summary::new(Verdict::Done, "published"),
+        Some("in_progress") => Summary::new(
+            Verdict::NotFinished,
+            format!("members still executing ({})", clean(&v["phase"])),
+        ),
+        Some(other) => Summary::new(
+            Verdict::Refused,
+            code.clone().unwrap_or_else(|| clean(&Value::from(other))),
+        ),
+        None if v["admitted"] == false || blockers > 0 => {
+            Summary::new(Verdict::Refused, format!("{blockers} blocker(s)"))
+        }
+        None => Summary::new(Verdict::Done, clean(&v["command"])),
+    };
+    s.fact("workload", &v["workload"]);
+    s.fact("operation", &v["operation_id"]);
+    if let Some(r) = v.get("receipt").filter(|r| r.is_object()) {
+        s.fact("publication", &r["publication"]["kind"]);
+        s.line(
+            "artifact",
+            format!(
+                "{} rows, {} bytes",
+                clean(&r["artifact"]["row_count"]),
+                clean(&r["artifact"]["byte_size"])
+            ),
+        );
+    }
+    if let Some(m) = v.get("measurements").filter(|m| m.is_object()) {
+        s.line(
+            "read",
+            format!(
+                "{} rows, {} bytes",
+                clean(&m["source"]["rows"]),
+                clean(&m["source"]["source_bytes"])
+            ),
+        );
+        if let Some(loads) = m["http_body"].as_array() {
+            s.line("members loaded", loads.len().to_string());
+        }
+    }
+    if let Some(w) = v["waiting"].as_array() {
+        s.line("waiting on", format!("{} member(s)", w.len()));
+    }
+    if blockers > 0 {
+        for b in v["blockers"].as_array().into_iter().flatten().take(5) {
+            s.fact("blocker", b.get("code").unwrap_or(b));
+        }
+    }
+    s.fact("recovery", &v["recovery"]);
+    if v["outcome"] == "in_progress" {
+        s.line("next", "run again with the same --invocation");
+    }
+    if let Some(r) = v.get("np_reservation").filter(|r| r.is_object()) {
+        s.fact("reservation", &r["reservation_id"]);
     }
     s
 }
@@ -473,6 +541,41 @@ mod tests {
             render("run", &v, false)
                 .starts_with("not finished: DPONE_XMIN_COMMIT_OUTCOME_UNKNOWN\n")
         );
+    }
+
+    #[test]
+    fn clickhouse_reports_lead_with_their_verdict() {
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "run", "workload": "w",
+            "outcome": "completed",
+            "receipt": {"publication": {"kind": "rename"}, "artifact": {"row_count": 1000, "byte_size": 40000}},
+            "measurements": {"source": {"rows": 1000, "source_bytes": 52000}, "http_body": [{}, {}]}});
+        let text = render("run", &v, false);
+        assert!(text.starts_with("done: published\n"), "{text}");
+        assert!(
+            text.contains("artifact        1000 rows, 40000 bytes\n"),
+            "{text}"
+        );
+        assert!(text.contains("members loaded  2\n"), "{text}");
+        let v = json!({"route": "clickhouse_cluster_publication", "outcome": "in_progress",
+            "phase": "publication_dispatching", "waiting": ["m1"], "recovery": "wait_then_resume"});
+        let text = render("run", &v, false);
+        assert!(
+            text.starts_with("not finished: members still executing (publication_dispatching)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("run again with the same --invocation"),
+            "{text}"
+        );
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "check", "admitted": false,
+            "blockers": [{"code": "DPONE_CLICKHOUSE_X"}]});
+        let text = render("check", &v, false);
+        assert!(
+            text.starts_with("refused: 1 blocker(s)\n") && text.contains("DPONE_CLICKHOUSE_X"),
+            "{text}"
+        );
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "plan", "admitted": true, "blockers": []});
+        assert!(render("plan", &v, false).starts_with("done: plan\n"));
     }
 
     #[test]

@@ -1560,7 +1560,15 @@ fn live_publication_exports_its_protocol_steps_decisions_and_counts_over_otlp() 
             .filter(|n| **n != "cleanup")
             .copied()
             .collect::<Vec<_>>(),
-        ["admit", "lock", "seal", "stage", "authorize", "publish", "settle"],
+        [
+            "admit",
+            "lock",
+            "seal",
+            "stage",
+            "authorize",
+            "publish",
+            "settle"
+        ],
         "{steps:?}"
     );
     assert!(steps.contains(&"cleanup"), "{steps:?}");
@@ -1592,6 +1600,17 @@ fn live_publication_exports_its_protocol_steps_decisions_and_counts_over_otlp() 
             &[("policy.function", "admit-runtime")]
         ),
         1
+    );
+
+    // The retry's human summary (`--output text`): converged, published.
+    let out = route.cmd("run", Some("otlp-1"), &["--output", "text"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{text}");
+    assert!(text.starts_with("done: published\n"), "{text}");
+    assert!(
+        text.contains("  publication ") && text.contains("  artifact "),
+        "{text}"
     );
 
     // No endpoint, credential or local path in what was sent.
