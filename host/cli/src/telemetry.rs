@@ -182,19 +182,24 @@ pub fn init() -> Telemetry {
             tracing_subscriber::EnvFilter::try_from_env("DPONE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         );
-    let exported = |m: &tracing::Metadata<'_>| m.target().starts_with("dpone::");
+    // Static target filters (not a filter function): callsites outside `dpone::` are never
+    // interesting, and the level hint keeps the `log` records of dependencies (cranelift's
+    // trace logging) disabled at their source.
+    let exported =
+        || tracing_subscriber::filter::Targets::new().with_target("dpone::", tracing::Level::INFO);
     let otel = tracer.as_ref().map(|provider| {
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("dpone-host"))
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
-            .with_filter(tracing_subscriber::filter::filter_fn(exported))
+            .with_filter(exported())
     });
     let phases = meter.as_ref().map(|_| {
-        PhaseDurations.with_filter(tracing_subscriber::filter::filter_fn(|m| {
-            m.target() == "dpone::phase"
-        }))
+        PhaseDurations.with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("dpone::phase", tracing::Level::INFO),
+        )
     });
     tracing_subscriber::registry()
         .with(fmt)
