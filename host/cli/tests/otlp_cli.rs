@@ -411,6 +411,25 @@ async fn an_xmin_run_exports_its_phases_decisions_and_counts_and_no_secrets() {
     assert!(status.starts_with("done: state ok\n"), "{status}");
     assert!(status.contains("  receipts           2\n"), "{status}");
 
+    // `status` at a real terminal (a pseudo-terminal through util-linux `script`), default
+    // `--output auto`: the summary, not the JSON.
+    let command = format!(
+        "'{}' status --manifest '{}' --connections '{}'",
+        env!("CARGO_BIN_EXE_dpone-host"),
+        manifest.display(),
+        registry.display()
+    );
+    let pty = Command::new("script")
+        .current_dir(root())
+        .envs(env_plain.iter().copied())
+        .env("NO_COLOR", "1")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("util-linux `script` runs");
+    let shown = String::from_utf8_lossy(&pty.stdout).replace("\r\n", "\n");
+    assert_eq!(pty.status.code(), Some(0), "{shown}");
+    assert!(shown.starts_with("done: state ok\n"), "{shown}");
+
     // Identifiers and codes only: no row value, credential, endpoint or path was sent.
     let raw = String::from_utf8_lossy(&receiver.raw()).into_owned();
     assert!(!raw.contains("secret-row-"), "a row value was exported");
