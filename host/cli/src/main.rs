@@ -214,3 +214,20 @@ fn dispatch(cli: Cli) -> Dispatched {
     };
     Dispatched::Finished(result)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The global `--output` flag clashes with no subcommand's own options (clap's own checks
+    /// over the whole command tree).
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["dpone-host", "policy", "inspect", "--output", "text"])
+            .expect("--output after a subcommand");
+        assert_eq!(cli.output, render::OutputFlag::Text);
+        assert!(Cli::try_parse_from(["dpone-host", "--output", "yaml", "demo"]).is_err());
+    }
+}
