@@ -662,6 +662,9 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     );
     let req = request(&m, invocation);
     let outcome = coordinator.run(&req);
+    if let Some(read) = read_of(&pg_source) {
+        crate::telemetry::record_io("clickhouse", read.rows, read.bytes, None);
+    }
     // The deadline stopped the run: the coordinator stopped as interrupted because the source
     // read was abandoned or a phase transition was refused before it was sent (a best-effort
     // write refused after another failure does not make that failure a deadline stop).

@@ -76,7 +76,9 @@ pub fn run(args: DemoArgs, source: &shipped::PolicySourceArgs) -> Result<(), Fai
         let loaded = source.policy(kind)?;
         loads.push(loaded.report().clone());
         for (_, function, _) in SAMPLES.iter().filter(|(k, _, _)| *k == kind) {
-            let decided = loaded.decide_json(function, &sample_input(kind, function)?)?;
+            let input = sample_input(kind, function)?;
+            let decided =
+                crate::telemetry::decide(kind, function, || loaded.decide_json(function, &input))?;
             decisions.push(decided.evidence);
         }
     }

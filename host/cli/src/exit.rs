@@ -149,15 +149,38 @@ pub fn finish(result: Result<(), Failure>) -> ExitCode {
                 "{}",
                 serde_json::to_string(&report).unwrap_or_else(|_| failure.code.clone())
             );
+            let (human, color) = crate::render::human_errors();
+            if human {
+                let verdict = match failure.exit {
+                    RETRY => "not finished (retry the same operation)",
+                    BAD_INPUT => "refused (bad input)",
+                    POLICY_FAILED => "refused (policy failed closed)",
+                    INTERNAL => "failed (internal error)",
+                    _ => "refused",
+                };
+                let verdict = if color {
+                    format!("\x1b[1;31m{verdict}\x1b[0m")
+                } else {
+                    verdict.to_owned()
+                };
+                eprintln!("{verdict}: {code}: {message}");
+            }
             ExitCode::from(failure.exit)
         }
     }
 }
 
-/// Prints a value as pretty JSON on stdout.
+/// Prints a value as pretty JSON on stdout, or, in text mode (`--output text`, or a terminal
+/// under `--output auto`), the human summary of that same JSON ([`crate::render`]).
 pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
+    let text = if crate::render::text_mode() {
+        let value = serde_json::to_value(value)
+            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
+        crate::render::summary(&value).trim_end().to_owned()
+    } else {
+        serde_json::to_string_pretty(value)
+            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?
+    };
     #[allow(clippy::print_stdout)]
     {
         println!("{text}");

@@ -15,9 +15,11 @@ mod exit;
 mod input;
 mod np_run;
 mod policy_cmd;
+mod render;
 mod route;
 mod scaffold;
 mod shipped;
+mod telemetry;
 mod trust_cmd;
 mod xmin_cmd;
 
@@ -35,6 +37,11 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     source: shipped::PolicySourceArgs,
+    /// Output on stdout: `auto` (the default) prints a short human summary when stdout is a
+    /// terminal and the JSON contract otherwise; `json` always the JSON; `text` always the
+    /// summary. `NO_COLOR` turns colour off.
+    #[arg(long, global = true, value_enum, default_value_t = render::OutputFlag::Auto)]
+    output: render::OutputFlag,
 }
 
 #[derive(Subcommand)]
@@ -110,15 +117,68 @@ enum StateCommand {
     Show(route::RouteArgs),
 }
 
+/// The command's name on its root span (identifiers only).
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Policy { command } => match command {
+            policy_cmd::PolicyCommand::New(_) => "policy new",
+            policy_cmd::PolicyCommand::Build(_) => "policy build",
+            policy_cmd::PolicyCommand::Lock(_) => "policy lock",
+            policy_cmd::PolicyCommand::Inspect(_) => "policy inspect",
+            policy_cmd::PolicyCommand::Eval(_) => "policy eval",
+            policy_cmd::PolicyCommand::Test(_) => "policy test",
+            policy_cmd::PolicyCommand::Bench(_) => "policy bench",
+        },
+        Command::Check(_) => "check",
+        Command::Plan(_) => "plan",
+        Command::Run(_) => "run",
+        Command::Status(_) => "status",
+        Command::Resolve(_) => "resolve",
+        Command::State { .. } => "state show",
+        Command::Authority { .. } => "authority",
+        Command::Demo(_) => "demo",
+        Command::Bundle { .. } => "bundle",
+        Command::VerifyBundle(_) => "verify-bundle",
+        Command::Campaign { command } => match command {
+            campaign_cmd::CampaignCommand::Verify(_) => "campaign verify",
+            campaign_cmd::CampaignCommand::Inspect(_) => "campaign inspect",
+            campaign_cmd::CampaignCommand::Policy(_) => "campaign policy",
+            campaign_cmd::CampaignCommand::Grant(_) => "campaign grant",
+            campaign_cmd::CampaignCommand::Admit(_) => "campaign admit",
+            campaign_cmd::CampaignCommand::Settle(_) => "campaign settle",
+            campaign_cmd::CampaignCommand::Status(_) => "campaign status",
+        },
+    }
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DPONE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
     let cli = Cli::parse();
+    let telemetry = telemetry::init();
+    let kind = command_name(&cli.command);
+    render::configure(cli.output, kind);
+    let span = telemetry::command_span(kind);
+    let result = span.in_scope(|| dispatch(cli));
+    let code = match result {
+        Dispatched::Finished(result) => {
+            if let Err(f) = &result {
+                telemetry::record_failure(&span, &f.code, f.exit);
+            }
+            exit::finish(result)
+        }
+        Dispatched::Exited(code) => code,
+    };
+    drop(span);
+    telemetry.shutdown();
+    code
+}
+
+/// What a command ended with: a result to report, or an exit code it reported itself.
+enum Dispatched {
+    Finished(Result<(), exit::Failure>),
+    Exited(ExitCode),
+}
+
+fn dispatch(cli: Cli) -> Dispatched {
     let result = match cli.command {
         Command::Policy { command } => policy_cmd::run(command, &cli.source),
         Command::Demo(args) => demo::run(args, &cli.source),
@@ -147,8 +207,27 @@ fn main() -> ExitCode {
         Command::State {
             command: StateCommand::Show(args),
         } => route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status),
-        Command::Bundle { cmd } => return trust_cmd::run_bundle(cmd),
-        Command::VerifyBundle(args) => return trust_cmd::run_verify_bundle(args),
+        Command::Bundle { cmd } => return Dispatched::Exited(trust_cmd::run_bundle(cmd)),
+        Command::VerifyBundle(args) => {
+            return Dispatched::Exited(trust_cmd::run_verify_bundle(args));
+        }
     };
-    exit::finish(result)
+    Dispatched::Finished(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The global `--output` flag clashes with no subcommand's own options (clap's own checks
+    /// over the whole command tree).
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["dpone-host", "policy", "inspect", "--output", "text"])
+            .expect("--output after a subcommand");
+        assert_eq!(cli.output, render::OutputFlag::Text);
+        assert!(Cli::try_parse_from(["dpone-host", "--output", "yaml", "demo"]).is_err());
+    }
 }

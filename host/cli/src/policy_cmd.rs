@@ -418,7 +418,9 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
         }
         _ => source.policy(args.kind)?,
     };
-    let decided = loaded.decide_json(&function, &input)?;
+    let decided = crate::telemetry::decide(args.kind, &function, || {
+        loaded.decide_json(&function, &input)
+    })?;
     print_json(&serde_json::json!({
         "decision": decided.decision,
         "evidence": decided.evidence,
@@ -668,9 +670,11 @@ fn bench(args: BenchArgs) -> Result<(), Failure> {
     let mut fuel = 0;
     for _ in 0..args.iterations {
         let t = Instant::now();
-        let decided = loaded.decide_json(&function, &input)?;
+        let decided = crate::telemetry::decide(args.kind, &function, || {
+            loaded.decide_json(&function, &input)
+        });
         samples.push(t.elapsed().as_nanos() as u64);
-        fuel = decided.evidence.fuel_used;
+        fuel = decided?.evidence.fuel_used;
     }
     samples.sort_unstable();
     print_json(&serde_json::json!({

@@ -50,14 +50,22 @@ fn judged<T: serde::Serialize>(
 
 impl PolicyPort for ComponentPolicies<'_> {
     fn guard(&self, facts: &GuardFacts) -> dpone_engine_xmin::Result<Judged<GuardDecision>> {
-        judged(self.guard.guard_decide(facts))
+        judged(crate::telemetry::decide(
+            PolicyKind::Guard,
+            "decide",
+            || self.guard.guard_decide(facts),
+        ))
     }
 
     fn delete_mode(
         &self,
         facts: &DeleteModeFacts,
     ) -> dpone_engine_xmin::Result<Judged<PlanDecision>> {
-        judged(self.delete_mode.delete_mode_plan(facts))
+        judged(crate::telemetry::decide(
+            PolicyKind::DeleteMode,
+            "plan",
+            || self.delete_mode.delete_mode_plan(facts),
+        ))
     }
 }
 
@@ -282,6 +290,15 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 return Err(setup);
             }
         };
+        crate::telemetry::record_io(
+            "xmin",
+            read.map_or(0, |r| r.rows),
+            read.map_or(0, |r| r.bytes),
+            Some(match &outcome {
+                Ok(done) => dpone_engine_xmin::ports::written(&done.receipt.metrics),
+                Err(_) => 0,
+            }),
+        );
         let stopped = outcome
             .as_ref()
             .is_err_and(|f| f.code() == ErrorCode::AttemptDeadlineExceeded);

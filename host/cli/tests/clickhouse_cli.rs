@@ -14,6 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "support/otlp.rs"]
+mod otlp;
+
 use dpone_adapter_clickhouse::StoreArtifactSource;
 use dpone_adapter_postgres_rowbinary::{PgConfig, PgRowBinarySource};
 use dpone_artifact_store::ArtifactStore;
@@ -1141,6 +1144,17 @@ impl LiveRoute {
 
     /// `dpone-host COMMAND --manifest … --connections … [--invocation ID] [extra…]`.
     fn cmd(&self, command: &str, invocation: Option<&str>, extra: &[&str]) -> Output {
+        self.cmd_env(command, invocation, extra, &[])
+    }
+
+    /// [`Self::cmd`] with more environment variables.
+    fn cmd_env(
+        &self,
+        command: &str,
+        invocation: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Output {
         let artifacts = self.dir.path().join("artifacts");
         let mut a = vec![
             command,
@@ -1155,13 +1169,12 @@ impl LiveRoute {
             a.extend(["--invocation", i]);
         }
         a.extend(extra);
-        let out = dpone(
-            &a,
-            &[
-                ("DPONE_CLICKHOUSE_PASSWORD", self.ch_password.as_str()),
-                ("DPONE_PG_SOURCE_PASSWORD", self.pg_password.as_str()),
-            ],
-        );
+        let mut vars = vec![
+            ("DPONE_CLICKHOUSE_PASSWORD", self.ch_password.as_str()),
+            ("DPONE_PG_SOURCE_PASSWORD", self.pg_password.as_str()),
+        ];
+        vars.extend_from_slice(env);
+        let out = dpone(&a, &vars);
         // Nothing an operator's log must not hold: endpoints, credentials, local paths.
         for text in [
             String::from_utf8_lossy(&out.stdout),
@@ -1501,4 +1514,113 @@ fn live_swapped_member_urls_are_refused_before_anything_is_created() {
     for (_, tables) in route.members_if_any() {
         assert!(tables.is_empty(), "nothing was created: {tables:?}");
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
+)]
+fn live_publication_exports_its_protocol_steps_decisions_and_counts_over_otlp() {
+    use otlp::{Receiver, otel_env, str_attr, sum};
+    let route = LiveRoute::new("otlp", LIVE_COLUMNS, LIVE_SOURCE);
+    let receiver = Receiver::start();
+    let env = otel_env(&receiver);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = route.cmd_env("run", Some("otlp-1"), &[], &env);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = stdout_json(&out);
+    assert_eq!(run["outcome"], "completed");
+
+    let (spans, resource) = receiver.spans();
+    assert_eq!(str_attr(&resource, "service.name"), Some("dpone-otlp-test"));
+    let command = spans
+        .iter()
+        .find(|s| s.name == "run")
+        .expect("the command span");
+    assert!(command.parent_span_id.is_empty());
+    let steps: Vec<&str> = {
+        let mut under: Vec<_> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == command.span_id && s.name != "decide")
+            .collect();
+        under.sort_by_key(|s| s.start_time_unix_nano);
+        under.iter().map(|s| s.name.as_str()).collect()
+    };
+    // The protocol's steps in order, each once (cleanup: committed, then its dispatch, when
+    // there are predecessors to drop; settle: the completed record read back).
+    assert_eq!(
+        steps
+            .iter()
+            .filter(|n| **n != "cleanup")
+            .copied()
+            .collect::<Vec<_>>(),
+        [
+            "admit",
+            "lock",
+            "seal",
+            "stage",
+            "authorize",
+            "publish",
+            "settle"
+        ],
+        "{steps:?}"
+    );
+    assert!(steps.contains(&"cleanup"), "{steps:?}");
+    let admit = spans.iter().find(|s| s.name == "admit").expect("admit");
+    let decisions: Vec<_> = spans.iter().filter(|s| s.name == "decide").collect();
+    assert!(
+        decisions.iter().any(|d| d.parent_span_id == admit.span_id
+            && str_attr(&d.attributes, "policy.function") == Some("admit-runtime")),
+        "the runtime admission is decided inside the admit step"
+    );
+    for d in &decisions {
+        assert_eq!(str_attr(&d.attributes, "policy.kind"), Some("admission"));
+    }
+
+    let metrics = receiver.metrics();
+    let source = &run["measurements"]["source"];
+    assert_eq!(
+        sum(&metrics, "dpone.rows.read", &[("route", "clickhouse")]),
+        source["rows"].as_u64().expect("rows")
+    );
+    assert_eq!(
+        sum(&metrics, "dpone.bytes.read", &[("route", "clickhouse")]),
+        source["source_bytes"].as_u64().expect("bytes")
+    );
+    assert_eq!(
+        sum(
+            &metrics,
+            "dpone.decisions",
+            &[("policy.function", "admit-runtime")]
+        ),
+        1
+    );
+
+    // The retry's human summary (`--output text`): converged, published.
+    let out = route.cmd("run", Some("otlp-1"), &["--output", "text"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{text}");
+    assert!(text.starts_with("done: published\n"), "{text}");
+    assert!(
+        text.contains("  publication ") && text.contains("  artifact "),
+        "{text}"
+    );
+
+    // No endpoint, credential or local path in what was sent.
+    let raw = String::from_utf8_lossy(&receiver.raw()).into_owned();
+    assert!(!raw.contains(&route.ch_url), "endpoint exported");
+    for secret in [&route.ch_password, &route.pg_password] {
+        assert!(
+            secret.is_empty() || !raw.contains(secret.as_str()),
+            "credential exported"
+        );
+    }
+    assert!(!raw.contains(s(route.dir.path())), "local path exported");
 }

@@ -19,6 +19,7 @@ use crate::validate::validate_envelope;
 use dpone_policy_model::delete_mode::Mode;
 use dpone_policy_model::guard::{Checkpoint, GuardDecision, GuardFacts, LoadKind};
 use serde::Serialize;
+use tracing::Instrument;
 
 /// What the caller selects for one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,6 +157,13 @@ pub async fn state_show<T: TargetPort>(
     })
 }
 
+/// The span of one protocol phase (target `dpone::phase`, named by its `otel.name`): the cli
+/// turns these into trace spans and phase-duration metrics when telemetry is configured; with
+/// no subscriber interested they cost a disabled callsite check.
+fn phase(name: &'static str) -> tracing::Span {
+    tracing::info_span!(target: "dpone::phase", "phase", otel.name = name, phase = name)
+}
+
 /// Runs one reconciliation.
 pub async fn run<S, T>(
     route: &Route,
@@ -173,7 +181,11 @@ where
     let pre = |e| RunFailure::at(Phase::Preflight, e);
 
     // Planned: everything before source I/O.
-    target.preflight().await.map_err(pre)?;
+    target
+        .preflight()
+        .instrument(phase("preflight"))
+        .await
+        .map_err(pre)?;
     if let Some(receipt) = target
         .receipt_by_invocation(&request.invocation_id, &id.state_key)
         .await
@@ -241,20 +253,23 @@ where
     };
     let envelope = source
         .extract(&req, store)
+        .instrument(phase("read"))
         .await
         .map_err(|e| RunFailure::at(Phase::Extraction, e))?;
 
     // Staged (validated) before any target mutation.
     let cleanup = |env: &SnapshotEnvelope| cleanup_artifacts(env, store);
-    if let Err(e) = validate_envelope(
-        &envelope,
-        id,
-        key_cols.len(),
-        business.len(),
-        if full_baseline { None } else { previous },
-        route.manifest.max_replay_amplification_xids,
-        store,
-    ) {
+    if let Err(e) = phase("seal").in_scope(|| {
+        validate_envelope(
+            &envelope,
+            id,
+            key_cols.len(),
+            business.len(),
+            if full_baseline { None } else { previous },
+            route.manifest.max_replay_amplification_xids,
+            store,
+        )
+    }) {
         let _ = cleanup(&envelope);
         return Err(RunFailure::at(Phase::Validation, e));
     }
@@ -284,7 +299,9 @@ where
             return Err(RunFailure::at(Phase::TargetTransaction, e));
         }
     };
-    let (session, result) = transaction_body(session, &mut ctx, store, policies).await;
+    let (session, result) = transaction_body(session, &mut ctx, store, policies)
+        .instrument(phase("apply"))
+        .await;
     let receipt = match result {
         Ok(receipt) => receipt,
         Err(e) => {
@@ -310,7 +327,7 @@ where
     };
 
     // Committed, or CommitProbe on acknowledgement loss.
-    let status = match session.commit().await {
+    let status = match session.commit().instrument(phase("commit")).await {
         Ok(()) => RunStatus::Committed,
         Err(commit_error) => match target.receipt_by_load(&load_id).await {
             Ok(Some(found)) if found.receipt_id == receipt.receipt_id => {
@@ -388,7 +405,7 @@ async fn stage_checked<X: TargetSession>(
     env: &SnapshotEnvelope,
     store: &dyn ArtifactStore,
 ) -> Result<Staged> {
-    let staged = tx.stage(env, store).await?;
+    let staged = tx.stage(env, store).instrument(phase("stage")).await?;
     if staged.rows != env.rows.rows || staged.keys != env.key_count {
         return Err(XminError::new(
             ErrorCode::SnapshotCountMismatch,

@@ -32,10 +32,12 @@ pub struct ComponentGate<'p> {
 
 impl AdmissionGate for ComponentGate<'_> {
     fn admit_static(&self, facts: &StaticFacts) -> Result<Gated<StaticDecision>, PortError> {
-        let d = self
-            .policy
-            .admission_static(facts)
-            .map_err(|e| PortError::rejected(e.code()))?;
+        let d = crate::telemetry::decide(
+            dpone_policy_runtime::PolicyKind::Admission,
+            "admit-static",
+            || self.policy.admission_static(facts),
+        )
+        .map_err(|e| PortError::rejected(e.code()))?;
         Ok(Gated {
             evidence: admission_evidence(&d.evidence),
             decision: d.decision,
@@ -43,10 +45,12 @@ impl AdmissionGate for ComponentGate<'_> {
     }
 
     fn admit_runtime(&self, facts: &RuntimeFacts) -> Result<Gated<RuntimeDecision>, PortError> {
-        let d = self
-            .policy
-            .admission_runtime(facts)
-            .map_err(|e| PortError::rejected(e.code()))?;
+        let d = crate::telemetry::decide(
+            dpone_policy_runtime::PolicyKind::Admission,
+            "admit-runtime",
+            || self.policy.admission_runtime(facts),
+        )
+        .map_err(|e| PortError::rejected(e.code()))?;
         Ok(Gated {
             evidence: admission_evidence(&d.evidence),
             decision: d.decision,

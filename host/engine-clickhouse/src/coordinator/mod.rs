@@ -219,11 +219,20 @@ impl<'a> Coordinator<'a> {
 
     /// Runs (or resumes) the operation until it completes, waits on the cluster, or stops.
     pub fn run(&self, req: &OperationRequest) -> Result<RunOutcome, EngineError> {
-        let op = self.admit(req)?;
-        let mut held = self.lock(&op)?;
+        let op = phase_span("admit").in_scope(|| self.admit(req))?;
+        let mut held = phase_span("lock").in_scope(|| self.lock(&op))?;
         let mut cleanup_reauthorized = false;
         loop {
             self.ports.progress.phase(held.record.phase);
+            let span = phase_span(match held.record.phase {
+                Phase::Locked => "seal",
+                Phase::Staging => "stage",
+                Phase::Staged => "authorize",
+                Phase::PublicationDispatching => "publish",
+                Phase::Committed | Phase::CleanupDispatching => "cleanup",
+                Phase::Completed | Phase::Aborted => "settle",
+            });
+            let _entered = span.enter();
             held = match held.record.phase {
                 Phase::Locked => self.bind_stage(&op, held)?,
                 Phase::Staging => self.stage_all(&op, held)?,
@@ -464,4 +473,11 @@ impl<'a> Coordinator<'a> {
         }
         Ok(())
     }
+}
+
+/// The span of one protocol step (target `dpone::phase`, named by its `otel.name`): the cli
+/// turns these into trace spans and phase-duration metrics when telemetry is configured; with
+/// no subscriber interested they cost a disabled callsite check.
+fn phase_span(name: &'static str) -> tracing::Span {
+    tracing::info_span!(target: "dpone::phase", "phase", otel.name = name, phase = name)
 }

@@ -1,0 +1,610 @@
+//! Human output at a terminal. The JSON a command prints stays the single source of truth:
+//! [`crate::exit::print_json`] prints it unchanged unless the output mode is text (`--output
+//! text`, or `--output auto` — the default — with stdout a terminal), and then renders that same
+//! JSON value here as a short verdict-first summary: `done`, `refused: CODE` or `not finished`
+//! with the safe next action, then the few facts that matter, aligned. Colour only on a
+//! terminal and never with `NO_COLOR` set. Every value shown is cleaned of control characters
+//! and capped, so a value cannot drive the terminal.
+
+use serde_json::Value;
+use std::io::IsTerminal;
+use std::sync::OnceLock;
+
+/// The `--output` flag.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFlag {
+    /// Text when stdout is a terminal, JSON otherwise.
+    #[default]
+    Auto,
+    /// Always the JSON contract.
+    Json,
+    /// Always the human summary.
+    Text,
+}
+
+struct Mode {
+    text: bool,
+    color: bool,
+    kind: &'static str,
+}
+
+static MODE: OnceLock<Mode> = OnceLock::new();
+
+/// Fixes the output mode and the command kind for this process.
+pub fn configure(flag: OutputFlag, kind: &'static str) {
+    let terminal = std::io::stdout().is_terminal();
+    let text = match flag {
+        OutputFlag::Auto => terminal,
+        OutputFlag::Json => false,
+        OutputFlag::Text => true,
+    };
+    let color = text && terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let _ = MODE.set(Mode { text, color, kind });
+}
+
+/// True when stdout gets the human summary rather than the JSON.
+pub fn text_mode() -> bool {
+    MODE.get().is_some_and(|m| m.text)
+}
+
+/// The human summary of `value` for this process's command.
+pub fn summary(value: &Value) -> String {
+    match MODE.get() {
+        Some(m) => render(m.kind, value, m.color),
+        None => render("", value, false),
+    }
+}
+
+/// True when failures get a human line on stderr too.
+pub fn human_errors() -> (bool, bool) {
+    match MODE.get() {
+        Some(m) if m.text => (true, m.color && std::io::stderr().is_terminal()),
+        _ => (false, false),
+    }
+}
+
+/// A verdict: what happened, in one word or three.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Verdict {
+    /// It happened.
+    Done,
+    /// It was refused; nothing was changed unless the facts say otherwise.
+    Refused,
+    /// Not finished: retry the same operation.
+    NotFinished,
+}
+
+fn paint(verdict: Verdict, text: &str, color: bool) -> String {
+    if !color {
+        return text.to_owned();
+    }
+    let code = match verdict {
+        Verdict::Done => "32",
+        Verdict::Refused => "31",
+        Verdict::NotFinished => "33",
+    };
+    format!("\x1b[1;{code}m{text}\x1b[0m")
+}
+
+/// A value as one safe line: control characters replaced, at most 100 characters.
+fn clean(value: &Value) -> String {
+    let raw = match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    };
+    let mut out: String = raw
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .take(100)
+        .collect();
+    if raw.chars().count() > 100 {
+        out.push('…');
+    }
+    out
+}
+
+/// A summary under construction.
+struct Summary {
+    verdict: Verdict,
+    headline: String,
+    facts: Vec<(String, String)>,
+}
+
+impl Summary {
+    fn new(verdict: Verdict, headline: impl Into<String>) -> Self {
+        Self {
+            verdict,
+            headline: headline.into(),
+            facts: Vec::new(),
+        }
+    }
+
+    fn fact(&mut self, key: &str, value: &Value) -> &mut Self {
+        if !value.is_null() {
+            self.facts.push((key.to_owned(), clean(value)));
+        }
+        self
+    }
+
+    fn line(&mut self, key: &str, value: impl Into<String>) -> &mut Self {
+        self.facts.push((key.to_owned(), value.into()));
+        self
+    }
+
+    fn finish(&self, color: bool) -> String {
+        let word = match self.verdict {
+            Verdict::Done => "done",
+            Verdict::Refused => "refused",
+            Verdict::NotFinished => "not finished",
+        };
+        let mut out = paint(self.verdict, word, color);
+        if !self.headline.is_empty() {
+            out.push_str(": ");
+            out.push_str(&self.headline);
+        }
+        out.push('\n');
+        let width = self.facts.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (k, v) in &self.facts {
+            out.push_str(&format!("  {k:<width$}  {v}\n"));
+        }
+        out
+    }
+}
+
+/// Renders `value` (the JSON of a command of `kind`) as a verdict-first summary.
+pub fn render(kind: &str, value: &Value, color: bool) -> String {
+    let summary = match kind {
+        "run" | "check" | "plan" | "status" | "state show"
+            if value["route"] == "clickhouse_cluster_publication" =>
+        {
+            clickhouse(value)
+        }
+        "run" => run(value),
+        "status" | "state show" => status(value),
+        "campaign admit" => admit(value),
+        "policy test" => policy_test(value),
+        "policy eval" => policy_eval(value),
+        "demo" => demo(value),
+        _ => generic(value),
+    };
+    summary.finish(color)
+}
+
+fn decision_outcome(output: &Value) -> String {
+    match output {
+        Value::Object(map) if map.len() == 1 => map.keys().next().cloned().unwrap_or_default(),
+        Value::Object(map) => map
+            .get("decision")
+            .map_or_else(|| "decided".to_owned(), clean),
+        other => clean(other),
+    }
+}
+
+fn run(v: &Value) -> Summary {
+    let mut s = if let Some(outcome) = v.get("outcome").filter(|o| o.is_object()) {
+        let mut s = Summary::new(Verdict::Done, clean(&outcome["status"]));
+        let m = &outcome["receipt"]["metrics"];
+        s.fact("invocation", &v["invocation_id"]);
+        s.fact("load", &outcome["load"]);
+        s.fact("delete mode", &outcome["delete_mode"]);
+        for key in [
+            "inserted",
+            "updated",
+            "reactivated",
+            "soft_deleted",
+            "hard_deleted",
+            "unchanged",
+            "active",
+        ] {
+            if m[key].as_u64().is_some_and(|n| n > 0) || key == "active" {
+                s.fact(&key.replace('_', " "), &m[key]);
+            }
+        }
+        if let Some(e) = outcome.get("guard_evidence").filter(|e| e.is_object()) {
+            s.line(
+                "guard",
+                format!(
+                    "{} ({}, fuel {})",
+                    decision_outcome(&e["output"]),
+                    clean(&outcome["guard_reason"]),
+                    clean(&e["fuel_used"])
+                ),
+            );
+        }
+        s.fact("receipt", &outcome["receipt"]["receipt_id"]);
+        s
+    } else if let Some(f) = v.get("failure").filter(|f| f.is_object()) {
+        let code = f["error"]["code"]
+            .as_str()
+            .or(f["code"].as_str())
+            .unwrap_or("?");
+        let unknown = f["phase"] == "commit" || f["rolled_back"] == false;
+        let mut s = if unknown {
+            Summary::new(Verdict::NotFinished, clean(&Value::from(code)))
+        } else {
+            Summary::new(Verdict::Refused, clean(&Value::from(code)))
+        };
+        s.fact("invocation", &v["invocation_id"]);
+        s.fact("phase", &f["phase"]);
+        s.fact("reason", f["error"].get("message").unwrap_or(&f["message"]));
+        s.line(
+            "next",
+            if unknown {
+                "retry the same invocation (--invocation); the commit outcome is probed first"
+            } else if f["full_repair_required"] == true {
+                "nothing was changed; a full-baseline repair authority is required"
+            } else {
+                "nothing was changed; fix the cause and run again"
+            },
+        );
+        s
+    } else {
+        return generic(v);
+    };
+    if let Some(m) = v.get("source_measurement").filter(|m| m.is_object()) {
+        s.line(
+            "read",
+            format!(
+                "{} rows, {} bytes{}",
+                clean(&m["rows"]),
+                clean(&m["source_bytes"]),
+                if m["complete"] == false {
+                    " (incomplete)"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+    if let Some(r) = v.get("np_reservation").filter(|r| r.is_object()) {
+        s.fact("reservation", &r["reservation_id"]);
+        s.fact("settled", &r["outcome"]);
+    }
+    s
+}
+
+/// The ClickHouse publication route's reports (`check`, `plan`, `run`, `status`).
+fn clickhouse(v: &Value) -> Summary {
+    let blockers = v["blockers"].as_array().map_or(0, Vec::len);
+    let code = v["error"].as_str().map(|c| clean(&Value::from(c)));
+    let mut s = match v["outcome"].as_str() {
+        Some("completed") => Summary::new(Verdict::Done, "published"),
+        Some("in_progress") => Summary::new(
+            Verdict::NotFinished,
+            format!("members still executing ({})", clean(&v["phase"])),
+        ),
+        Some(other) => Summary::new(
+            Verdict::Refused,
+            code.clone().unwrap_or_else(|| clean(&Value::from(other))),
+        ),
+        None if v["admitted"] == false || blockers > 0 => {
+            Summary::new(Verdict::Refused, format!("{blockers} blocker(s)"))
+        }
+        None => Summary::new(Verdict::Done, clean(&v["command"])),
+    };
+    s.fact("workload", &v["workload"]);
+    s.fact("operation", &v["operation_id"]);
+    if let Some(r) = v.get("receipt").filter(|r| r.is_object()) {
+        s.fact("publication", &r["publication"]["kind"]);
+        s.line(
+            "artifact",
+            format!(
+                "{} rows, {} bytes",
+                clean(&r["artifact"]["row_count"]),
+                clean(&r["artifact"]["byte_size"])
+            ),
+        );
+    }
+    if let Some(m) = v.get("measurements").filter(|m| m.is_object()) {
+        s.line(
+            "read",
+            format!(
+                "{} rows, {} bytes",
+                clean(&m["source"]["rows"]),
+                clean(&m["source"]["source_bytes"])
+            ),
+        );
+        if let Some(loads) = m["http_body"].as_array() {
+            s.line("members loaded", loads.len().to_string());
+        }
+    }
+    if let Some(w) = v["waiting"].as_array() {
+        s.line("waiting on", format!("{} member(s)", w.len()));
+    }
+    if blockers > 0 {
+        for b in v["blockers"].as_array().into_iter().flatten().take(5) {
+            s.fact("blocker", b.get("code").unwrap_or(b));
+        }
+    }
+    s.fact("recovery", &v["recovery"]);
+    if v["outcome"] == "in_progress" {
+        s.line("next", "run again with the same --invocation");
+    }
+    if let Some(r) = v.get("np_reservation").filter(|r| r.is_object()) {
+        s.fact("reservation", &r["reservation_id"]);
+    }
+    s
+}
+
+fn status(v: &Value) -> Summary {
+    if v.get("state_key").is_none() {
+        return generic(v);
+    }
+    let state = &v["state"];
+    let mut s = if state.is_null() {
+        Summary::new(
+            Verdict::Done,
+            "no state yet (the first run is a full baseline)",
+        )
+    } else if state["superseded"] == true {
+        Summary::new(Verdict::Refused, "state superseded by a transfer")
+    } else {
+        Summary::new(Verdict::Done, "state ok")
+    };
+    s.fact("state key", &v["state_key"]);
+    if state.is_object() {
+        s.line(
+            "checkpoint",
+            format!(
+                "xmin {} revision {}",
+                clean(&state["checkpoint"]["xmin"]),
+                clean(&state["checkpoint"]["revision"])
+            ),
+        );
+    }
+    let receipts = v["receipts"].as_array().map_or(&[][..], Vec::as_slice);
+    s.line("receipts", receipts.len().to_string());
+    if let Some(latest) = receipts.first() {
+        s.fact("latest receipt", &latest["receipt_id"]);
+        s.fact("latest invocation", &latest["invocation_id"]);
+    }
+    s
+}
+
+fn admit(v: &Value) -> Summary {
+    if v["result"] == "admitted" {
+        let r = &v["reservation"];
+        let mut s = Summary::new(Verdict::Done, "admitted");
+        s.fact("reservation", &r["reservation_id"]);
+        s.fact("workload", &r["workload_id"]);
+        s.fact("attempt", &r["attempt_id"]);
+        s.fact("phase", &r["phase"]);
+        s.line(
+            "reserved",
+            format!(
+                "{} rows, {} bytes, {} s",
+                clean(&r["source_rows"]),
+                clean(&r["source_bytes"]),
+                clean(&r["attempt_seconds"])
+            ),
+        );
+        s.fact("scope decision", &v["evidence"]["scope"]["decision"]);
+        s
+    } else if v["result"] == "refused" {
+        let mut s = Summary::new(Verdict::Refused, clean(&v["code"]));
+        s.fact("workload", &v["workload_id"]);
+        s.fact("scope decision", &v["decision"]);
+        s.line("next", "nothing was reserved");
+        s
+    } else {
+        generic(v)
+    }
+}
+
+fn policy_test(v: &Value) -> Summary {
+    let failed = v["failed"].as_u64().unwrap_or(0) + v["conformance_failed"].as_u64().unwrap_or(0);
+    let mut s = if failed == 0 {
+        Summary::new(
+            Verdict::Done,
+            format!(
+                "{} of {} rows passed",
+                clean(&v["passed"]),
+                clean(&v["rows"])
+            ),
+        )
+    } else {
+        Summary::new(
+            Verdict::Refused,
+            format!("{failed} of {} rows failed", clean(&v["rows"])),
+        )
+    };
+    s.fact("policy", &v["kind"]);
+    s.fact("function", &v["function"]);
+    s.fact("component", &v["component_sha256"]);
+    for t in v["tables"].as_array().into_iter().flatten() {
+        s.line(
+            &format!("table {}", clean(&t["table"])),
+            format!("{} rows, {} failed", clean(&t["rows"]), clean(&t["failed"])),
+        );
+    }
+    s
+}
+
+fn policy_eval(v: &Value) -> Summary {
+    let e = &v["evidence"];
+    let mut s = Summary::new(Verdict::Done, decision_outcome(&v["decision"]));
+    s.fact("policy", &e["kind"]);
+    s.fact("function", &e["function"]);
+    s.fact("fuel used", &e["fuel_used"]);
+    s.fact("component", &e["component_sha256"]);
+    s
+}
+
+fn demo(v: &Value) -> Summary {
+    let decisions = v["decisions"].as_array().map_or(&[][..], Vec::as_slice);
+    let mut s = Summary::new(
+        Verdict::Done,
+        format!(
+            "{} sample decisions by the pinned components",
+            decisions.len()
+        ),
+    );
+    for d in decisions {
+        s.line(
+            &format!("{} {}", clean(&d["kind"]), clean(&d["function"])),
+            format!(
+                "{} (fuel {})",
+                decision_outcome(&d["output"]),
+                clean(&d["fuel_used"])
+            ),
+        );
+    }
+    s
+}
+
+/// Any other command: a verdict from its usual fields, then its top-level scalar facts.
+fn generic(v: &Value) -> Summary {
+    let word = ["result", "status", "outcome", "verdict"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(Value::as_str));
+    let refused = matches!(word, Some("refused" | "denied" | "failed"))
+        || v.get("failure").is_some_and(|f| !f.is_null())
+        || v.get("verified") == Some(&Value::Bool(false));
+    let mut s = Summary::new(
+        if refused {
+            Verdict::Refused
+        } else {
+            Verdict::Done
+        },
+        word.map(|w| clean(&Value::from(w))).unwrap_or_default(),
+    );
+    if let Value::Object(map) = v {
+        for (k, value) in map.iter().filter(|(_, x)| !x.is_object() && !x.is_array()) {
+            if s.facts.len() < 12 {
+                s.fact(&k.replace('_', " "), value);
+            }
+        }
+        for (k, value) in map.iter().filter(|(_, x)| x.is_array()) {
+            if s.facts.len() < 12 {
+                s.line(
+                    &k.replace('_', " "),
+                    format!("{} items", value.as_array().map_or(0, Vec::len)),
+                );
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_committed_run_leads_with_done_and_its_counts() {
+        let v = json!({
+            "invocation_id": "run-1",
+            "outcome": {
+                "status": "committed", "load": "full_baseline", "delete_mode": "soft_delete",
+                "guard_reason": "GUARD_OK",
+                "guard_evidence": {"output": {"allow": {}}, "fuel_used": 3307},
+                "receipt": {"receipt_id": "r-1", "metrics": {"inserted": 120, "updated": 0, "active": 120}},
+            },
+            "source_measurement": {"rows": 120, "source_bytes": 5000, "complete": true},
+        });
+        let text = render("run", &v, false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "done: committed");
+        assert!(text.contains("  inserted     120\n"), "{text}");
+        assert!(
+            text.contains("guard        allow (GUARD_OK, fuel 3307)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("read         120 rows, 5000 bytes\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("updated"),
+            "zero counts are left out: {text}"
+        );
+    }
+
+    #[test]
+    fn a_refused_run_leads_with_its_code_and_the_next_action() {
+        let v = json!({
+            "invocation_id": "run-2",
+            "failure": {"error": {"code": "DPONE_XMIN_GUARD_DENIED", "message": "too many deletes"},
+                        "phase": "target_transaction", "rolled_back": true, "full_repair_required": false},
+        });
+        let text = render("run", &v, false);
+        assert!(
+            text.starts_with("refused: DPONE_XMIN_GUARD_DENIED\n"),
+            "{text}"
+        );
+        assert!(text.contains("nothing was changed"), "{text}");
+        let v = json!({"failure": {"error": {"code": "DPONE_XMIN_COMMIT_OUTCOME_UNKNOWN", "message": "m"},
+                                   "phase": "commit", "rolled_back": false}});
+        assert!(
+            render("run", &v, false)
+                .starts_with("not finished: DPONE_XMIN_COMMIT_OUTCOME_UNKNOWN\n")
+        );
+    }
+
+    #[test]
+    fn clickhouse_reports_lead_with_their_verdict() {
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "run", "workload": "w",
+            "outcome": "completed",
+            "receipt": {"publication": {"kind": "rename"}, "artifact": {"row_count": 1000, "byte_size": 40000}},
+            "measurements": {"source": {"rows": 1000, "source_bytes": 52000}, "http_body": [{}, {}]}});
+        let text = render("run", &v, false);
+        assert!(text.starts_with("done: published\n"), "{text}");
+        assert!(
+            text.contains("artifact        1000 rows, 40000 bytes\n"),
+            "{text}"
+        );
+        assert!(text.contains("members loaded  2\n"), "{text}");
+        let v = json!({"route": "clickhouse_cluster_publication", "outcome": "in_progress",
+            "phase": "publication_dispatching", "waiting": ["m1"], "recovery": "wait_then_resume"});
+        let text = render("run", &v, false);
+        assert!(
+            text.starts_with("not finished: members still executing (publication_dispatching)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("run again with the same --invocation"),
+            "{text}"
+        );
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "check", "admitted": false,
+            "blockers": [{"code": "DPONE_CLICKHOUSE_X"}]});
+        let text = render("check", &v, false);
+        assert!(
+            text.starts_with("refused: 1 blocker(s)\n") && text.contains("DPONE_CLICKHOUSE_X"),
+            "{text}"
+        );
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "plan", "admitted": true, "blockers": []});
+        assert!(render("plan", &v, false).starts_with("done: plan\n"));
+    }
+
+    #[test]
+    fn admission_status_and_policy_test_summaries() {
+        let v = json!({"result": "admitted", "reservation": {"reservation_id": "res-1", "workload_id": "w", "attempt_id": "a", "phase": "execution", "source_rows": 10, "source_bytes": 20, "attempt_seconds": 30}, "evidence": {"scope": {"decision": "admit"}}});
+        let text = render("campaign admit", &v, false);
+        assert!(text.starts_with("done: admitted\n"), "{text}");
+        assert!(text.contains("10 rows, 20 bytes, 30 s"), "{text}");
+        let v = json!({"result": "refused", "code": "DPONE_NP_SCOPE_X", "workload_id": "w", "decision": "deny"});
+        assert!(render("campaign admit", &v, false).starts_with("refused: DPONE_NP_SCOPE_X\n"));
+        let v = json!({"state_key": "k", "state": {"checkpoint": {"xmin": 5, "revision": 2}, "superseded": false}, "receipts": [{"receipt_id": "r", "invocation_id": "i"}]});
+        let text = render("status", &v, false);
+        assert!(
+            text.starts_with("done: state ok\n") && text.contains("xmin 5 revision 2"),
+            "{text}"
+        );
+        let v =
+            json!({"passed": 3, "rows": 4, "failed": 1, "conformance_failed": 0, "kind": "guard"});
+        assert!(render("policy test", &v, false).starts_with("refused: 1 of 4 rows failed\n"));
+    }
+
+    #[test]
+    fn values_cannot_drive_the_terminal_and_colour_is_only_on_request() {
+        let v = json!({"status": "ok\u{1b}[2J", "note": "a\nb"});
+        let text = render("other", &v, false);
+        assert!(
+            !text.contains('\u{1b}') && text.contains("ok?[2J"),
+            "{text}"
+        );
+        assert!(render("other", &v, true).starts_with("\x1b[1;32mdone\x1b[0m"));
+    }
+}
