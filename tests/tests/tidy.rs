@@ -124,20 +124,14 @@ fn dependencies_point_one_way() {
     assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
 
-/// `cargo metadata --no-deps --offline` of the workspace: only the workspace's own manifests,
-/// so it needs neither the network nor any crate in the local cargo cache (a full `cargo
-/// metadata`, even with `--filter-platform`, resolves every platform's crates and fails offline
-/// on a cache that never built this workspace).
+/// `cargo metadata --no-deps` of the workspace: only the workspace's own manifests, nothing
+/// resolved, so it needs neither the network nor any crate in the local cargo cache (a full
+/// `cargo metadata`, even with `--filter-platform`, resolves every platform's crates, which a
+/// cache that never built this workspace does not hold).
 fn workspace_metadata() -> Value {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .current_dir(workspace())
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
+        .args(["metadata", "--format-version", "1", "--no-deps"])
         .output()
         .expect("cargo metadata runs");
     assert!(

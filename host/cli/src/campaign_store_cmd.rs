@@ -40,7 +40,7 @@ use dpone_adapter_np_control_store::{
     StoreCode, StoreEndpoint, StoreError,
 };
 use dpone_engine_nonproduction::admission::{
-    self, AdmitError, AdmitInputs, Admitted, ScopeDecider, Verifier,
+    self, AdmitError, AdmitInputs, Admitted, Bracket, ScopeDecider, Verifier,
 };
 use dpone_engine_nonproduction::authority::PhaseSubjects;
 use dpone_engine_nonproduction::control_store::mapping;
@@ -52,7 +52,6 @@ use dpone_policy_runtime::{LoadedPolicy, PolicyKind};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Mutex;
 
 /// The pinned policy is not the store's current trust revision (exit 1).
 pub const POLICY_NOT_CURRENT: &str = "DPONE_CLI_CAMPAIGN_POLICY_NOT_CURRENT";
@@ -532,36 +531,18 @@ fn verification_refused(mut refusal: Refusal) -> Failure {
     failure(refusal)
 }
 
-/// Authenticates inside the store's revision bracket with [`GrantVerifier`].
+/// Authenticates inside the store's revision bracket with [`GrantVerifier`]
+/// ([`admission::authenticate`]).
 fn authenticate(
     rt: &tokio::runtime::Runtime,
     store: &PgControlStore,
     verifier: &GrantVerifier<'_>,
 ) -> Result<(store::Authenticated, Value), Failure> {
     let environment = mapping::environment(&verifier.p.policy).map_err(store_failure)?;
-    let outcome: Mutex<Option<Result<Value, Refusal>>> = Mutex::new(None);
-    let auth = rt.block_on(store.authenticate(&environment, |trust| {
-        let result = verifier.verify(trust);
-        let ok = result.is_ok();
-        if let Ok(mut slot) = outcome.lock() {
-            *slot = Some(result);
-        }
-        if ok {
-            Ok(())
-        } else {
-            Err("refused".to_owned())
-        }
-    }));
-    match (auth, outcome.into_inner().ok().flatten()) {
-        (Ok(auth), Some(Ok(evidence))) => Ok((auth, evidence)),
-        (Err(e), Some(Err(refusal))) if e.code == StoreCode::AuthenticationFailed => {
-            Err(verification_refused(refusal))
-        }
-        (Err(e), _) => Err(store_failure(e)),
-        (Ok(_), _) => Err(Failure::internal(
-            "DPONE_CLI_INTERNAL",
-            "the authentication bracket returned without a verification",
-        )),
+    match rt.block_on(admission::authenticate(store, &environment, verifier)) {
+        Ok((auth, evidence, _)) => Ok((auth, evidence)),
+        Err(Bracket::Refused(refusal)) => Err(verification_refused(refusal)),
+        Err(Bracket::Store(e)) => Err(store_failure(e)),
     }
 }
 

@@ -203,6 +203,55 @@ fn facts_on(i: &AdmitInputs<'_>, pool: &PoolStatus, epoch: i64) -> Result<ScopeF
     )
 }
 
+/// Why an authentication in the revision bracket failed.
+#[derive(Debug)]
+pub enum Bracket<R> {
+    /// The verification refused under the current revision.
+    Refused(R),
+    /// The store refused (no revision, the revision changed during verification) or failed.
+    Store(StoreError),
+}
+
+/// Authenticates in the store's revision bracket: `verifier` verifies under the current trust
+/// revision, read before and after. Returns the proof, the verification's evidence and the
+/// revision's revocation epoch. Every protected operation (registration, admission) starts so.
+pub async fn authenticate<S, V>(
+    store: &S,
+    environment: &store::Uuid,
+    verifier: &V,
+) -> Result<(store::Authenticated, V::Evidence, i64), Bracket<V::Refusal>>
+where
+    S: ControlStorePort + Sync,
+    V: Verifier + Sync,
+{
+    let verified: Verified<V> = Mutex::new(None);
+    let auth = store
+        .authenticate(environment, |trust| {
+            let result = verifier.verify(trust);
+            let ok = result.is_ok();
+            if let Ok(mut slot) = verified.lock() {
+                *slot = Some((result, trust.revocation_epoch));
+            }
+            if ok {
+                Ok(())
+            } else {
+                Err("refused".to_owned())
+            }
+        })
+        .await;
+    match (auth, verified.into_inner().ok().flatten()) {
+        (Ok(auth), Some((Ok(evidence), epoch))) => Ok((auth, evidence, epoch)),
+        (Err(e), Some((Err(refusal), _))) if e.code == store::StoreCode::AuthenticationFailed => {
+            Err(Bracket::Refused(refusal))
+        }
+        (Err(e), _) => Err(Bracket::Store(e)),
+        (Ok(_), _) => Err(Bracket::Store(StoreError::new(
+            store::StoreCode::StoredStateInvalid,
+            "the authentication bracket returned without a verification",
+        ))),
+    }
+}
+
 /// Admits one attempt: validate, authenticate in the bracket, then read, decide and reserve in
 /// one transaction (see the module docs).
 pub async fn admit<S, V, D>(
@@ -221,35 +270,13 @@ where
     // Everything the facts need but the pool is fixed now: a mapping refusal comes before any I/O.
     facts_on(i, &PoolStatus::default(), 0).map_err(AdmitError::Facts)?;
 
-    let verified: Verified<V> = Mutex::new(None);
-    let auth = store
-        .authenticate(&environment, |trust| {
-            let result = verifier.verify(trust);
-            let ok = result.is_ok();
-            if let Ok(mut slot) = verified.lock() {
-                *slot = Some((result, trust.revocation_epoch));
-            }
-            if ok {
-                Ok(())
-            } else {
-                Err("refused".to_owned())
-            }
-        })
-        .await;
-    let verified = verified.into_inner().ok().flatten();
-    let (auth, verification, epoch) = match (auth, verified) {
-        (Ok(auth), Some((Ok(evidence), epoch))) => (auth, evidence, epoch),
-        (Err(e), Some((Err(refusal), _))) if e.code == store::StoreCode::AuthenticationFailed => {
-            return Err(AdmitError::Verification(refusal));
-        }
-        (Err(e), _) => return Err(AdmitError::Store(e)),
-        (Ok(_), _) => {
-            return Err(AdmitError::Store(StoreError::new(
-                store::StoreCode::StoredStateInvalid,
-                "the authentication bracket returned without a verification",
-            )));
-        }
-    };
+    let (auth, verification, epoch) =
+        authenticate(store, &environment, verifier)
+            .await
+            .map_err(|e| match e {
+                Bracket::Refused(r) => AdmitError::Verification(r),
+                Bracket::Store(e) => AdmitError::Store(e),
+            })?;
 
     // Inside the transaction: the facts on the pool it read, the component's decision. The last
     // try's decision is the one the outcome reports (and, when admitted, the one committed).
