@@ -125,6 +125,7 @@ fn envelope(
         keys,
         key_count,
         complete: true,
+        source_lineage: Default::default(),
     }
 }
 

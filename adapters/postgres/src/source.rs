@@ -80,7 +80,7 @@ use crate::sql::{db_error, ident, literal, qualified};
 use dpone_engine_xmin::artifact::{ArtifactStore, io_error};
 use dpone_engine_xmin::copy_binary::FrameChecker;
 use dpone_engine_xmin::envelope::{
-    ARTIFACT_FORMAT, ENVELOPE_SCHEMA, PayloadReceipt, SnapshotEnvelope, SourceColumn,
+    ARTIFACT_FORMAT, ENVELOPE_SCHEMA, PayloadReceipt, SnapshotEnvelope, SourceColumn, SourceLineage,
 };
 use dpone_engine_xmin::identity::sha256_canonical;
 use dpone_engine_xmin::manifest::Scope;
@@ -316,6 +316,8 @@ struct Observed {
     snapshot_text: String,
     u: u64,
     h: u64,
+    /// What the profile read of the cluster's lineage (recorded by the receipt).
+    lineage: SourceLineage,
 }
 
 impl SourcePort for PgSource {
@@ -440,7 +442,7 @@ async fn extract_on(
         .chain(req.business_columns)
         .map(|k| ident(k))
         .collect();
-    let scope = scope_predicate(req.scope)?;
+    let scope = scope_predicate(c, req.scope, &columns).await?;
     let fields = u16::try_from(all_list.len())
         .map_err(|_| XminError::new(ErrorCode::EnvelopeInvalid, "too many columns"))?;
     let key_fields = u16::try_from(key_list.len())
@@ -512,6 +514,7 @@ async fn extract_on(
         keys,
         key_count,
         complete,
+        source_lineage: observed.lineage,
     })
 }
 
@@ -527,17 +530,65 @@ fn xmin_window(previous: u64, h: u64) -> String {
     }
 }
 
-fn scope_predicate(scope: &Scope) -> Result<String> {
-    match scope {
-        Scope::Full => Ok("true".to_owned()),
-        Scope::ColumnValues { column, values } => {
-            let lits: Option<Vec<String>> = values.iter().map(|v| literal(v)).collect();
-            let lits = lits.ok_or_else(|| {
-                XminError::new(ErrorCode::ManifestInvalid, "scope value holds NUL")
-            })?;
-            Ok(format!("{}::text IN ({})", ident(column), lits.join(", ")))
-        }
+/// The scope as a predicate on typed values: `column IN (CAST('v' AS type), …)`, where `type` is
+/// the column's type without its modifier (`format_type(oid, NULL)`: a modifier would coerce a
+/// value, e.g. truncate it to a `varchar(n)`, instead of refusing it). Under the snapshot, before
+/// any COPY, every value is cast and compared once: a value that is not of the type is
+/// [`ErrorCode::ScopeValueInvalid`] (SQLSTATE class 22), a type without `=` is
+/// [`ErrorCode::ScopeColumnNotComparable`] (42883). Values are never echoed.
+async fn scope_predicate(
+    c: &tokio_postgres::Client,
+    scope: &Scope,
+    columns: &[SourceColumn],
+) -> Result<String> {
+    let (column, values) = match scope {
+        Scope::Full => return Ok("true".to_owned()),
+        Scope::ColumnValues { column, values } => (column, values),
+    };
+    let oid = columns
+        .iter()
+        .find(|col| &col.name == column)
+        .map(|col| col.type_oid)
+        .ok_or_else(|| {
+            XminError::new(
+                ErrorCode::SourceColumnMissing,
+                "the scope column is not among the projected columns",
+            )
+        })?;
+    let type_sql: String = c
+        .query_one("SELECT pg_catalog.format_type($1::oid, NULL)", &[&oid])
+        .await
+        .map_err(|e| read_error("read scope column type", &e))?
+        .get(0);
+    let casts: Option<Vec<String>> = values
+        .iter()
+        .map(|v| literal(v).map(|l| format!("CAST({l} AS {type_sql})")))
+        .collect();
+    let casts =
+        casts.ok_or_else(|| XminError::new(ErrorCode::ManifestInvalid, "scope value holds NUL"))?;
+    let check = format!(
+        "SELECT bool_and(CAST(v AS {type_sql}) = CAST(v AS {type_sql})) \
+         FROM pg_catalog.unnest($1::text[]) AS v"
+    );
+    if let Err(e) = c.query_one(&check, &[values]).await {
+        let state = e.code().map(|s| s.code().to_owned()).unwrap_or_default();
+        return Err(if state == "42883" {
+            XminError::new(
+                ErrorCode::ScopeColumnNotComparable,
+                "the scope column's type has no equality operator",
+            )
+        } else if state.starts_with("22") {
+            XminError::new(
+                ErrorCode::ScopeValueInvalid,
+                format!(
+                    "a scope value is not a value of the scope column's type (SQLSTATE {state})"
+                ),
+            )
+        } else {
+            read_error("check scope values", &e)
+        });
     }
+    Ok(format!("{} IN ({})", ident(column), casts.join(", ")))
 }
 
 async fn verify_authority(
@@ -660,10 +711,11 @@ async fn verify_authority(
             )
         })
     };
-    let observed = Observed {
+    let mut observed = Observed {
         snapshot_text: row.get(11),
         u: parse(12)?,
         h: parse(13)?,
+        lineage: SourceLineage::default(),
     };
     if a.profile == AuthorityProfile::CatalogIdentity
         && let Some(pinned) = a.timeline
@@ -682,6 +734,7 @@ async fn verify_authority(
         if tli != Some(pinned) {
             return Err(mismatch(ErrorCode::SourceTimelineMismatch, "timeline"));
         }
+        observed.lineage.timeline = tli;
     }
     if a.profile == AuthorityProfile::PhysicalCluster {
         let row = c
@@ -700,9 +753,14 @@ async fn verify_authority(
                 "system identifier",
             ));
         }
-        if tli.and_then(|t| u32::try_from(t).ok()) != a.timeline {
+        let tli = tli.and_then(|t| u32::try_from(t).ok());
+        if tli != a.timeline {
             return Err(mismatch(ErrorCode::SourceTimelineMismatch, "timeline"));
         }
+        observed.lineage = SourceLineage {
+            system_identifier: sys,
+            timeline: tli,
+        };
     }
     Ok(observed)
 }

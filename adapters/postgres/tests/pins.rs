@@ -454,3 +454,123 @@ async fn version_2_runs_with_least_privilege_principal() {
     f.src_sql(&format!("DROP OWNED BY \"{role}\"")).await;
     let _ = f.sc.batch_execute(&format!("DROP ROLE \"{role}\"")).await;
 }
+
+/// The newest receipt's recorded source lineage (`null` when none was recorded).
+async fn recorded_lineage(f: &Fixture) -> serde_json::Value {
+    let text: Option<String> = f
+        .pg_target()
+        .query_one(
+            "SELECT (body -> 'source_lineage')::text FROM dpone_state.dpone_commit_receipt \
+             WHERE state_key = $1 ORDER BY new_revision DESC LIMIT 1",
+            &[&f.route.identity.state_key],
+        )
+        .await
+        .expect("receipt")
+        .get(0);
+    text.map_or(serde_json::Value::Null, |t| {
+        serde_json::from_str(&t).expect("json")
+    })
+}
+
+/// Every receipt records the source lineage its snapshot observed, and an incremental run
+/// continues a checkpoint only under that lineage: a checkpoint taken on another timeline (as
+/// the old primary's is after a promotion), or one whose lineage the current profile no longer
+/// reads, is refused with `DPONE_XMIN_SOURCE_LINEAGE_CHANGED` (full repair) before any target
+/// mutation; a repair baseline records the new lineage and incremental runs continue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_checkpoint_continues_only_under_the_source_lineage_it_was_taken_under() {
+    let options = Options {
+        profile: AuthorityProfile::PhysicalCluster,
+        ..Options::default()
+    };
+    let f = Fixture::new("lineage", options).await.expect("fixture");
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    f.run().await.expect("v1 baseline");
+    let row =
+        f.sc.query_one(
+            "SELECT system_identifier::text, \
+                    (SELECT timeline_id FROM pg_control_checkpoint())::bigint \
+             FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .expect("control data");
+    let (sys, tli): (String, i64) = (row.get(0), row.get(1));
+    let observed = serde_json::json!({"system_identifier": sys, "timeline": tli});
+    assert_eq!(recorded_lineage(&f).await, observed);
+    f.src_sql("INSERT INTO public.items VALUES (2, 'b', 1, 1)")
+        .await;
+    let out = f.run().await.expect("same lineage continues");
+    assert_eq!(out.receipt.metrics.inserted, 1);
+    assert_eq!(recorded_lineage(&f).await, observed);
+
+    // The same source read under version 2 (no control function, no timeline pin) cannot show
+    // the recorded lineage: the checkpoint is not continued.
+    let v2 = prepare(
+        &f.manifest_yaml,
+        &support::registry_yaml(&f.src, f.pg_target_db(), AuthorityProfile::CatalogIdentity).await,
+        &f.env,
+    )
+    .expect("v2 route");
+    assert_eq!(v2.identity.state_key, f.route.identity.state_key);
+    refused(&f, &v2, ErrorCode::SourceLineageChanged, Phase::Validation).await;
+
+    // The newest receipt as a promotion leaves it: written on the timeline before. (The
+    // receipt table is immutable; its owner lifts the trigger for this one edit.)
+    f.pg_target()
+        .batch_execute(&format!(
+            "ALTER TABLE dpone_state.dpone_commit_receipt DISABLE TRIGGER dpone_immutable; \
+             UPDATE dpone_state.dpone_commit_receipt \
+                SET body = jsonb_set(body, '{{source_lineage,timeline}}', '{}') \
+              WHERE state_key = '{}' AND new_revision = 2; \
+             ALTER TABLE dpone_state.dpone_commit_receipt ENABLE TRIGGER dpone_immutable;",
+            tli - 1,
+            f.route.identity.state_key
+        ))
+        .await
+        .expect("receipt as a promotion leaves it");
+    f.src_sql("INSERT INTO public.items VALUES (3, 'c', 1, 1)")
+        .await;
+    let err = f
+        .run()
+        .await
+        .expect_err("another timeline is not continued");
+    assert_eq!(err.code(), ErrorCode::SourceLineageChanged, "{err}");
+    assert!(err.full_repair_required);
+    assert_eq!(f.active_keys().await, vec![1, 2]);
+
+    // The repair baseline: an authority allowing a full baseline from this checkpoint.
+    let cp = f.checkpoint().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    let allow = dpone_policy_model::guard::AuthorityAllow {
+        full_baseline: true,
+        max_delete_rows: None,
+        max_delete_ratio: None,
+    };
+    f.create_authority("lineage-repair", cp, allow, (now - 60, now + 3600), None)
+        .await;
+    let out = f
+        .run_with(Some("lineage-repair"))
+        .await
+        .expect("repair baseline");
+    assert_eq!(
+        out.load,
+        Some(dpone_policy_model::guard::LoadKind::FullBaseline)
+    );
+    assert_eq!(f.active_keys().await, vec![1, 2, 3]);
+    assert_eq!(recorded_lineage(&f).await, observed);
+    f.src_sql("INSERT INTO public.items VALUES (4, 'd', 1, 1)")
+        .await;
+    f.run()
+        .await
+        .expect("incremental after the repair baseline");
+    assert_eq!(f.active_keys().await, vec![1, 2, 3, 4]);
+}

@@ -388,3 +388,89 @@ async fn a_version_2_timeline_pin_fails_closed_on_change() {
         .await
         .expect("the current timeline runs");
 }
+
+/// The fixture's manifest with a `column_values` scope on `column`.
+fn scoped(f: &Fixture, column: &str, values: &str) -> Route {
+    let manifest = f.manifest_yaml.replacen(
+        "  unique_key: [id]\n",
+        &format!("  unique_key: [id]\n  scope: {{type: column_values, column: {column}, values: {values}}}\n"),
+        1,
+    );
+    assert_ne!(manifest, f.manifest_yaml);
+    prepare(&manifest, &f.registry_yaml, &f.env).expect("scoped route")
+}
+
+/// A `column_values` scope compares values of the column's type, not text forms: `'1.0'`
+/// selects the `numeric(10,2)` value `1.00` (whose text is `1.00`), and a row whose value
+/// changes into the scope enters it on the next incremental run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_column_values_scope_compares_typed_values() {
+    let f = Fixture::new("scopet", Options::default())
+        .await
+        .expect("fixture");
+    f.src_sql(
+        "INSERT INTO public.items VALUES (1, 'a', 1, 1.00), (2, 'b', 1, 2.50), \
+         (3, 'c', 1, 3.00), (4, 'd', 1, NULL)",
+    )
+    .await;
+    let route = scoped(&f, "price", "['1.0', '2.5']");
+    let out = run_route(&f, &route, &mut PgSource::new())
+        .await
+        .expect("scoped baseline");
+    assert_eq!(out.receipt.metrics.inserted, 2);
+    assert_eq!(f.active_keys().await, vec![1, 2]);
+    f.src_sql("UPDATE public.items SET price = 2.5 WHERE id = 3")
+        .await;
+    let out = run_route(&f, &route, &mut PgSource::new())
+        .await
+        .expect("scoped incremental");
+    assert_eq!(out.receipt.metrics.inserted, 1);
+    assert_eq!(f.active_keys().await, vec![1, 2, 3]);
+}
+
+/// A scope value that is not a value of the column's type, and a scope column whose type has
+/// no equality operator, are refused under the snapshot before any row is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn scope_values_of_another_type_and_incomparable_scope_columns_are_refused() {
+    let f = Fixture::new("scopebad", Options::default())
+        .await
+        .expect("fixture");
+    f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
+        .await;
+    refused(
+        &f,
+        &scoped(&f, "qty", "['1', 'one']"),
+        ErrorCode::ScopeValueInvalid,
+    )
+    .await;
+    // A value a typmod would silently truncate is not coerced: `varchar(1)` is cast as
+    // `character varying`, so 'ab' matches nothing instead of matching 'a'.
+    f.src_sql("ALTER TABLE public.items ALTER COLUMN name TYPE varchar(1)")
+        .await;
+    let narrowed = scoped(&f, "name", "['ab']");
+    let err = run_route(&f, &narrowed, &mut PgSource::new())
+        .await
+        .expect_err("an empty key snapshot is refused by the guard");
+    assert_eq!(err.code(), ErrorCode::GuardDenied, "{err}");
+    assert!(
+        err.to_string()
+            .contains("DPONE_GUARD_EMPTY_SNAPSHOT_REFUSED"),
+        "'ab' must select nothing, not the row 'a': {err}"
+    );
+    f.src_sql("ALTER TABLE public.items ALTER COLUMN name TYPE json USING to_json(name)")
+        .await;
+    refused(
+        &f,
+        &scoped(&f, "name", "['a']"),
+        ErrorCode::ScopeColumnNotComparable,
+    )
+    .await;
+}

@@ -6,7 +6,7 @@
 //! records the failed run (best effort) and returns a [`RunFailure`] with a stable code.
 
 use crate::artifact::ArtifactStore;
-use crate::envelope::SnapshotEnvelope;
+use crate::envelope::{SnapshotEnvelope, SourceLineage};
 use crate::error::{ErrorCode, Result, XminError};
 use crate::identity::{load_id, receipt_id};
 use crate::ports::{
@@ -114,6 +114,7 @@ impl RunFailure {
                 | ErrorCode::SourceFreezeUncertain
                 | ErrorCode::SourceXidEpochChanged
                 | ErrorCode::SourceCheckpointRegression
+                | ErrorCode::SourceLineageChanged
         );
         Self {
             error,
@@ -236,6 +237,16 @@ where
     } else {
         LoadKind::Incremental
     };
+    // The lineage the checkpoint was taken under: recorded by the receipt that wrote it (the
+    // run transaction's CAS proves the checkpoint is still this one).
+    let recorded_lineage = match previous {
+        Some(checkpoint) if !full_baseline => Some(
+            recorded_lineage(target, &id.state_key, checkpoint)
+                .await
+                .map_err(pre)?,
+        ),
+        _ => None,
+    };
 
     // SnapshotOpen.
     let key_cols = route.manifest.unique_key.clone();
@@ -272,6 +283,20 @@ where
     }) {
         let _ = cleanup(&envelope);
         return Err(RunFailure::at(Phase::Validation, e));
+    }
+    if let Some(recorded) = &recorded_lineage
+        && !envelope.source_lineage.continues(recorded)
+    {
+        let _ = cleanup(&envelope);
+        return Err(RunFailure::at(
+            Phase::Validation,
+            XminError::new(
+                ErrorCode::SourceLineageChanged,
+                "the source's system identifier or timeline differs from (or no longer shows) \
+                 the one the checkpoint was taken under: a failover or restore may have reused \
+                 XIDs below it; run a repair baseline (allow.full_baseline)",
+            ),
+        ));
     }
     let envelope_digest = envelope.digest();
     let load_id = load_id(
@@ -621,6 +646,7 @@ async fn body<X: TargetSession>(
         authority_digest: used.as_ref().map(|(_, d)| d.clone()),
         metrics,
         detected_at_micros: at,
+        source_lineage: env.source_lineage.clone(),
     };
     tx.insert_receipt(&receipt).await?;
     if let Some((aid, digest)) = &used {
@@ -652,6 +678,22 @@ async fn body<X: TargetSession>(
     Ok(receipt)
 }
 
+/// The source lineage recorded by the receipt that wrote `checkpoint` (empty for receipts
+/// written before lineage was recorded).
+async fn recorded_lineage<T: TargetPort>(
+    target: &mut T,
+    state_key: &str,
+    checkpoint: Checkpoint,
+) -> Result<SourceLineage> {
+    let newest = target.receipts(state_key, 1).await?;
+    match newest.into_iter().next() {
+        Some(r) if r.checkpoint == checkpoint => Ok(r.source_lineage),
+        _ => Err(stale(
+            "the newest receipt does not match the checkpoint; retry from the new checkpoint",
+        )),
+    }
+}
+
 fn cleanup_artifacts(env: &SnapshotEnvelope, store: &dyn ArtifactStore) -> Result<()> {
     let mut result = Ok(());
     for p in std::iter::once(&env.rows).chain(env.keys.as_ref()) {
@@ -667,8 +709,8 @@ mod tests {
     use super::*;
 
     /// The runbook's `full_repair_required` codes (docs/xmin-reconciliation.md): parity drift,
-    /// freeze uncertainty, an XID epoch change and a checkpoint regression (restore or
-    /// failover), in whatever phase they are found; nothing else.
+    /// freeze uncertainty, an XID epoch change, a checkpoint regression and a changed source lineage
+    /// (restore or failover), in whatever phase they are found; nothing else.
     #[test]
     fn full_repair_is_flagged_for_exactly_the_documented_codes() {
         for code in ErrorCode::ALL {
@@ -678,6 +720,7 @@ mod tests {
                     | ErrorCode::SourceFreezeUncertain
                     | ErrorCode::SourceXidEpochChanged
                     | ErrorCode::SourceCheckpointRegression
+                    | ErrorCode::SourceLineageChanged
             );
             for phase in [
                 Phase::Extraction,

@@ -26,6 +26,37 @@ pub struct SourceColumn {
     pub type_oid: u32,
 }
 
+/// The source cluster's lineage as the snapshot observed it: what a failover or a restore
+/// changes. Each field is present only where the source authority's profile reads it
+/// (version 1: both; version 2 with a `timeline` pin: the timeline; version 2 otherwise:
+/// neither). The commit receipt records it, and the next incremental run compares it
+/// ([`SourceLineage::continues`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceLineage {
+    /// `pg_control_system().system_identifier`, decimal.
+    pub system_identifier: Option<String>,
+    /// The current timeline.
+    pub timeline: Option<u32>,
+}
+
+impl SourceLineage {
+    /// Whether a checkpoint recorded under `recorded` may be continued by a snapshot that
+    /// observed `self`: every field recorded must be observed again, equal. A field recorded
+    /// but no longer observed (the profile changed) does not continue: the change it would
+    /// reveal can no longer be seen.
+    pub fn continues(&self, recorded: &SourceLineage) -> bool {
+        let same = |r: &Option<String>, o: &Option<String>| r.is_none() || r == o;
+        same(&recorded.system_identifier, &self.system_identifier)
+            && (recorded.timeline.is_none() || recorded.timeline == self.timeline)
+    }
+
+    /// Nothing observed.
+    pub fn is_empty(&self) -> bool {
+        self.system_identifier.is_none() && self.timeline.is_none()
+    }
+}
+
 /// One binary COPY artifact and what extraction counted in it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,12 +109,17 @@ pub struct SnapshotEnvelope {
     pub key_count: u64,
     /// Both payloads are complete.
     pub complete: bool,
+    /// The source's lineage under this snapshot (empty where the profile reads none).
+    #[serde(default)]
+    pub source_lineage: SourceLineage,
 }
 
 impl SnapshotEnvelope {
-    /// sha256 of the envelope's canonical JSON.
+    /// sha256 of the envelope's canonical JSON. The source lineage is bound only when
+    /// observed, so an envelope of a profile that reads none keeps the digest (and with it the
+    /// run's load id) it had before lineage was recorded.
     pub fn digest(&self) -> String {
-        sha256_canonical(&(
+        let base = (
             ENVELOPE_SCHEMA,
             &self.state_key,
             &self.scope_hash,
@@ -94,7 +130,12 @@ impl SnapshotEnvelope {
             &self.rows.artifact.sha256,
             self.keys.as_ref().map(|k| &k.artifact.sha256),
             self.key_count.to_string(),
-        ))
+        );
+        if self.source_lineage.is_empty() {
+            sha256_canonical(&base)
+        } else {
+            sha256_canonical(&(base, &self.source_lineage))
+        }
     }
 
     /// The payload that holds the complete key set.

@@ -154,6 +154,16 @@ codes! {
     SourceSystemIdentifierMismatch = "DPONE_XMIN_SOURCE_SYSTEM_IDENTIFIER_MISMATCH",
     /// The cluster's timeline differs from the version-1 pin.
     SourceTimelineMismatch = "DPONE_XMIN_SOURCE_TIMELINE_MISMATCH",
+    /// The source's lineage (system identifier, timeline) recorded with the checkpoint differs
+    /// from what this run observed, or this run's profile no longer observes what was recorded:
+    /// a failover or restore may have reused XIDs below the checkpoint, so the delta cannot be
+    /// trusted. Full repair (a repair baseline) required.
+    SourceLineageChanged = "DPONE_XMIN_SOURCE_LINEAGE_CHANGED",
+    /// A `column_values` scope value is not a valid value of the scope column's type.
+    ScopeValueInvalid = "DPONE_XMIN_SCOPE_VALUE_INVALID",
+    /// The scope column's type has no equality operator, so a `column_values` scope cannot
+    /// compare it.
+    ScopeColumnNotComparable = "DPONE_XMIN_SCOPE_COLUMN_NOT_COMPARABLE",
     /// A selected column is missing from the source relation.
     SourceColumnMissing = "DPONE_XMIN_SOURCE_COLUMN_MISSING",
     /// A column type cannot be carried losslessly by the binary wire (not a built-in type).
@@ -287,7 +297,8 @@ impl ErrorCode {
             | C::RegistryRelationAliasAmbiguous
             | C::RegistryPinMissing
             | C::RegistryStateNotTargetAtomic
-            | C::AuthorityInvalid => ErrorClass::BadInput,
+            | C::AuthorityInvalid
+            | C::ScopeValueInvalid => ErrorClass::BadInput,
             C::TargetConnect
             | C::SourceConnect
             | C::TargetSerializationConflict

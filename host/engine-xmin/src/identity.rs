@@ -126,9 +126,16 @@ struct StateKeyDoc<'a> {
     schema_hash: &'a str,
 }
 
-/// Scope hash of a canonical relation and its scope.
+/// Scope hash of a canonical relation and its scope. A `column_values` scope compares typed
+/// values (`column IN (CAST(v AS type), …)`) and hashes as `dpone.xmin.scope.v2`; version 1
+/// compared `column::text`, so a state taken under it is another state key (it migrates
+/// through a transfer authority with a full baseline). A `full` scope is unchanged (v1).
 pub fn scope_hash(canonical_relation: &str, scope: &Scope) -> String {
-    sha256_canonical(&("dpone.xmin.scope.v1", canonical_relation, scope))
+    let version = match scope {
+        Scope::Full => "dpone.xmin.scope.v1",
+        Scope::ColumnValues { .. } => "dpone.xmin.scope.v2",
+    };
+    sha256_canonical(&(version, canonical_relation, scope))
 }
 
 /// Binary physical-target identity.

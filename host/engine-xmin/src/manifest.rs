@@ -64,9 +64,10 @@ pub struct RawSource {
 pub enum Scope {
     /// Every row of the relation.
     Full,
-    /// Rows whose column, as text, equals one of the values.
+    /// Rows whose column equals one of the values, compared as values of the column's type
+    /// (each value is cast to it; one that does not cast is refused before any read).
     ColumnValues {
-        /// Column compared as text.
+        /// Column compared.
         column: String,
         /// Accepted values (at least one, no duplicates).
         values: Vec<String>,

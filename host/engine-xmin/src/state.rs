@@ -2,6 +2,7 @@
 //! and their consumption. The PostgreSQL DDL that stores them is reviewed SQL shipped in
 //! `fixtures/xmin/state-ddl.sql`; the runtime never creates state objects.
 
+use crate::envelope::SourceLineage;
 use crate::error::{ErrorCode, Result, XminError};
 use crate::identity::sha256_hex;
 use dpone_policy_model::guard::{AuthorityAllow, Checkpoint, RepairAuthority, TransferBinding};
@@ -87,6 +88,10 @@ pub struct CommitReceipt {
     pub metrics: Metrics,
     /// Detection time of the run, microseconds since the Unix epoch (UTC).
     pub detected_at_micros: i64,
+    /// The source lineage the run's snapshot observed; absent in receipts written before it
+    /// was recorded, and where the profile reads none.
+    #[serde(default, skip_serializing_if = "SourceLineage::is_empty")]
+    pub source_lineage: SourceLineage,
 }
 
 /// A repair authority as the environment owner writes it. Stored as the exact JSON text; its

@@ -361,6 +361,33 @@ fn identity_reacts_to_drift_and_rotation() {
 
 /// Architecture invariant: the engine knows no database driver, no async runtime and no
 /// WebAssembly runtime.
+/// A `column_values` scope compares typed values and hashes as scope v2, so a state taken
+/// under the text comparison (v1) is another state key and migrates through a transfer
+/// authority; a `full` scope keeps its v1 hash and its state.
+#[test]
+fn column_values_scopes_hash_as_typed_comparison_full_scopes_are_unchanged() {
+    use dpone_engine_xmin::identity::{scope_hash, sha256_canonical};
+    use dpone_engine_xmin::manifest::Scope;
+    let rel = "public.orders";
+    let full = Scope::Full;
+    assert_eq!(
+        scope_hash(rel, &full),
+        sha256_canonical(&("dpone.xmin.scope.v1", rel, &full))
+    );
+    let values = Scope::ColumnValues {
+        column: "status".into(),
+        values: vec!["open".into()],
+    };
+    assert_eq!(
+        scope_hash(rel, &values),
+        sha256_canonical(&("dpone.xmin.scope.v2", rel, &values))
+    );
+    assert_ne!(
+        scope_hash(rel, &values),
+        sha256_canonical(&("dpone.xmin.scope.v1", rel, &values))
+    );
+}
+
 #[test]
 fn engine_depends_on_no_driver_or_runtime() {
     let manifest = include_str!("../Cargo.toml");
