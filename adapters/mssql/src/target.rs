@@ -933,7 +933,8 @@ impl TargetSession for MssqlSession {
         }
         for (table, columns, payload) in payloads {
             self.lease.check().await.map_err(staging_error)?;
-            stage::bulk_load(self.lease.client_mut(), &table, columns, k, payload, store).await?;
+            stage::load_staging(self.lease.client_mut(), &table, columns, k, payload, store)
+                .await?;
             self.lease.check().await.map_err(staging_error)?;
         }
         let rows = query_rows(

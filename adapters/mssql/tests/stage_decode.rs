@@ -6,8 +6,8 @@ use dpone_adapter_mssql::keys::{KEY_TOO_WIDE, KEY_TRAILING_SPACE};
 use dpone_adapter_mssql::shape::ColumnRow;
 use dpone_adapter_mssql::sql::{KeyColumn, KeyType};
 use dpone_adapter_mssql::stage::{
-    ColumnFit, KEY_TOO_LONG, PgType, TupleReader, check_export, column_types, decode_field,
-    open_payload, plan_columns,
+    COLUMN_VALUE_INEXACT, ColumnFit, KEY_TOO_LONG, PgType, TupleReader, check_export, column_types,
+    decode_field, open_payload, plan_columns,
 };
 use dpone_engine_xmin::ErrorCode;
 use dpone_engine_xmin::artifact::{ArtifactReceipt, ArtifactStore, ArtifactWriter};
@@ -185,6 +185,7 @@ fn target(name: &str, type_name: &str, max_length: i32, precision: u8, scale: u8
         max_length,
         precision,
         scale,
+        code_page: None,
     }
 }
 
@@ -917,12 +918,24 @@ fn fit_time_and_timestamps_to_column_scale() {
     let t = col("t", "time without time zone", 1083);
     let f6 = ColumnFit::new(&t, &target("t", "time", 5, 15, 6)).expect("time(6)");
     match f6.convert(Some(&i64be(45_296_789_012))).expect("value") {
-        // time(6) counts microseconds.
-        ColumnData::Time(Some(v)) => assert_eq!((v.increments(), v.scale()), (45_296_789_012, 6)),
+        // Sent as time(7) (the insert path binds time(7); the server narrows it to time(6)
+        // exactly): 100 ns increments.
+        ColumnData::Time(Some(v)) => assert_eq!((v.increments(), v.scale()), (452_967_890_120, 7)),
         other => panic!("not a time: {other:?}"),
     }
-    // time(3) would drop microseconds.
-    assert!(ColumnFit::new(&t, &target("t", "time", 4, 12, 3)).is_err());
+    // time(3): whole milliseconds load, a value with microseconds is refused (not rounded).
+    let f3 = ColumnFit::new(&t, &target("t", "time", 4, 12, 3)).expect("time(3)");
+    assert!(f3.convert(Some(&i64be(45_296_789_000))).is_ok());
+    let e = f3
+        .convert(Some(&i64be(45_296_789_012)))
+        .expect_err("refused");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    assert!(
+        e.message().starts_with(COLUMN_VALUE_INEXACT),
+        "{}",
+        e.message()
+    );
+    assert!(e.message().contains("\"t\""), "{}", e.message());
 
     let ts = col("ts", "timestamp without time zone", 1114);
     let f7 = ColumnFit::new(&ts, &target("ts", "datetime2", 8, 27, 7)).expect("datetime2(7)");
@@ -933,7 +946,8 @@ fn fit_time_and_timestamps_to_column_scale() {
     assert_eq!(f7.convert(None).expect("null"), ColumnData::DateTime2(None));
     // timestamp without zone has no offset to give datetimeoffset.
     assert!(ColumnFit::new(&ts, &target("ts", "datetimeoffset", 10, 34, 7)).is_err());
-    assert!(ColumnFit::new(&ts, &target("ts", "datetime", 8, 23, 3)).is_err());
+    // timestamp into datetime is accepted (on its 1/300 s grid, see fit_datetime_*).
+    assert!(ColumnFit::new(&ts, &target("ts", "datetime", 8, 23, 3)).is_ok());
 
     // datetime2(0..5): the value at the column's scale, exactly; digits beyond it are refused,
     // never rounded. 762_525_296_789_000 µs = 2024-02-26 12:34:56.789 (day 738_944).
@@ -1016,9 +1030,10 @@ fn fit_text_binary_and_guid() {
     assert_eq!(f.convert(None).expect("null"), ColumnData::String(None));
     let max = ColumnFit::new(&s, &target("s", "nvarchar", -1, 0, 0)).expect("nvarchar(max)");
     assert!(max.convert(Some("é🎉".as_bytes())).is_ok());
-    // Non-Unicode and padded columns are refused.
+    // A varchar column without a code page the host can check is refused; nchar is accepted
+    // (values that fill it exactly, see fit_fixed_length_*).
     assert!(ColumnFit::new(&s, &target("s", "varchar", 10, 0, 0)).is_err());
-    assert!(ColumnFit::new(&s, &target("s", "nchar", 20, 0, 0)).is_err());
+    assert!(ColumnFit::new(&s, &target("s", "nchar", 20, 0, 0)).is_ok());
 
     let b = col("b", "bytea", 17);
     let fb = ColumnFit::new(&b, &target("b", "varbinary", 2, 0, 0)).expect("varbinary(2)");
@@ -1145,7 +1160,7 @@ async fn live_bulk_load_round_trips_datetime2_scales_and_quoted_names() {
         4,
         2,
     );
-    let sent = stage::bulk_load(&mut c, "[dbo].[t]", &columns, 1, &ok, &store)
+    let sent = stage::load_staging(&mut c, "[dbo].[t]", &columns, 1, &ok, &store)
         .await
         .expect("bulk load");
     assert_eq!(sent, 2);
@@ -1181,7 +1196,7 @@ async fn live_bulk_load_round_trips_datetime2_scales_and_quoted_names() {
         4,
         1,
     );
-    let e = stage::bulk_load(&mut c, "[dbo].[t]", &columns, 1, &bad, &store)
+    let e = stage::load_staging(&mut c, "[dbo].[t]", &columns, 1, &bad, &store)
         .await
         .expect_err("refused");
     assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
