@@ -1206,3 +1206,421 @@ async fn live_bulk_load_round_trips_datetime2_scales_and_quoted_names() {
         .await
         .expect("drop scratch database");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Types accepted with per-value checks (both load paths)
+// ---------------------------------------------------------------------------------------------
+
+fn i16be(v: i16) -> Vec<u8> {
+    v.to_be_bytes().to_vec()
+}
+
+/// PostgreSQL timestamp: `days` after 2000-01-01 plus `micros` into the day.
+fn pg_ts(days: i64, micros: i64) -> Vec<u8> {
+    i64be(days * 86_400_000_000 + micros)
+}
+
+/// SQL Server `date` day (since 0001-01-01) of 2000-01-01.
+const PG_EPOCH_DAY: i64 = 730_119;
+
+fn with_code_page(mut row: ColumnRow, cp: u32) -> ColumnRow {
+    row.code_page = Some(cp);
+    row
+}
+
+/// A refusal: the column type's code, the detail code first, the column named, the value not.
+fn refused_value(fit: &ColumnFit, bytes: &[u8], column: &str, why: &str) {
+    let e = fit.convert(Some(bytes)).expect_err("refused");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported, "{e}");
+    let m = e.message();
+    assert!(m.starts_with(COLUMN_VALUE_INEXACT), "{m}");
+    assert!(m.contains(&format!("column {column:?}")), "{m}");
+    assert!(m.contains(why), "{m}");
+}
+
+#[test]
+fn fit_tinyint_from_int2_and_int4_in_range_only() {
+    for (src, bytes) in [
+        (
+            col("n", "smallint", 21),
+            [i16be(0), i16be(255), i16be(256), i16be(-1)],
+        ),
+        (
+            col("n", "integer", 23),
+            [i32be(0), i32be(255), i32be(256), i32be(-1)],
+        ),
+    ] {
+        let f = ColumnFit::new(&src, &target("n", "tinyint", 1, 3, 0)).expect("tinyint");
+        assert_eq!(
+            f.convert(Some(&bytes[0])).expect("0"),
+            ColumnData::U8(Some(0))
+        );
+        assert_eq!(
+            f.convert(Some(&bytes[1])).expect("255"),
+            ColumnData::U8(Some(255))
+        );
+        refused_value(&f, &bytes[2], "n", "0 .. 255");
+        refused_value(&f, &bytes[3], "n", "0 .. 255");
+        assert_eq!(f.convert(None).expect("null"), ColumnData::U8(None));
+    }
+    // int8 could never be narrowed safely by type: refused.
+    assert!(ColumnFit::new(&col("n", "bigint", 20), &target("n", "tinyint", 1, 3, 0)).is_err());
+}
+
+#[test]
+fn fit_money_and_smallmoney_at_four_decimals_within_range() {
+    let c = col("m", "numeric", 1700);
+    let money = ColumnFit::new(&c, &target("m", "money", 8, 19, 4)).expect("money");
+    let num4 = |v: ColumnData<'static>| match v {
+        ColumnData::Numeric(Some(n)) => (n.value(), n.scale()),
+        other => panic!("not a numeric: {other:?}"),
+    };
+    // 922337203685477.5807 = groups 922 3372 0368 5477 . 5807 (weight 3): i64::MAX / 10^4.
+    let max = numeric(3, POS, 4, &[922, 3372, 368, 5477, 5807]);
+    assert_eq!(
+        num4(money.convert(Some(&max)).expect("max")),
+        (i64::MAX as i128, 4)
+    );
+    let min = numeric(3, NEG, 4, &[922, 3372, 368, 5477, 5808]);
+    assert_eq!(
+        num4(money.convert(Some(&min)).expect("min")),
+        (i64::MIN as i128, 4)
+    );
+    refused_value(
+        &money,
+        &numeric(3, POS, 4, &[922, 3372, 368, 5477, 5808]),
+        "m",
+        "exceeds money",
+    );
+    // 1.23456: a fifth decimal would be rounded by money.
+    refused_value(
+        &money,
+        &numeric(0, POS, 5, &[1, 2345, 6000]),
+        "m",
+        "4 decimals",
+    );
+    // 1.23450 (display scale 5, trailing zero) is exactly 1.2345.
+    assert_eq!(
+        num4(
+            money
+                .convert(Some(&numeric(0, POS, 5, &[1, 2345])))
+                .expect("1.2345")
+        ),
+        (12_345, 4)
+    );
+    let small = ColumnFit::new(&c, &target("m", "smallmoney", 4, 10, 4)).expect("smallmoney");
+    // 214748.3647 = groups 21 4748 . 3647 (weight 1): i32::MAX / 10^4.
+    assert_eq!(
+        num4(
+            small
+                .convert(Some(&numeric(1, POS, 4, &[21, 4748, 3647])))
+                .expect("max")
+        ),
+        (i32::MAX as i128, 4)
+    );
+    assert_eq!(
+        num4(
+            small
+                .convert(Some(&numeric(1, NEG, 4, &[21, 4748, 3648])))
+                .expect("min")
+        ),
+        (i32::MIN as i128, 4)
+    );
+    refused_value(
+        &small,
+        &numeric(1, POS, 4, &[21, 4748, 3648]),
+        "m",
+        "exceeds smallmoney",
+    );
+    assert_eq!(
+        small.convert(None).expect("null"),
+        ColumnData::Numeric(None)
+    );
+    // float into money is refused by type.
+    assert!(
+        ColumnFit::new(
+            &col("m", "double precision", 701),
+            &target("m", "money", 8, 19, 4)
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn fit_datetime_on_its_grid_and_range() {
+    let c = col("d", "timestamp without time zone", 1114);
+    let f = ColumnFit::new(&c, &target("d", "datetime", 8, 23, 3)).expect("datetime");
+    let dt = |v: ColumnData<'static>| match v {
+        ColumnData::DateTime(Some(d)) => (d.days(), d.seconds_fragments()),
+        other => panic!("not a datetime: {other:?}"),
+    };
+    // 1753-01-01 is SQL day 639_905, 53_690 days before 1900-01-01.
+    let first = pg_ts(639_905 - PG_EPOCH_DAY, 0);
+    assert_eq!(dt(f.convert(Some(&first)).expect("first")), (-53_690, 0));
+    // 9999-12-31 23:59:59.990: day 3_652_058 (2_958_463 after 1900), 86_399.99 s = 25_919_997
+    // ticks of 1/300 s.
+    let last = pg_ts(3_652_058 - PG_EPOCH_DAY, 86_399_990_000);
+    assert_eq!(
+        dt(f.convert(Some(&last)).expect("last")),
+        (2_958_463, 25_919_997)
+    );
+    // 2000-01-01 00:00:00.010 = 3 ticks.
+    assert_eq!(
+        dt(f.convert(Some(&pg_ts(0, 10_000))).expect("10 ms")),
+        (36_524, 3)
+    );
+    refused_value(&f, &pg_ts(639_904 - PG_EPOCH_DAY, 0), "d", "1753-01-01");
+    // .001 s and .003333 s are not exact multiples of 1/300 s in microseconds.
+    refused_value(&f, &pg_ts(0, 1_000), "d", "1/300-second grid");
+    refused_value(&f, &pg_ts(0, 3_333), "d", "1/300-second grid");
+    assert_eq!(f.convert(None).expect("null"), ColumnData::DateTime(None));
+    // timestamptz as UTC.
+    assert!(
+        ColumnFit::new(
+            &col("d", "timestamp with time zone", 1184),
+            &target("d", "datetime", 8, 23, 3)
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn fit_smalldatetime_whole_minutes_in_range() {
+    let c = col("d", "timestamp without time zone", 1114);
+    let f = ColumnFit::new(&c, &target("d", "smalldatetime", 4, 16, 0)).expect("smalldatetime");
+    let sdt = |v: ColumnData<'static>| match v {
+        ColumnData::SmallDateTime(Some(d)) => (d.days(), d.seconds_fragments()),
+        other => panic!("not a smalldatetime: {other:?}"),
+    };
+    // 1900-01-01 00:00 is SQL day 693_595.
+    assert_eq!(
+        sdt(f
+            .convert(Some(&pg_ts(693_595 - PG_EPOCH_DAY, 0)))
+            .expect("first")),
+        (0, 0)
+    );
+    // 2079-06-06 23:59: day 65_535 after 1900-01-01, minute 1_439.
+    let last = pg_ts(693_595 + 65_535 - PG_EPOCH_DAY, 1_439 * 60_000_000);
+    assert_eq!(sdt(f.convert(Some(&last)).expect("last")), (65_535, 1_439));
+    refused_value(
+        &f,
+        &pg_ts(693_595 + 65_536 - PG_EPOCH_DAY, 0),
+        "d",
+        "2079-06-06",
+    );
+    refused_value(
+        &f,
+        &pg_ts(693_594 - PG_EPOCH_DAY, 1_439 * 60_000_000),
+        "d",
+        "1900-01-01",
+    );
+    refused_value(&f, &pg_ts(0, 30_000_000), "d", "whole minute");
+    assert_eq!(
+        f.convert(None).expect("null"),
+        ColumnData::SmallDateTime(None)
+    );
+}
+
+#[test]
+fn fit_time_and_datetimeoffset_at_any_scale() {
+    let t = col("t", "time without time zone", 1083);
+    for scale in 0..=7u8 {
+        let f = ColumnFit::new(&t, &target("t", "time", 5, 8 + scale, scale)).expect("time(n)");
+        // 12:34:56 fits every scale, sent as time(7).
+        match f
+            .convert(Some(&i64be(45_296_000_000)))
+            .expect("whole second")
+        {
+            ColumnData::Time(Some(v)) => {
+                assert_eq!((v.increments(), v.scale()), (452_960_000_000, 7))
+            }
+            other => panic!("not a time: {other:?}"),
+        }
+        let one_micro = f.convert(Some(&i64be(45_296_000_001)));
+        assert_eq!(one_micro.is_ok(), scale >= 6, "time({scale})");
+    }
+    let tz = col("tz", "timestamp with time zone", 1184);
+    let f3 = ColumnFit::new(&tz, &target("tz", "datetimeoffset", 8, 30, 3)).expect("dto(3)");
+    match f3.convert(Some(&i64be(762_525_296_789_000))).expect("ms") {
+        ColumnData::DateTimeOffset(Some(v)) => {
+            assert_eq!(v.offset(), 0);
+            assert_eq!(v.datetime2().time().scale(), 7);
+            assert_eq!(v.datetime2().time().increments(), 452_967_890_000);
+        }
+        other => panic!("not a datetimeoffset: {other:?}"),
+    }
+    refused_value(&f3, &i64be(762_525_296_789_012), "tz", "scale 3");
+}
+
+#[test]
+fn fit_varchar_and_char_by_code_page() {
+    let s = col("s", "text", 25);
+    // Windows-1252: every character of the code page (0x20..=0xFF, the five unassigned bytes
+    // decode to C1 controls in Windows' table and in encoding_rs' alike) loads.
+    let all: String = encoding_rs::WINDOWS_1252
+        .decode_without_bom_handling(&(0x20u8..=0xFF).collect::<Vec<u8>>())
+        .0
+        .into_owned();
+    assert_eq!(
+        dpone_adapter_mssql::stage::code_page_bytes(&all, 1252),
+        Some(224)
+    );
+    let wide = ColumnFit::new(&s, &with_code_page(target("s", "varchar", 224, 0, 0), 1252))
+        .expect("varchar(224)");
+    assert_eq!(
+        wide.convert(Some(all.as_bytes())).expect("whole code page"),
+        ColumnData::String(Some(all.clone().into()))
+    );
+    let f = ColumnFit::new(&s, &with_code_page(target("s", "varchar", 3, 0, 0), 1252))
+        .expect("varchar(3)");
+    // "€ab": € is one byte (0x80) in 1252.
+    assert!(f.convert(Some("€ab".as_bytes())).is_ok());
+    refused_value(&f, "€abc".as_bytes(), "s", "3 bytes");
+    // ā (U+0101) has no 1252 byte: SQL Server would store a best-fit "a".
+    refused_value(&f, "ā".as_bytes(), "s", "code page (windows-1252)");
+    refused_value(&f, "🎉".as_bytes(), "s", "code page");
+    // Cyrillic in 1251, not in 1252.
+    let cyr =
+        ColumnFit::new(&s, &with_code_page(target("s", "varchar", 10, 0, 0), 1251)).expect("1251");
+    assert!(cyr.convert(Some("Жук".as_bytes())).is_ok());
+    refused_value(&wide, "Жук".as_bytes(), "s", "code page");
+    // A _UTF8 collation (65001) holds every character; the limit is in UTF-8 bytes.
+    let utf8 =
+        ColumnFit::new(&s, &with_code_page(target("s", "varchar", 6, 0, 0), 65001)).expect("utf8");
+    assert!(utf8.convert(Some("é🎉".as_bytes())).is_ok());
+    refused_value(&utf8, "éé🎉".as_bytes(), "s", "6 bytes");
+    let max = ColumnFit::new(&s, &with_code_page(target("s", "varchar", -1, 0, 0), 65001))
+        .expect("varchar(max)");
+    let long = "ж".repeat(100_000);
+    assert!(max.convert(Some(long.as_bytes())).is_ok());
+    // Legacy multi-byte and OEM code pages are refused by type.
+    for cp in [932, 936, 949, 950, 437, 850] {
+        assert!(ColumnFit::new(&s, &with_code_page(target("s", "varchar", 10, 0, 0), cp)).is_err());
+    }
+}
+
+#[test]
+fn fit_fixed_length_columns_only_for_values_the_padding_leaves_unchanged() {
+    let s = col("s", "character(3)", 1042);
+    let c =
+        ColumnFit::new(&s, &with_code_page(target("s", "char", 3, 0, 0), 1252)).expect("char(3)");
+    assert!(c.convert(Some(b"abc")).is_ok());
+    // bpchar(3) comes padded; "ab" from a text source would be padded to "ab " by SQL Server.
+    assert!(c.convert(Some(b"ab ")).is_ok());
+    refused_value(&c, b"ab", "s", "pad");
+    refused_value(&c, b"abcd", "s", "3 bytes");
+    // nchar(2): 4 bytes, two UTF-16 units.
+    let n = ColumnFit::new(&s, &target("s", "nchar", 4, 0, 0)).expect("nchar(2)");
+    assert!(n.convert(Some("é!".as_bytes())).is_ok());
+    refused_value(&n, b"a", "s", "pad");
+    refused_value(&n, "é🎉".as_bytes(), "s", "longer than nchar(2)");
+    // binary(2).
+    let b = col("b", "bytea", 17);
+    let fb = ColumnFit::new(&b, &target("b", "binary", 2, 0, 0)).expect("binary(2)");
+    assert!(fb.convert(Some(&[0, 0])).is_ok());
+    refused_value(&fb, &[1], "b", "pad");
+    refused_value(&fb, &[1, 2, 3], "b", "longer than binary(2)");
+}
+
+#[test]
+fn insert_path_sends_datetime2_at_scale_7_and_bulk_at_the_column_scale() {
+    let sources = vec![
+        col("id", "bigint", 20),
+        col("ts", "timestamp without time zone", 1114),
+        col("doc", "text", 25),
+    ];
+    let bulk = vec![
+        target("id", "bigint", 8, 19, 0),
+        target("ts", "datetime2", 7, 23, 3),
+        target("doc", "nvarchar", 4000, 0, 0),
+    ];
+    let mut insert = bulk.clone();
+    insert[2] = target("doc", "nvarchar", -1, 0, 0);
+    let ms = i64be(762_525_296_789_000);
+    let plan = plan_columns(&sources, &bulk).expect("bulk");
+    assert_eq!(
+        dt2(plan[1].convert(Some(&ms)).expect("v")),
+        (738_944, 45_296_789, 3)
+    );
+    let plan = plan_columns(&sources, &insert).expect("insert");
+    assert_eq!(
+        dt2(plan[1].convert(Some(&ms)).expect("v")),
+        (738_944, 452_967_890_000, 7)
+    );
+    refused_value(&plan[1], &i64be(762_525_296_789_001), "ts", "scale 3");
+    // A (max) value over 65,535 bytes: the bulk load could not carry it, the insert path can.
+    let big = "x".repeat(70_000);
+    assert!(plan[2].convert(Some(big.as_bytes())).is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The insert path's statements and batches
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn staging_insert_statement_and_batch_limits() {
+    use dpone_adapter_mssql::sql::{INSERT_MAX_PARAMS, insert_batch_rows, staging_insert};
+    assert_eq!(
+        staging_insert("[s].[t]", &["id", "a]b"], 2),
+        "INSERT INTO [s].[t] ([id], [a]]b]) VALUES (@P1, @P2), (@P3, @P4);"
+    );
+    assert_eq!(
+        staging_insert("[s].[t]", &["id"], 1),
+        "INSERT INTO [s].[t] ([id]) VALUES (@P1);"
+    );
+    // 1,000 rows at most; 2,098 values at most (2,100 RPC parameters less sp_executesql's two).
+    assert_eq!(insert_batch_rows(1), 1000);
+    assert_eq!(insert_batch_rows(2), 1000);
+    assert_eq!(insert_batch_rows(3), 699);
+    assert_eq!(insert_batch_rows(10), 209);
+    assert_eq!(insert_batch_rows(1024), 2);
+    assert_eq!(insert_batch_rows(4000), 1);
+    for n in 1..=1024 {
+        assert!(insert_batch_rows(n) * n <= INSERT_MAX_PARAMS, "{n} columns");
+    }
+    // The statement parses as T-SQL.
+    let sql = staging_insert("[s].[t]", &["id", "v"], 3);
+    sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MsSqlDialect {}, &sql)
+        .expect("parses");
+}
+
+#[test]
+fn insert_batches_fill_to_the_parameter_limit_and_the_byte_bound() {
+    use dpone_adapter_mssql::stage::{INSERT_BATCH_BYTES, InsertBatch};
+    let sources = vec![col("id", "bigint", 20), col("doc", "text", 25)];
+    let targets = vec![
+        target("id", "bigint", 8, 19, 0),
+        target("doc", "nvarchar", -1, 0, 0),
+    ];
+    let plan = plan_columns(&sources, &targets).expect("plan");
+    let rows: Vec<Vec<u8>> = (0..1001).map(i64be).collect();
+    let tuples: Vec<Vec<Option<&[u8]>>> = rows
+        .iter()
+        .map(|id| vec![Some(&id[..]), Some(&b"v"[..])])
+        .collect();
+    let bytes = encode_for_tests(&tuples);
+    let r = receipt(&bytes, 2, 1001);
+    let mut reader = TupleReader::new(Cursor::new(bytes), &r, 1).expect("header");
+    let mut batch = InsertBatch::default();
+    let mut statements = Vec::new();
+    while let Some(t) = reader.next_tuple().expect("tuple") {
+        batch.push(&t, &plan).expect("fits");
+        if batch.full(plan.len()) {
+            statements.push(batch.take_query("[s].[t]", &["id", "doc"]).param_count());
+        }
+    }
+    if batch.rows > 0 {
+        statements.push(batch.take_query("[s].[t]", &["id", "doc"]).param_count());
+    }
+    // 1,000 rows of 2 parameters, then the last row.
+    assert_eq!(statements, vec![2000, 2]);
+    // One value of the byte bound fills a batch by itself.
+    let big = vec![b'x'; INSERT_BATCH_BYTES];
+    let one = encode_for_tests(&[vec![Some(&i64be(1)[..]), Some(&big[..])]]);
+    let r = receipt(&one, 2, 1);
+    let mut reader = TupleReader::new(Cursor::new(one), &r, 1).expect("header");
+    let mut batch = InsertBatch::default();
+    let t = reader.next_tuple().expect("tuple").expect("row");
+    batch.push(&t, &plan).expect("fits");
+    assert!(batch.full(plan.len()));
+}
