@@ -1624,3 +1624,561 @@ fn insert_batches_fill_to_the_parameter_limit_and_the_byte_bound() {
     batch.push(&t, &plan).expect("fits");
     assert!(batch.full(plan.len()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Live round trips, one per accepted type (ignored with their SKIP reason without a server)
+// ---------------------------------------------------------------------------------------------
+
+/// What a read-back expression returns for one row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Back {
+    Null,
+    Int(i64),
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+/// A scratch database (`dpone_t_types_*`) with one connection in it, dropped at the end.
+struct Live {
+    url: String,
+    name: String,
+    c: dpone_adapter_mssql::conn::MssqlClient,
+}
+
+impl Live {
+    async fn new(tag: &str) -> Live {
+        use dpone_adapter_mssql::{conn, server, sql};
+        let url = conn::test_url().unwrap_or_else(|reason| panic!("{reason}"));
+        let mut c = conn::connect(&url).await.expect("connect");
+        let facts = conn::server_facts(&mut c).await.expect("server facts");
+        if let Err(e) = server::classify(&facts) {
+            panic!("DPONE_XMIN_TARGET_SERVER_UNSUPPORTED: {e}");
+        }
+        let name = format!(
+            "{}types_{tag}_{}_{}",
+            sql::SCRATCH_PREFIX,
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        );
+        conn::execute(
+            &mut c,
+            "create",
+            &format!("CREATE DATABASE {};", sql::ident(&name)),
+        )
+        .await
+        .expect("create database");
+        conn::execute(&mut c, "use", &format!("USE {};", sql::ident(&name)))
+            .await
+            .expect("use");
+        Live { url, name, c }
+    }
+
+    /// Creates `[dbo].[<table>]` as `[id] bigint NOT NULL PRIMARY KEY, [v] <ty> NULL` and loads
+    /// `values` (row i gets id i + 1) from a binary COPY payload of the `source` column type
+    /// through the route's staging load; returns the load path's row count.
+    async fn load(
+        &mut self,
+        table: &str,
+        ty: &str,
+        source: (&str, u32),
+        values: &[Option<Vec<u8>>],
+    ) -> Result<u64, dpone_engine_xmin::XminError> {
+        use dpone_adapter_mssql::{conn, sql, stage};
+        conn::execute(
+            &mut self.c,
+            "ddl",
+            &format!(
+                "CREATE TABLE [dbo].{} ([id] bigint NOT NULL PRIMARY KEY, [v] {ty} NULL);",
+                sql::ident(table)
+            ),
+        )
+        .await
+        .expect("scratch table");
+        let columns = vec![col("id", "bigint", 20), col("v", source.0, source.1)];
+        let ids: Vec<Vec<u8>> = (1..=values.len() as i64).map(i64be).collect();
+        let tuples: Vec<Vec<Option<&[u8]>>> = ids
+            .iter()
+            .zip(values)
+            .map(|(id, v)| vec![Some(&id[..]), v.as_deref()])
+            .collect();
+        let store = MemStore::default();
+        let payload = stored(&store, encode_for_tests(&tuples), 2, values.len() as u64);
+        stage::load_staging(
+            &mut self.c,
+            &format!("[dbo].{}", sql::ident(table)),
+            &columns,
+            1,
+            &payload,
+            &store,
+        )
+        .await
+    }
+
+    /// A fresh session in the scratch database: a refused bulk load leaves its session mid-load,
+    /// to be discarded (as the route discards the staging lease).
+    async fn reconnect(&mut self) {
+        use dpone_adapter_mssql::{conn, sql};
+        self.c = conn::connect(&self.url).await.expect("reconnect");
+        conn::execute(
+            &mut self.c,
+            "use",
+            &format!("USE {};", sql::ident(&self.name)),
+        )
+        .await
+        .expect("use");
+    }
+
+    /// `expr` over `[v]` for every row, by id.
+    async fn read(&mut self, table: &str, expr: &str) -> Vec<Back> {
+        use dpone_adapter_mssql::sql;
+        let rows = self
+            .c
+            .simple_query(format!(
+                "SELECT {expr} FROM [dbo].{} ORDER BY [id];",
+                sql::ident(table)
+            ))
+            .await
+            .expect("read")
+            .into_first_result()
+            .await
+            .expect("rows");
+        rows.iter()
+            .map(|r| {
+                if let Ok(Some(v)) = r.try_get::<i64, _>(0) {
+                    Back::Int(v)
+                } else if let Ok(Some(v)) = r.try_get::<&str, _>(0) {
+                    Back::Text(v.to_owned())
+                } else if let Ok(Some(v)) = r.try_get::<&[u8], _>(0) {
+                    Back::Bytes(v.to_vec())
+                } else {
+                    Back::Null
+                }
+            })
+            .collect()
+    }
+
+    async fn drop_db(self) {
+        use dpone_adapter_mssql::{conn, sql};
+        drop(self.c);
+        let mut c = conn::connect(&self.url).await.expect("reconnect");
+        conn::execute(&mut c, "drop", &sql::drop_scratch_database(&self.name))
+            .await
+            .expect("drop scratch database");
+    }
+}
+
+fn some(v: Vec<u8>) -> Option<Vec<u8>> {
+    Some(v)
+}
+
+/// Microseconds since 0001-01-01 of a `datetime2(7)` conversion, read as `bigint`.
+const SINCE_0001: &str =
+    "DATEDIFF_BIG(MICROSECOND, CONVERT(datetime2(7), '0001-01-01'), CONVERT(datetime2(7), [v]))";
+
+fn micros_0001(pg_days: i64, micros: i64) -> i64 {
+    (PG_EPOCH_DAY + pg_days) * 86_400_000_000 + micros
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_tinyint() {
+    let mut l = Live::new("tinyint").await;
+    let vals = [some(i16be(0)), some(i16be(255)), None, some(i16be(7))];
+    assert_eq!(
+        l.load("t", "tinyint", ("smallint", 21), &vals)
+            .await
+            .expect("load"),
+        4
+    );
+    assert_eq!(
+        l.read("t", "CONVERT(bigint, [v])").await,
+        [Back::Int(0), Back::Int(255), Back::Null, Back::Int(7)]
+    );
+    let e = l
+        .load("u", "tinyint", ("integer", 23), &[some(i32be(256))])
+        .await
+        .expect_err("refused");
+    assert!(e.message().starts_with(COLUMN_VALUE_INEXACT), "{e}");
+    l.reconnect().await;
+    assert_eq!(l.read("u", "CONVERT(bigint, [v])").await, []);
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_money_and_smallmoney() {
+    let mut l = Live::new("money").await;
+    let vals = [
+        some(numeric(3, POS, 4, &[922, 3372, 368, 5477, 5807])),
+        some(numeric(3, NEG, 4, &[922, 3372, 368, 5477, 5808])),
+        some(numeric(0, POS, 5, &[1, 2345])),
+        None,
+    ];
+    l.load("m", "money", ("numeric", 1700), &vals)
+        .await
+        .expect("load");
+    let text = "CONVERT(nvarchar(40), CONVERT(decimal(19,4), [v]))";
+    assert_eq!(
+        l.read("m", text).await,
+        [
+            Back::Text("922337203685477.5807".into()),
+            Back::Text("-922337203685477.5808".into()),
+            Back::Text("1.2345".into()),
+            Back::Null,
+        ]
+    );
+    let vals = [
+        some(numeric(1, POS, 4, &[21, 4748, 3647])),
+        some(numeric(1, NEG, 4, &[21, 4748, 3648])),
+    ];
+    l.load("s", "smallmoney", ("numeric", 1700), &vals)
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("s", "CONVERT(nvarchar(40), CONVERT(decimal(10,4), [v]))")
+            .await,
+        [
+            Back::Text("214748.3647".into()),
+            Back::Text("-214748.3648".into())
+        ]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_datetime() {
+    let mut l = Live::new("datetime").await;
+    let first = (639_905 - PG_EPOCH_DAY, 0);
+    let last = (3_652_058 - PG_EPOCH_DAY, 86_399_990_000);
+    let vals = [
+        some(pg_ts(first.0, first.1)),
+        some(pg_ts(last.0, last.1)),
+        some(pg_ts(0, 10_000)),
+        None,
+    ];
+    l.load(
+        "d",
+        "datetime",
+        ("timestamp without time zone", 1114),
+        &vals,
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("d", SINCE_0001).await,
+        [
+            Back::Int(micros_0001(first.0, first.1)),
+            Back::Int(micros_0001(last.0, last.1)),
+            Back::Int(micros_0001(0, 10_000)),
+            Back::Null,
+        ]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_smalldatetime() {
+    let mut l = Live::new("smalldatetime").await;
+    let first = (693_595 - PG_EPOCH_DAY, 0);
+    let last = (693_595 + 65_535 - PG_EPOCH_DAY, 1_439 * 60_000_000);
+    let vals = [
+        some(pg_ts(first.0, first.1)),
+        some(pg_ts(last.0, last.1)),
+        None,
+    ];
+    l.load(
+        "d",
+        "smalldatetime",
+        ("timestamp without time zone", 1114),
+        &vals,
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("d", SINCE_0001).await,
+        [
+            Back::Int(micros_0001(first.0, first.1)),
+            Back::Int(micros_0001(last.0, last.1)),
+            Back::Null,
+        ]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_time_every_scale() {
+    let mut l = Live::new("time").await;
+    for scale in 0..=7u32 {
+        // 23:59:59 plus the finest fraction the scale holds (µs at scale 6 and 7).
+        let step = 10i64.pow(6u32.saturating_sub(scale));
+        let last = 86_399_000_000 + (1_000_000 - step);
+        let vals = [some(i64be(0)), some(i64be(last)), None];
+        let table = format!("t{scale}");
+        l.load(
+            &table,
+            &format!("time({scale})"),
+            ("time without time zone", 1083),
+            &vals,
+        )
+        .await
+        .expect("load");
+        assert_eq!(
+            l.read(
+                &table,
+                "DATEDIFF_BIG(MICROSECOND, CONVERT(time(7), '00:00:00'), CONVERT(time(7), [v]))"
+            )
+            .await,
+            [Back::Int(0), Back::Int(last), Back::Null],
+            "time({scale})"
+        );
+    }
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_datetimeoffset_every_scale() {
+    let mut l = Live::new("dto").await;
+    for scale in 0..=7u32 {
+        let step = 10i64.pow(6u32.saturating_sub(scale));
+        let last = (3_652_058 - PG_EPOCH_DAY, 86_400_000_000 - step);
+        let first = (-PG_EPOCH_DAY, 0);
+        let vals = [
+            some(pg_ts(first.0, first.1)),
+            some(pg_ts(last.0, last.1)),
+            None,
+        ];
+        let table = format!("o{scale}");
+        l.load(
+            &table,
+            &format!("datetimeoffset({scale})"),
+            ("timestamp with time zone", 1184),
+            &vals,
+        )
+        .await
+        .expect("load");
+        assert_eq!(
+            l.read(&table, SINCE_0001).await,
+            [
+                Back::Int(micros_0001(first.0, first.1)),
+                Back::Int(micros_0001(last.0, last.1)),
+                Back::Null
+            ],
+            "datetimeoffset({scale})"
+        );
+        assert_eq!(
+            l.read(&table, "CONVERT(bigint, DATEPART(TZOFFSET, [v]))")
+                .await,
+            [Back::Int(0), Back::Int(0), Back::Null]
+        );
+    }
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_varchar_and_char_by_code_page() {
+    let mut l = Live::new("varchar").await;
+    let bytes = "CONVERT(varbinary(max), [v])";
+    let back = "CONVERT(nvarchar(max), [v])";
+    // Windows-1252: every character of the code page, at the column's full length.
+    let all_bytes: Vec<u8> = (0x20u8..=0xFF).collect();
+    let all = encoding_rs::WINDOWS_1252
+        .decode_without_bom_handling(&all_bytes)
+        .0
+        .into_owned();
+    let vals = [some(all.clone().into_bytes()), some(b"".to_vec()), None];
+    l.load(
+        "w",
+        "varchar(224) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &vals,
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("w", bytes).await,
+        [Back::Bytes(all_bytes), Back::Bytes(vec![]), Back::Null]
+    );
+    assert_eq!(l.read("w", back).await[0], Back::Text(all.clone()));
+    // Windows-1251.
+    let cyr = "Жук ёлка Ђ";
+    l.load(
+        "c",
+        "varchar(20) COLLATE Cyrillic_General_100_CI_AS",
+        ("text", 25),
+        &[some(cyr.as_bytes().to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(l.read("c", back).await, [Back::Text(cyr.into())]);
+    // A _UTF8 collation (SQL Server 2019+): every character, and a (max) value over 65,535
+    // bytes.
+    let utf8 = "é🎉 ж ∑ 中";
+    let big = "ж🎉".repeat(20_000);
+    l.load(
+        "u",
+        "varchar(max) COLLATE Latin1_General_100_CI_AS_SC_UTF8",
+        ("text", 25),
+        &[
+            some(utf8.as_bytes().to_vec()),
+            some(big.as_bytes().to_vec()),
+        ],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("u", bytes).await,
+        [
+            Back::Bytes(utf8.as_bytes().to_vec()),
+            Back::Bytes(big.as_bytes().to_vec())
+        ]
+    );
+    // char(n): values that fill it exactly.
+    l.load(
+        "f",
+        "char(3) COLLATE Latin1_General_100_CI_AS",
+        ("character(3)", 1042),
+        &[some(b"ab ".to_vec()), some(b"xyz".to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("f", bytes).await,
+        [Back::Bytes(b"ab ".to_vec()), Back::Bytes(b"xyz".to_vec())]
+    );
+    // A character outside the code page is refused before it is sent; nothing is stored.
+    let e = l
+        .load(
+            "r",
+            "varchar(10) COLLATE Latin1_General_100_CI_AS",
+            ("text", 25),
+            &[some(b"ok".to_vec()), some("ā".as_bytes().to_vec())],
+        )
+        .await
+        .expect_err("refused");
+    assert!(e.message().starts_with(COLUMN_VALUE_INEXACT), "{e}");
+    l.reconnect().await;
+    assert_eq!(l.read("r", bytes).await, []);
+    l.drop_db().await;
+}
+
+fn utf16le(s: &str) -> Vec<u8> {
+    s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_nvarchar_4000_max_and_nchar() {
+    let mut l = Live::new("nvarchar").await;
+    let bytes = "CONVERT(varbinary(max), [v])";
+    // nvarchar(4000): 4,000 UTF-16 units, surrogate pairs included.
+    let full = "🎉".repeat(1_000) + &"é".repeat(2_000);
+    l.load(
+        "n",
+        "nvarchar(4000) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(full.as_bytes().to_vec()), None],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("n", bytes).await,
+        [Back::Bytes(utf16le(&full)), Back::Null]
+    );
+    // nvarchar(max): 200,000 bytes.
+    let big = "ж".repeat(100_000);
+    l.load(
+        "m",
+        "nvarchar(max) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(big.as_bytes().to_vec()), some(b"".to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("m", bytes).await,
+        [Back::Bytes(utf16le(&big)), Back::Bytes(vec![])]
+    );
+    // nchar(4000): full-length values only.
+    let n4000 = "x".repeat(4_000);
+    l.load(
+        "c",
+        "nchar(4000) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(n4000.as_bytes().to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(l.read("c", bytes).await, [Back::Bytes(utf16le(&n4000))]);
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_varbinary_max_and_binary() {
+    let mut l = Live::new("binary").await;
+    let bytes = "CONVERT(varbinary(max), [v])";
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    l.load(
+        "m",
+        "varbinary(max)",
+        ("bytea", 17),
+        &[some(big.clone()), some(vec![]), some(vec![0, 0]), None],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("m", bytes).await,
+        [
+            Back::Bytes(big),
+            Back::Bytes(vec![]),
+            Back::Bytes(vec![0, 0]),
+            Back::Null
+        ]
+    );
+    let full: Vec<u8> = (0..8000u32).map(|i| (i % 256) as u8).collect();
+    l.load("v", "varbinary(8000)", ("bytea", 17), &[some(full.clone())])
+        .await
+        .expect("load");
+    assert_eq!(l.read("v", bytes).await, [Back::Bytes(full)]);
+    let h: Vec<u8> = (0..32u8).collect();
+    l.load("b", "binary(32)", ("bytea", 17), &[some(h.clone()), None])
+        .await
+        .expect("load");
+    assert_eq!(l.read("b", bytes).await, [Back::Bytes(h), Back::Null]);
+    l.drop_db().await;
+}
