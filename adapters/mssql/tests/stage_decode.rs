@@ -2182,3 +2182,29 @@ async fn live_round_trip_varbinary_max_and_binary() {
     assert_eq!(l.read("b", bytes).await, [Back::Bytes(h), Back::Null]);
     l.drop_db().await;
 }
+
+/// The finalizer's change detection compares `(max)` text as `varbinary(max)`: converted to
+/// `varbinary(8000)` a value would be cut, and a change past 8,000 bytes read as "unchanged".
+#[test]
+fn finalizer_compares_max_text_whole() {
+    use dpone_adapter_mssql::sql::BusinessColumn;
+    let b = |ty: &str| BusinessColumn {
+        name: "v".into(),
+        type_sql: ty.into(),
+        collation: None,
+    };
+    assert_eq!(
+        b("nvarchar(max)").exact("s"),
+        "CONVERT(varbinary(max), s.[v]), DATALENGTH(s.[v])"
+    );
+    assert_eq!(
+        b("varchar(max)").exact("s"),
+        "CONVERT(varbinary(max), s.[v]), DATALENGTH(s.[v])"
+    );
+    assert_eq!(
+        b("char(10)").exact("s"),
+        "CONVERT(varbinary(8000), s.[v]), DATALENGTH(s.[v])"
+    );
+    assert_eq!(b("varbinary(max)").exact("s"), "s.[v], DATALENGTH(s.[v])");
+    assert_eq!(b("money").exact("s"), "s.[v]");
+}
