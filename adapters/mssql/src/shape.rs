@@ -1,6 +1,7 @@
 //! Target-shape preflight as a pure check over the rows of [`crate::sql::TARGET_COLUMNS`]:
 //! key columns present, `NOT NULL`, text keys in `Latin1_General_100_BIN2`, business columns
-//! present, and the delete mode's reserved columns exactly as the mode requires.
+//! present, and the delete mode's reserved columns exactly as the mode requires; the column
+//! types the route accepts and the load path of each ([`check_bulk_column`], [`load_path`]).
 
 use crate::sql::{
     DELETED_AT_COLUMN, DeleteMode, Finalizer, IS_DELETED_COLUMN, KEY_COLLATION, KeyType,
@@ -143,14 +144,14 @@ pub fn verify_target(f: &Finalizer, rows: &[ColumnRow]) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bulk-load limits of tiberius 0.13 (refused before extraction and before any transaction)
+// Accepted column types and their load paths (refused before extraction and any transaction)
 // ---------------------------------------------------------------------------------------------
 
 /// A staged column name no SQL Server column can have (empty, or longer than 128 characters).
 /// tiberius 0.13 bracket-quotes the names of `INSERT BULK` (a `]` doubled), so reserved words
 /// and irregular identifiers load like any other name; 0.12.3 wrote them unquoted.
 pub const BULK_COLUMN_NAME_UNSUPPORTED: &str = "mssql_transaction.bulk_column_name_unsupported";
-/// A staged column type the bulk load cannot carry faithfully (see [`check_bulk_column`]).
+/// A staged column type no load path carries exactly (see [`check_bulk_column`]).
 pub const BULK_COLUMN_TYPE_UNSUPPORTED: &str = "mssql_transaction.bulk_column_type_unsupported";
 
 /// Refuses a staged column name no SQL Server column can have: empty, or longer than 128

@@ -4,29 +4,35 @@
 //! cannot read. This module streams an artifact tuple by tuple ([`TupleReader`], hashing every
 //! byte and proving the receipt at the end), decodes PostgreSQL's binary send formats exactly
 //! ([`decode_field`]), fits each value to the staging column without loss ([`ColumnFit`]) and
-//! sends the rows through tiberius' bulk insert ([`bulk_load`]). [`check_export`] is the
-//! pre-pass run before any SQL Server object exists: every column type is accepted, the key
-//! types fit the target key, and no key value is one SQL Server would store differently
-//! (trailing U+0020, longer than its column, wider than the index limit).
+//! sends the rows by the table's load path ([`load_staging`]): tiberius' bulk insert, or
+//! batched parameterized `INSERT`s for what the bulk load cannot carry
+//! ([`crate::shape::load_path`]). [`check_export`] is the pre-pass run before any SQL Server
+//! object exists: every column type is accepted, the key types fit the target key, and no key
+//! value is one SQL Server would store differently (trailing U+0020, longer than its column,
+//! wider than the index limit).
 //!
-//! Type mapping (PostgreSQL → SQL Server column → tiberius value):
+//! Type mapping (PostgreSQL → SQL Server column → tiberius value; each value checked, refused
+//! with [`COLUMN_VALUE_INEXACT`] if it would not read back equal):
 //!
 //! | PostgreSQL | SQL Server column | value |
 //! | --- | --- | --- |
 //! | `bool` | `bit` | `Bit` |
-//! | `int2` | `smallint`, `int`, `bigint` | `I16`, `I32`, `I64` |
-//! | `int4` | `int`, `bigint` | `I32`, `I64` |
+//! | `int2` | `tinyint` (0..=255), `smallint`, `int`, `bigint` | `U8`, `I16`, `I32`, `I64` |
+//! | `int4` | `tinyint` (0..=255), `int`, `bigint` | `U8`, `I32`, `I64` |
 //! | `int8` | `bigint` | `I64` |
 //! | `float4` | `real`, `float` | `F32`, `F64` (NaN and ±Infinity rejected) |
 //! | `float8` | `float` | `F64` (NaN and ±Infinity rejected) |
-//! | `text`, `varchar`, `bpchar` | `nvarchar(n)`, `nvarchar(max)` | `String` |
-//! | `bytea` | `varbinary(n)`, `varbinary(max)` | `Binary` |
+//! | `text`, `varchar`, `bpchar` | `nvarchar(n\|max)`, `nchar(n)` (exactly n units) | `String` |
+//! | `text`, `varchar`, `bpchar` | `varchar(n\|max)`, `char(n)` (exactly n bytes) in the column's code page | `String` (the server converts) |
+//! | `bytea` | `varbinary(n\|max)`, `binary(n)` (exactly n bytes) | `Binary` |
 //! | `uuid` | `uniqueidentifier` | `Guid` |
 //! | `date` | `date` | `Date` |
-//! | `time` | `time(6)`, `time(7)` | `Time` |
-//! | `timestamp` | `datetime2(0..7)` (scale 0..5: values without digits beyond the scale) | `DateTime2` |
-//! | `timestamptz` | `datetime2(0..7)` (UTC, as above) or `datetimeoffset(6\|7)` (offset 0) | `DateTime2`, `DateTimeOffset` |
+//! | `time` | `time(0..7)` (no digits beyond the scale) | `Time` at scale 7 |
+//! | `timestamp` | `datetime2(0..7)` (no digits beyond the scale) | `DateTime2` (column scale by bulk load, 7 by parameter) |
+//! | `timestamp`, `timestamptz` | `datetime` (multiples of 10 ms, from 1753), `smalldatetime` (whole minutes, 1900..2079-06-06) | `DateTime`, `SmallDateTime` |
+//! | `timestamptz` | `datetime2(0..7)` (UTC, as above) or `datetimeoffset(0..7)` (offset 0) | `DateTime2`, `DateTimeOffset` at scale 7 |
 //! | `numeric` | `decimal(p,s)`, `numeric(p,s)` with `s <= 37` | `Numeric` at scale `s` |
+//! | `numeric` | `money`, `smallmoney` (≤ 4 decimals, in range) | `Numeric` at scale 4 |
 //!
 //! Canonical decoding ([`decode_field`]) maps `time`, `timestamp` and `timestamptz` to scale 7
 //! (100 ns increments; PostgreSQL's microseconds are exact) and `timestamptz` to a UTC
@@ -1549,7 +1555,7 @@ pub const INSERT_BATCH_BYTES: usize = 8 << 20;
 /// Streams the artifact of `payload` into the staging table `table` (bracket-quoted, in the
 /// session's current database) and returns the rows sent, by the table's load path
 /// ([`shape::table_load_path`]): tiberius' bulk insert, or parameterized batched `INSERT`s for
-/// the types and lengths the bulk load cannot carry ([`insert_load`]).
+/// the types and lengths the bulk load cannot carry (`insert_load`, below).
 ///
 /// The staging table's loadable columns must be `columns` in order (names checked), each
 /// paired by [`ColumnFit::for_path`]; the first `key_columns` fields must be non-NULL. The
