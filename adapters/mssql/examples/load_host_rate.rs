@@ -5,6 +5,8 @@
 //!
 //! `cargo run -p dpone-adapter-mssql --example load_host_rate [ROWS]`
 
+#![allow(clippy::print_stdout)] // the report is the output
+
 use dpone_adapter_mssql::shape::{ColumnRow, LoadPath};
 use dpone_adapter_mssql::stage::{ColumnFit, InsertBatch, TupleReader};
 use dpone_engine_xmin::artifact::ArtifactReceipt;
