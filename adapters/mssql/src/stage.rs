@@ -1389,12 +1389,14 @@ fn key_error(column: &str, detail: &str, what: &str) -> XminError {
     )
 }
 
-/// Key checks and canonical decoding of every field of one tuple; returns the key's bytes.
+/// Key checks, canonical decoding of every field of one tuple and, where the target column is
+/// known (`fits`), the per-value fit to it; returns the key's bytes.
 fn check_tuple(
     tuple: &Tuple<'_>,
     columns: &[SourceColumn],
     types: &[PgType],
     keys: &[KeyColumn],
+    fits: &[Option<ColumnFit>],
 ) -> Result<u32, XminError> {
     let mut key_bytes = 0u32;
     for (i, ty) in types.iter().enumerate().take(tuple.len()) {
@@ -1402,10 +1404,19 @@ fn check_tuple(
         let Some(bytes) = tuple.field(i) else {
             continue;
         };
-        let value = decode_field(*ty, bytes).map_err(|e| in_column(name, e))?;
         let Some(key) = keys.get(i) else {
+            match fits.get(i) {
+                // Decodes and checks the value exactly as the load will (column named).
+                Some(Some(fit)) => {
+                    fit.convert(Some(bytes))?;
+                }
+                _ => {
+                    decode_field(*ty, bytes).map_err(|e| in_column(name, e))?;
+                }
+            }
             continue;
         };
+        let value = decode_field(*ty, bytes).map_err(|e| in_column(name, e))?;
         key_bytes += match (key.ty, &value) {
             (KeyType::Text { max_chars }, ColumnData::String(Some(s))) => {
                 keys::check_text_key(s).map_err(|code| {
@@ -1437,10 +1448,11 @@ fn scan(
     columns: &[SourceColumn],
     types: &[PgType],
     keys: &[KeyColumn],
+    fits: &[Option<ColumnFit>],
 ) -> Result<(PayloadCount, u32), XminError> {
     let mut widest = 0u32;
     while let Some(tuple) = reader.next_tuple()? {
-        widest = widest.max(check_tuple(&tuple, columns, types, keys)?);
+        widest = widest.max(check_tuple(&tuple, columns, types, keys, fits)?);
     }
     Ok((
         PayloadCount {
@@ -1469,6 +1481,20 @@ pub fn check_export(
     envelope: &SnapshotEnvelope,
     store: &dyn ArtifactStore,
     keys: &[KeyColumn],
+) -> Result<ExportCheck, XminError> {
+    check_export_fitted(envelope, store, keys, &[])
+}
+
+/// [`check_export`], and every non-key value fitted to its target column (`targets`, the
+/// target's columns as frozen by preflight or `begin`, matched by name; the staging columns
+/// have the same types and collations) exactly as the load will fit it: a value that would not
+/// read back equal ([`COLUMN_VALUE_INEXACT`]) is refused before any SQL Server object is
+/// created, not midway through the staging load.
+pub fn check_export_fitted(
+    envelope: &SnapshotEnvelope,
+    store: &dyn ArtifactStore,
+    keys: &[KeyColumn],
+    targets: &[ColumnRow],
 ) -> Result<ExportCheck, XminError> {
     let types = column_types(&envelope.columns)?;
     let key_count = usize::from(envelope.key_columns);
@@ -1503,6 +1529,15 @@ pub fn check_export(
             ),
         )
     })?;
+    let fits = envelope
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match targets.iter().find(|t| t.name == c.name) {
+            Some(t) if i >= keys.len() => ColumnFit::new(c, t).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let key_fields = envelope.key_columns;
     let key_payload = envelope.key_payload();
     let key_payload_fields = if envelope.keys.is_some() {
@@ -1516,7 +1551,7 @@ pub fn check_export(
         ));
     }
     let mut reader = open_payload(store, key_payload, key_fields)?;
-    let (key_counts, mut widest) = scan(&mut reader, &envelope.columns, &types, keys)?;
+    let (key_counts, mut widest) = scan(&mut reader, &envelope.columns, &types, keys, &fits)?;
     let row_counts = if envelope.keys.is_some() {
         if usize::from(envelope.rows.fields) != envelope.columns.len() {
             return Err(malformed(
@@ -1524,7 +1559,7 @@ pub fn check_export(
             ));
         }
         let mut reader = open_payload(store, &envelope.rows, key_fields)?;
-        let (counts, w) = scan(&mut reader, &envelope.columns, &types, keys)?;
+        let (counts, w) = scan(&mut reader, &envelope.columns, &types, keys, &fits)?;
         widest = widest.max(w);
         counts
     } else {

@@ -2239,3 +2239,61 @@ async fn live_load_rate_bulk_against_insert_path() {
     }
     l.drop_db().await;
 }
+
+/// With the target's columns, the pre-export pass fits every non-key value exactly as the load
+/// will: a value that would not read back equal is refused before any SQL Server object exists.
+#[test]
+fn export_fitted_refuses_inexact_values_before_staging() {
+    use dpone_adapter_mssql::stage::check_export_fitted;
+    let store = MemStore::default();
+    let columns = vec![
+        col("id", "integer", 23),
+        col("qty", "smallint", 21),
+        col("at", "timestamp without time zone", 1114),
+    ];
+    let targets = vec![
+        target("id", "int", 4, 10, 0),
+        target("qty", "tinyint", 1, 3, 0),
+        target("at", "datetime", 8, 23, 3),
+        target("__dpone__updated_at", "datetime2", 8, 27, 7),
+    ];
+    let keys = vec![key("id", KeyType::Int)];
+    let ok = stored(
+        &store,
+        encode_for_tests(&[vec![
+            Some(&i32be(1)),
+            Some(&i16be(255)),
+            Some(&pg_ts(0, 10_000)),
+        ]]),
+        3,
+        1,
+    );
+    let env = envelope(columns.clone(), 1, ok, None);
+    check_export_fitted(&env, &store, &keys, &targets).expect("fits");
+    for (qty, at, column) in [
+        (i16be(256), pg_ts(0, 10_000), "qty"),
+        (i16be(1), pg_ts(0, 1_000), "at"),
+    ] {
+        let bad = stored(
+            &store,
+            encode_for_tests(&[vec![Some(&i32be(1)), Some(&qty), Some(&at)]]),
+            3,
+            1,
+        );
+        let env = envelope(columns.clone(), 1, bad, None);
+        // Without the target's columns the values decode; with them they are refused.
+        check_export(&env, &store, &keys).expect("decodes");
+        let e = check_export_fitted(&env, &store, &keys, &targets).expect_err("refused");
+        assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+        assert!(
+            e.message().starts_with(COLUMN_VALUE_INEXACT),
+            "{}",
+            e.message()
+        );
+        assert!(
+            e.message().contains(&format!("{column:?}")),
+            "{}",
+            e.message()
+        );
+    }
+}
