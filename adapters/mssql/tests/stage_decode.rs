@@ -2297,3 +2297,219 @@ fn export_fitted_refuses_inexact_values_before_staging() {
         );
     }
 }
+
+// Live round trips of the types the bulk load carried before (same helper, same SKIP).
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_bit_and_integers() {
+    let mut l = Live::new("ints").await;
+    let as_int = "CONVERT(bigint, [v])";
+    l.load(
+        "b",
+        "bit",
+        ("boolean", 16),
+        &[some(vec![1]), some(vec![0]), None],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("b", as_int).await,
+        [Back::Int(1), Back::Int(0), Back::Null]
+    );
+    l.load(
+        "s",
+        "smallint",
+        ("smallint", 21),
+        &[some(i16be(i16::MIN)), some(i16be(i16::MAX))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("s", as_int).await,
+        [Back::Int(i16::MIN.into()), Back::Int(i16::MAX.into())]
+    );
+    l.load(
+        "i",
+        "int",
+        ("integer", 23),
+        &[some(i32be(i32::MIN)), some(i32be(i32::MAX))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("i", as_int).await,
+        [Back::Int(i32::MIN.into()), Back::Int(i32::MAX.into())]
+    );
+    l.load(
+        "g",
+        "bigint",
+        ("bigint", 20),
+        &[some(i64be(i64::MIN)), some(i64be(i64::MAX))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("g", as_int).await,
+        [Back::Int(i64::MIN), Back::Int(i64::MAX)]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_real_and_float() {
+    let mut l = Live::new("floats").await;
+    // The IEEE 754 bits, big-endian, as SQL Server converts a float to varbinary.
+    let r = [f32::MAX, f32::MIN_POSITIVE, -1.5f32, 0.1f32];
+    let vals: Vec<_> = r.iter().map(|v| some(v.to_be_bytes().to_vec())).collect();
+    l.load("r", "real", ("real", 700), &vals)
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("r", "CONVERT(varbinary(4), [v])").await,
+        r.iter()
+            .map(|v| Back::Bytes(v.to_be_bytes().to_vec()))
+            .collect::<Vec<_>>()
+    );
+    let f = [f64::MAX, f64::MIN_POSITIVE, -1.5f64, 0.1f64];
+    let vals: Vec<_> = f.iter().map(|v| some(v.to_be_bytes().to_vec())).collect();
+    l.load("f", "float", ("double precision", 701), &vals)
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("f", "CONVERT(varbinary(8), [v])").await,
+        f.iter()
+            .map(|v| Back::Bytes(v.to_be_bytes().to_vec()))
+            .collect::<Vec<_>>()
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_decimal() {
+    let mut l = Live::new("decimal").await;
+    // 38 nines at scale 0 and at scale 10; groups of 4 digits, weight counts integer groups.
+    let nines_0 = numeric(
+        9,
+        POS,
+        0,
+        &[99, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999],
+    );
+    let neg_0 = numeric(
+        9,
+        NEG,
+        0,
+        &[99, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999],
+    );
+    l.load(
+        "a",
+        "decimal(38,0)",
+        ("numeric", 1700),
+        &[some(nines_0), some(neg_0), None],
+    )
+    .await
+    .expect("load");
+    let nines = "9".repeat(38);
+    assert_eq!(
+        l.read("a", "CONVERT(nvarchar(60), [v])").await,
+        [
+            Back::Text(nines.clone()),
+            Back::Text(format!("-{nines}")),
+            Back::Null
+        ]
+    );
+    // 9999999999999999999999999999.9999999999: 28 integer digits, 10 decimals.
+    let frac = numeric(
+        6,
+        POS,
+        10,
+        &[9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9900],
+    );
+    l.load("b", "numeric(38,10)", ("numeric", 1700), &[some(frac)])
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("b", "CONVERT(nvarchar(60), [v])").await,
+        [Back::Text(format!("{}.{}", "9".repeat(28), "9".repeat(10)))]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_uniqueidentifier_date_and_datetime2() {
+    let mut l = Live::new("uuid_date").await;
+    let u: Vec<u8> = (1..=16).collect();
+    l.load("u", "uniqueidentifier", ("uuid", 2950), &[some(u), None])
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("u", "CONVERT(nvarchar(36), [v])").await,
+        [
+            Back::Text("01020304-0506-0708-090A-0B0C0D0E0F10".into()),
+            Back::Null
+        ]
+    );
+    let (first, last) = (-PG_EPOCH_DAY as i32, (3_652_058 - PG_EPOCH_DAY) as i32);
+    l.load(
+        "d",
+        "date",
+        ("date", 1082),
+        &[some(i32be(first)), some(i32be(last))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read(
+            "d",
+            "CONVERT(bigint, DATEDIFF(DAY, CONVERT(date, '0001-01-01'), [v]))"
+        )
+        .await,
+        [Back::Int(0), Back::Int(3_652_058)]
+    );
+    let last_ts = (3_652_058 - PG_EPOCH_DAY, 86_399_999_999);
+    l.load(
+        "t",
+        "datetime2(7)",
+        ("timestamp without time zone", 1114),
+        &[
+            some(pg_ts(-PG_EPOCH_DAY, 0)),
+            some(pg_ts(last_ts.0, last_ts.1)),
+        ],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("t", SINCE_0001).await,
+        [Back::Int(0), Back::Int(micros_0001(last_ts.0, last_ts.1))]
+    );
+    // nvarchar(2000) at its full length (bulk load).
+    let full = "ж".repeat(2_000);
+    l.load(
+        "n",
+        "nvarchar(2000) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(full.as_bytes().to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("n", "CONVERT(varbinary(max), [v])").await,
+        [Back::Bytes(utf16le(&full))]
+    );
+    l.drop_db().await;
+}
