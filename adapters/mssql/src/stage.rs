@@ -1099,7 +1099,18 @@ impl ColumnFit {
     pub fn convert(&self, field: Option<&[u8]>) -> Result<ColumnData<'static>, XminError> {
         match field {
             None => Ok(self.null()),
-            Some(bytes) => self.value(bytes).map_err(|e| in_column(&self.name, e)),
+            Some(bytes) => self.value(bytes).map_err(|e| {
+                // Every per-value refusal carries the detail code (NaN, infinities and dates
+                // out of range come from the decoders without one).
+                let e = if e.code() == ErrorCode::TargetColumnTypeUnsupported
+                    && !e.message().starts_with(COLUMN_VALUE_INEXACT)
+                {
+                    inexact(e.message())
+                } else {
+                    e
+                };
+                in_column(&self.name, e)
+            }),
         }
     }
 

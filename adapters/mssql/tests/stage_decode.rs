@@ -2513,3 +2513,20 @@ async fn live_round_trip_uniqueidentifier_date_and_datetime2() {
     );
     l.drop_db().await;
 }
+
+/// Refusals that come from decoding (NaN, infinities, dates out of range) carry the detail code
+/// too when a value is fitted to its column.
+#[test]
+fn fit_refusals_from_decoding_carry_the_detail_code() {
+    let f = ColumnFit::new(
+        &col("x", "double precision", 701),
+        &target("x", "float", 8, 53, 0),
+    )
+    .expect("float");
+    refused_value(&f, &f64::NAN.to_be_bytes(), "x", "NaN");
+    let d = ColumnFit::new(&col("d", "date", 1082), &target("d", "date", 3, 10, 0)).expect("date");
+    refused_value(&d, &i32be(i32::MAX), "d", "infinite");
+    let m =
+        ColumnFit::new(&col("m", "numeric", 1700), &target("m", "money", 8, 19, 4)).expect("money");
+    refused_value(&m, &numeric(0, 0xC000, 0, &[]), "m", "NaN");
+}
