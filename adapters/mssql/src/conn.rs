@@ -263,6 +263,7 @@ pub async fn target_columns(
                 max_length: int(row, "max_length", STEP)?.ok_or(ConnError::Shape(STEP))?,
                 precision: small(int(row, "type_precision", STEP)?, STEP)?,
                 scale: small(int(row, "type_scale", STEP)?, STEP)?,
+                code_page: int(row, "code_page", STEP)?.and_then(|v| u32::try_from(v).ok()),
             })
         })
         .collect()

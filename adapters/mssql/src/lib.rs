@@ -10,7 +10,8 @@
 //! - [`conn`]: tiberius connection over rustls and the live-test gate.
 //! - [`session`]: the run transaction and the staging lease (building blocks of the engine's
 //!   `TargetSession`).
-//! - [`stage`]: the pre-export check and the bulk load of binary COPY artifacts into staging.
+//! - [`stage`]: the pre-export check and the load of binary COPY artifacts into staging (bulk
+//!   load, or batched parameterized `INSERT`s for what the bulk load cannot carry).
 
 pub mod catalog;
 pub mod conn;

@@ -56,7 +56,7 @@ pub fn staged_payload_error(e: &ConnError) -> Option<XminError> {
     }
 }
 
-/// A failure on the staging lease (its checks, its DDL and the bulk load): the payload's own
+/// A failure on the staging lease (its checks, its DDL and the staging load): the payload's own
 /// faults keep their snapshot codes; an evicted or lost session is
 /// `DPONE_XMIN_TARGET_STAGING_AUTHORITY_LOST` (the staging authority is gone, never transferred
 /// to whatever the session reaches next); anything else is a statement failure.

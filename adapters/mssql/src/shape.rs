@@ -1,6 +1,7 @@
 //! Target-shape preflight as a pure check over the rows of [`crate::sql::TARGET_COLUMNS`]:
 //! key columns present, `NOT NULL`, text keys in `Latin1_General_100_BIN2`, business columns
-//! present, and the delete mode's reserved columns exactly as the mode requires.
+//! present, and the delete mode's reserved columns exactly as the mode requires; the column
+//! types the route accepts and the load path of each ([`check_bulk_column`], [`load_path`]).
 
 use crate::sql::{
     DELETED_AT_COLUMN, DeleteMode, Finalizer, IS_DELETED_COLUMN, KEY_COLLATION, KeyType,
@@ -28,6 +29,10 @@ pub struct ColumnRow {
     pub precision: u8,
     /// `scale` (decimal, numeric, datetime2, time, datetimeoffset).
     pub scale: u8,
+    /// The code page of the column's collation as the server reports it
+    /// (`COLLATIONPROPERTY(collation_name, 'CodePage')`; 65001 for a `_UTF8` collation), for
+    /// text columns; `None` otherwise.
+    pub code_page: Option<u32>,
 }
 
 impl ColumnRow {
@@ -139,14 +144,14 @@ pub fn verify_target(f: &Finalizer, rows: &[ColumnRow]) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bulk-load limits of tiberius 0.13 (refused before extraction and before any transaction)
+// Accepted column types and their load paths (refused before extraction and any transaction)
 // ---------------------------------------------------------------------------------------------
 
 /// A staged column name no SQL Server column can have (empty, or longer than 128 characters).
 /// tiberius 0.13 bracket-quotes the names of `INSERT BULK` (a `]` doubled), so reserved words
 /// and irregular identifiers load like any other name; 0.12.3 wrote them unquoted.
 pub const BULK_COLUMN_NAME_UNSUPPORTED: &str = "mssql_transaction.bulk_column_name_unsupported";
-/// A staged column type the bulk load cannot carry faithfully (see [`check_bulk_column`]).
+/// A staged column type no load path carries exactly (see [`check_bulk_column`]).
 pub const BULK_COLUMN_TYPE_UNSUPPORTED: &str = "mssql_transaction.bulk_column_type_unsupported";
 
 /// Refuses a staged column name no SQL Server column can have: empty, or longer than 128
@@ -163,25 +168,75 @@ pub fn check_bulk_column_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Refuses, before any extraction, a business column type the bulk load cannot carry
-/// faithfully — only the target types of the route's type mapping are loaded at all (`bit`,
-/// `smallint`, `int`, `bigint`, `real`, `float`, `nvarchar(n)`, `varbinary(n)`,
-/// `uniqueidentifier`, `date`, `time(7)`, `datetime2(0..7)`, `datetimeoffset(7)`,
-/// `decimal`/`numeric(p,s)` with `s <= 37`) — and, among them, the limits tiberius 0.13 keeps
-/// (read in its source: `MetaDataColumn`'s `Display` writes the `INSERT BULK` column list,
-/// `ColumnData::encode` the values):
+/// How the rows of one staging table are loaded (one path for every row of the table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadPath {
+    /// tiberius 0.13's `INSERT BULK` (`Client::bulk_insert`).
+    Bulk,
+    /// Parameterized, batched `INSERT INTO ... VALUES (@P1, ...), (...)` over RPC
+    /// ([`crate::sql::staging_insert`]): for the column types and lengths the bulk load cannot
+    /// carry exactly.
+    Insert,
+}
+
+/// Code pages of `varchar`/`char` collations whose characters the adapter can check exactly:
+/// 65001 (`_UTF8` collations, every character) and the single-byte Windows code pages, whose
+/// WHATWG tables in `encoding_rs` are Windows' own mappings.
+pub fn code_page_supported(code_page: u32) -> bool {
+    code_page == 65001 || code_page == 874 || (1250..=1258).contains(&code_page)
+}
+
+/// The path that carries a column accepted by [`check_bulk_column`] exactly. The bulk load of
+/// tiberius 0.13 (read in its source: `MetaDataColumn`'s `Display` writes the `INSERT BULK`
+/// column list, `ColumnData::encode` the values) carries `bit`, `tinyint`, `smallint`, `int`,
+/// `bigint`, `real`, `float`, `decimal`/`numeric`, `money`, `smallmoney`, `uniqueidentifier`,
+/// `date`, `datetime`, `datetime2(0..7)`, `time(7)`, `datetimeoffset(7)`, `nvarchar(1..2000)`,
+/// `varbinary(1..8000)` and `binary(n)`. Everything else goes through [`LoadPath::Insert`]:
 ///
-/// - `time` and `datetimeoffset` other than scale 7: `INSERT BULK` declares them without a
-///   scale (so at scale 7) while the values are encoded at the column's scale;
-/// - `nvarchar` of 2001–4000 characters: declared by byte length, which exceeds 4000, so as
-///   `nvarchar(max)` while the values are sent in the non-PLP form;
 /// - `(max)` types: the encoder compares a value's length with the PLP column's 0xFFFF, so
-///   values over 65,535 bytes are refused by the bulk load, mid-run; the schema is refused up
-///   front instead.
+///   values over 65,535 bytes fail;
+/// - `nvarchar(2001..4000)`: declared by byte length, so as `nvarchar(max)`, with non-PLP values;
+/// - `nchar(n)`: declared by byte length, so as `nchar(2n)`;
+/// - `varchar`/`char`: encoded with the code page tiberius derives from the collation's LCID,
+///   which ignores the `_UTF8` flag; the RPC path sends `nvarchar` and the server converts it
+///   with the column's own code page;
+/// - `smalldatetime`: declared as `datetime` while its values are sent in 4 bytes;
+/// - `time(n)`, `datetimeoffset(n)` with n ≠ 7: declared without their scale (so at 7) while
+///   values are encoded at the column's scale.
+pub fn load_path(c: &ColumnRow) -> LoadPath {
+    match c.type_name.as_str() {
+        _ if c.max_length == -1 => LoadPath::Insert,
+        "nvarchar" if c.max_length > 4000 => LoadPath::Insert,
+        "varchar" | "char" | "nchar" | "smalldatetime" => LoadPath::Insert,
+        "time" | "datetimeoffset" if c.scale != 7 => LoadPath::Insert,
+        _ => LoadPath::Bulk,
+    }
+}
+
+/// One path for the whole table: [`LoadPath::Insert`] as soon as one column needs it.
+pub fn table_load_path(columns: &[ColumnRow]) -> LoadPath {
+    if columns.iter().any(|c| load_path(c) == LoadPath::Insert) {
+        LoadPath::Insert
+    } else {
+        LoadPath::Bulk
+    }
+}
+
+/// Refuses, before any extraction, a business column type no load path carries exactly.
 ///
-/// `datetime2(0..5)` is loaded since the move to tiberius 0.13's adapter revision: the column
-/// list declares `datetime2(n)` from the column's own scale (as 0.12.3 did), and the route
-/// encodes each value at that scale, refusing one with digits beyond it (never rounding).
+/// Accepted (each value is then checked host-side by [`crate::stage::ColumnFit`], and one that
+/// would not read back equal is refused, never rounded): `bit`, `tinyint`, `smallint`, `int`,
+/// `bigint`, `real`, `float`, `decimal`/`numeric(p,s)` (`s <= 37`), `money`, `smallmoney`,
+/// `uniqueidentifier`, `date`, `datetime`, `smalldatetime`, `datetime2(0..7)`, `time(0..7)`,
+/// `datetimeoffset(0..7)`, `nvarchar(n|max)`, `nchar(n)`, `varchar(n|max)` and `char(n)` in a
+/// collation whose code page [`code_page_supported`], `varbinary(n|max)` and `binary(n)`.
+/// [`load_path`] says which path loads them.
+///
+/// Refused: `xml` (the server re-serializes a document, and `xml` cannot be compared by the
+/// finalizer's `EXCEPT`), `sql_variant`, `text`, `ntext`, `image` (not comparable, deprecated),
+/// `timestamp`/`rowversion` (written by the server), CLR types (`geography`, `geometry`,
+/// `hierarchyid`), alias types, and `varchar`/`char` in a multi-byte legacy code page (932, 936,
+/// 949, 950) or an OEM one (437, 850), whose Windows tables the host cannot reproduce exactly.
 pub fn check_bulk_column(c: &ColumnRow) -> Result<(), String> {
     let refuse = |why: &str| {
         Err(format!(
@@ -190,25 +245,31 @@ pub fn check_bulk_column(c: &ColumnRow) -> Result<(), String> {
             c.type_sql()
         ))
     };
-    const MAX: &str = "is a (max) type; the bulk load refuses values over 65,535 bytes, so the \
-                       schema is refused before any extraction";
     match c.type_name.as_str() {
-        "bit" | "smallint" | "int" | "bigint" | "real" | "float" | "uniqueidentifier" | "date" => {
+        "bit" | "tinyint" | "smallint" | "int" | "bigint" | "real" | "float"
+        | "uniqueidentifier" | "date" | "money" | "smallmoney" | "datetime" | "smalldatetime" => {
             Ok(())
         }
-        "nvarchar" if c.max_length == -1 => refuse(MAX),
-        "nvarchar" if (4001..=8000).contains(&c.max_length) => {
-            refuse("is declared as nvarchar(max) by the bulk load; use at most 2000 characters")
-        }
-        "nvarchar" => Ok(()),
-        "varbinary" if c.max_length == -1 => refuse(MAX),
-        "varbinary" => Ok(()),
-        "time" | "datetimeoffset" if c.scale == 7 => Ok(()),
-        "time" | "datetimeoffset" => {
-            refuse("is loaded without its scale by the bulk load; use scale 7 (the default)")
-        }
-        "datetime2" if c.scale <= 7 => Ok(()),
+        "nvarchar" | "varbinary" if c.max_length == -1 || c.max_length > 0 => Ok(()),
+        "nchar" | "binary" if c.max_length > 0 => Ok(()),
+        "varchar" | "char" if c.max_length == -1 || c.max_length > 0 => match c.code_page {
+            Some(cp) if code_page_supported(cp) => Ok(()),
+            Some(cp) => refuse(&format!(
+                "uses code page {cp}; only _UTF8 collations (65001) and the single-byte \
+                 Windows code pages (874, 1250-1258) are checked exactly"
+            )),
+            None => refuse("has no code page the host can check"),
+        },
+        "time" | "datetimeoffset" | "datetime2" if c.scale <= 7 => Ok(()),
         "decimal" | "numeric" if (1..=38).contains(&c.precision) && c.scale <= 37 => Ok(()),
+        "xml" => refuse(
+            "is xml: the server re-serializes documents and the finalizer cannot compare xml",
+        ),
+        "text" | "ntext" | "image" => {
+            refuse("is a deprecated large-object type the finalizer cannot compare")
+        }
+        "sql_variant" => refuse("is sql_variant, whose base type varies per value"),
+        "timestamp" | "rowversion" => refuse("is written by the server, not loadable"),
         _ => refuse(
             "has no exact mapping from a PostgreSQL type in this route (see the type mapping in \
              docs/mssql-target.md)",

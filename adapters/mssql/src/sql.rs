@@ -114,7 +114,8 @@ pub const TARGET_COLUMNS: &str = "SELECT c.name AS name, ty.name AS type_name, \
 CONVERT(int, c.max_length) AS max_length, CONVERT(int, c.is_nullable) AS is_nullable, \
 c.collation_name AS collation_name, CONVERT(int, c.is_computed) AS is_computed, \
 CONVERT(int, ISNULL(cc.is_persisted, 0)) AS is_persisted, \
-CONVERT(int, c.precision) AS type_precision, CONVERT(int, c.scale) AS type_scale \
+CONVERT(int, c.precision) AS type_precision, CONVERT(int, c.scale) AS type_scale, \
+CONVERT(int, COLLATIONPROPERTY(c.collation_name, 'CodePage')) AS code_page \
 FROM sys.columns AS c INNER JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id \
 LEFT JOIN sys.computed_columns AS cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id \
 WHERE c.object_id = OBJECT_ID(@P1) ORDER BY c.column_id;";
@@ -303,7 +304,12 @@ impl BusinessColumn {
             .iter()
             .any(|p| ty.starts_with(p));
         let binary = ty.starts_with("varbinary(") || ty.starts_with("binary(");
-        if text {
+        // A `(max)` value may exceed 8,000 bytes: converted to `varbinary(8000)` it would be
+        // cut, and a change past the cut would read as "unchanged".
+        let max = ty.ends_with("(max)");
+        if text && max {
+            format!("CONVERT(varbinary(max), {c}), DATALENGTH({c})")
+        } else if text {
             format!("CONVERT(varbinary(8000), {c}), DATALENGTH({c})")
         } else if binary {
             format!("{c}, DATALENGTH({c})")
@@ -311,6 +317,48 @@ impl BusinessColumn {
             c
         }
     }
+}
+
+/// Rows per `INSERT ... VALUES` statement: SQL Server's limit on row value expressions.
+pub const INSERT_MAX_ROWS: usize = 1000;
+/// Bound values per statement: an RPC request carries at most 2,100 parameters, and
+/// `sp_executesql` spends two of them on the statement and its parameter declarations.
+pub const INSERT_MAX_PARAMS: usize = 2098;
+
+/// Rows per batch of the insert load path for a table of `columns` loadable columns: as many
+/// as the row and parameter limits allow (at least one; a table has at most 1,024 columns).
+pub fn insert_batch_rows(columns: usize) -> usize {
+    (INSERT_MAX_PARAMS / columns.max(1)).clamp(1, INSERT_MAX_ROWS)
+}
+
+/// The insert load path's statement: `rows` row constructors of `columns.len()` parameters
+/// each, numbered row by row (`@P1..@Pn` the first row), into `table` (already quoted, e.g.
+/// `[dpone_stage].[dpone_stage_x_rows]`). The values are bound as typed RPC parameters; the
+/// server converts each to its column's type, which the host has checked to be exact.
+pub fn staging_insert(table: &str, columns: &[&str], rows: usize) -> String {
+    use std::fmt::Write;
+    let names = columns
+        .iter()
+        .map(|c| ident(c))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let n = columns.len();
+    let mut out = format!("INSERT INTO {table} ({names}) VALUES ");
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for i in 0..n {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "@P{}", r * n + i + 1);
+        }
+        out.push(')');
+    }
+    out.push(';');
+    out
 }
 
 /// A collation name as the catalog spells it (`Latin1_General_100_CI_AS`): only such names are

@@ -4,29 +4,35 @@
 //! cannot read. This module streams an artifact tuple by tuple ([`TupleReader`], hashing every
 //! byte and proving the receipt at the end), decodes PostgreSQL's binary send formats exactly
 //! ([`decode_field`]), fits each value to the staging column without loss ([`ColumnFit`]) and
-//! sends the rows through tiberius' bulk insert ([`bulk_load`]). [`check_export`] is the
-//! pre-pass run before any SQL Server object exists: every column type is accepted, the key
-//! types fit the target key, and no key value is one SQL Server would store differently
-//! (trailing U+0020, longer than its column, wider than the index limit).
+//! sends the rows by the table's load path ([`load_staging`]): tiberius' bulk insert, or
+//! batched parameterized `INSERT`s for what the bulk load cannot carry
+//! ([`crate::shape::load_path`]). [`check_export`] is the pre-pass run before any SQL Server
+//! object exists: every column type is accepted, the key types fit the target key, and no key
+//! value is one SQL Server would store differently (trailing U+0020, longer than its column,
+//! wider than the index limit).
 //!
-//! Type mapping (PostgreSQL → SQL Server column → tiberius value):
+//! Type mapping (PostgreSQL → SQL Server column → tiberius value; each value checked, refused
+//! with [`COLUMN_VALUE_INEXACT`] if it would not read back equal):
 //!
 //! | PostgreSQL | SQL Server column | value |
 //! | --- | --- | --- |
 //! | `bool` | `bit` | `Bit` |
-//! | `int2` | `smallint`, `int`, `bigint` | `I16`, `I32`, `I64` |
-//! | `int4` | `int`, `bigint` | `I32`, `I64` |
+//! | `int2` | `tinyint` (0..=255), `smallint`, `int`, `bigint` | `U8`, `I16`, `I32`, `I64` |
+//! | `int4` | `tinyint` (0..=255), `int`, `bigint` | `U8`, `I32`, `I64` |
 //! | `int8` | `bigint` | `I64` |
 //! | `float4` | `real`, `float` | `F32`, `F64` (NaN and ±Infinity rejected) |
 //! | `float8` | `float` | `F64` (NaN and ±Infinity rejected) |
-//! | `text`, `varchar`, `bpchar` | `nvarchar(n)`, `nvarchar(max)` | `String` |
-//! | `bytea` | `varbinary(n)`, `varbinary(max)` | `Binary` |
+//! | `text`, `varchar`, `bpchar` | `nvarchar(n\|max)`, `nchar(n)` (exactly n units) | `String` |
+//! | `text`, `varchar`, `bpchar` | `varchar(n\|max)`, `char(n)` (exactly n bytes) in the column's code page | `String` (the server converts) |
+//! | `bytea` | `varbinary(n\|max)`, `binary(n)` (exactly n bytes) | `Binary` |
 //! | `uuid` | `uniqueidentifier` | `Guid` |
 //! | `date` | `date` | `Date` |
-//! | `time` | `time(6)`, `time(7)` | `Time` |
-//! | `timestamp` | `datetime2(0..7)` (scale 0..5: values without digits beyond the scale) | `DateTime2` |
-//! | `timestamptz` | `datetime2(0..7)` (UTC, as above) or `datetimeoffset(6\|7)` (offset 0) | `DateTime2`, `DateTimeOffset` |
+//! | `time` | `time(0..7)` (no digits beyond the scale) | `Time` at scale 7 |
+//! | `timestamp` | `datetime2(0..7)` (no digits beyond the scale) | `DateTime2` (column scale by bulk load, 7 by parameter) |
+//! | `timestamp`, `timestamptz` | `datetime` (multiples of 10 ms, from 1753), `smalldatetime` (whole minutes, 1900..2079-06-06) | `DateTime`, `SmallDateTime` |
+//! | `timestamptz` | `datetime2(0..7)` (UTC, as above) or `datetimeoffset(0..7)` (offset 0) | `DateTime2`, `DateTimeOffset` at scale 7 |
 //! | `numeric` | `decimal(p,s)`, `numeric(p,s)` with `s <= 37` | `Numeric` at scale `s` |
+//! | `numeric` | `money`, `smallmoney` (≤ 4 decimals, in range) | `Numeric` at scale 4 |
 //!
 //! Canonical decoding ([`decode_field`]) maps `time`, `timestamp` and `timestamptz` to scale 7
 //! (100 ns increments; PostgreSQL's microseconds are exact) and `timestamptz` to a UTC
@@ -41,7 +47,7 @@
 
 use crate::conn::{self, MssqlClient};
 use crate::keys;
-use crate::shape::ColumnRow;
+use crate::shape::{self, ColumnRow, LoadPath};
 use crate::sql::{KeyColumn, KeyType};
 use dpone_engine_xmin::artifact::{ArtifactStore, io_error};
 use dpone_engine_xmin::envelope::{
@@ -52,11 +58,29 @@ use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::io::{self, BufRead, BufReader, Read};
 use tiberius::numeric::Numeric;
-use tiberius::time::{Date, DateTime2, DateTimeOffset, Time};
-use tiberius::{ColumnData, TokenRow, Uuid};
+use tiberius::time::{Date, DateTime, DateTime2, DateTimeOffset, SmallDateTime, Time};
+use tiberius::{ColumnData, Query, TokenRow, Uuid};
 
 /// Detail code: a text key value is longer than its `nvarchar(n)` key column.
 pub const KEY_TOO_LONG: &str = "mssql_transaction.target_key_too_long";
+/// Detail code of every per-value refusal of [`ColumnFit::convert`]: the value would not read
+/// back equal from its column (too long, padded, beyond the scale or the grid, out of range, a
+/// character outside the code page). The message names the column, never the value.
+pub const COLUMN_VALUE_INEXACT: &str = "mssql_transaction.column_value_inexact";
+
+/// SQL Server `date` day of 1900-01-01, day 0 of `datetime` and `smalldatetime`.
+const DAY_1900: i64 = 693_595;
+/// SQL Server `date` day of 1753-01-01, the first day of `datetime`.
+const DAY_1753: i64 = 639_905;
+/// SQL Server `date` day of 2079-06-06, the last day of `smalldatetime`.
+const DAY_2079_06_06: i64 = DAY_1900 + 65_535;
+/// `datetime` ticks are 1/300 s; a microsecond value is on that grid when it is a multiple of
+/// 10 ms (3 ticks).
+const DATETIME_GRID_MICROS: u64 = 10_000;
+const MICROS_PER_MINUTE: u64 = 60_000_000;
+/// Largest `money` and `smallmoney` values times 10^4 (their negative bounds are one more).
+const MONEY_MAX: i128 = i64::MAX as i128;
+const SMALLMONEY_MAX: i128 = i32::MAX as i128;
 
 /// Days from 0001-01-01 (SQL Server `date` day 0) to 2000-01-01 (PostgreSQL day 0).
 const PG_EPOCH_DAYS: i64 = 730_119;
@@ -205,8 +229,16 @@ fn unsupported(message: impl Into<String>) -> XminError {
     XminError::new(ErrorCode::TargetColumnTypeUnsupported, message)
 }
 
+/// Names the column in a message; a leading detail code (`mssql_transaction.…: `) stays first.
 fn in_column(name: &str, e: XminError) -> XminError {
-    XminError::new(e.code(), format!("column {name:?}: {}", e.message()))
+    let message = e.message();
+    let message = match message.split_once(": ") {
+        Some((code, rest)) if code.starts_with("mssql_transaction.") && !code.contains(' ') => {
+            format!("{code}: column {name:?}: {rest}")
+        }
+        _ => format!("column {name:?}: {message}"),
+    };
+    XminError::new(e.code(), message)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -687,7 +719,7 @@ fn datetime2_exact(day: u32, micros: u64, scale: u8) -> Result<DateTime2, XminEr
     }
     let step = 10u64.pow(6 - u32::from(scale));
     if !micros.is_multiple_of(step) {
-        return Err(unsupported(format!(
+        return Err(inexact(format!(
             "a timestamp has digits beyond the column's scale {scale} (not rounded)"
         )));
     }
@@ -857,19 +889,99 @@ pub fn decode_field(ty: PgType, bytes: &[u8]) -> Result<ColumnData<'static>, Xmi
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fit {
     Bit,
+    TinyInt,
     SmallInt,
     Int,
     BigInt,
     Real,
     Float,
-    NVarChar { max_bytes: Option<usize> },
-    VarBinary { max_bytes: Option<usize> },
+    /// `nvarchar(n|max)`, or `nchar(n)` when `fixed` (a value must fill it: no padding).
+    NVarChar {
+        max_bytes: Option<usize>,
+        fixed: bool,
+    },
+    /// `varchar(n|max)`/`char(n)` in a code page (`None`: a `_UTF8` collation).
+    VarChar {
+        max_bytes: Option<usize>,
+        fixed: bool,
+        code_page: Option<&'static encoding_rs::Encoding>,
+    },
+    /// `varbinary(n|max)`, or `binary(n)` when `fixed`.
+    VarBinary {
+        max_bytes: Option<usize>,
+        fixed: bool,
+    },
     Guid,
     Date,
-    Time { scale: u8 },
-    DateTime2 { scale: u8 },
-    DateTimeOffset { scale: u8 },
-    Decimal { precision: u8, scale: u8 },
+    Time {
+        scale: u8,
+    },
+    /// `datetime2(scale)`, sent at `wire` (the column's scale by bulk load, 7 as a parameter).
+    DateTime2 {
+        scale: u8,
+        wire: u8,
+    },
+    DateTimeOffset {
+        scale: u8,
+    },
+    DateTime,
+    SmallDateTime,
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
+    Money {
+        small: bool,
+    },
+}
+
+/// The `encoding_rs` encoding of a supported `varchar` code page (`None` for 65001, UTF-8).
+fn code_page_encoding(code_page: u32) -> Option<Option<&'static encoding_rs::Encoding>> {
+    use encoding_rs as e;
+    Some(match code_page {
+        65001 => None,
+        874 => Some(e::WINDOWS_874),
+        1250 => Some(e::WINDOWS_1250),
+        1251 => Some(e::WINDOWS_1251),
+        1252 => Some(e::WINDOWS_1252),
+        1253 => Some(e::WINDOWS_1253),
+        1254 => Some(e::WINDOWS_1254),
+        1255 => Some(e::WINDOWS_1255),
+        1256 => Some(e::WINDOWS_1256),
+        1257 => Some(e::WINDOWS_1257),
+        1258 => Some(e::WINDOWS_1258),
+        _ => return None,
+    })
+}
+
+/// The bytes `s` takes in a `varchar` column of `code_page`, or `None` when a character has no
+/// exact representation there (so SQL Server would store `?` or a best-fit look-alike).
+pub fn code_page_bytes(s: &str, code_page: u32) -> Option<usize> {
+    encoded_len(s, code_page_encoding(code_page)?)
+}
+
+fn encoded_len(s: &str, encoding: Option<&'static encoding_rs::Encoding>) -> Option<usize> {
+    match encoding {
+        None => Some(s.len()),
+        Some(enc) => {
+            let (bytes, _, unmappable) = enc.encode(s);
+            if unmappable {
+                return None;
+            }
+            // Every character must come back as itself (no many-to-one mapping).
+            let (back, malformed) = enc.decode_without_bom_handling(&bytes);
+            (!malformed && back == s).then_some(bytes.len())
+        }
+    }
+}
+
+fn inexact(what: impl std::fmt::Display) -> XminError {
+    unsupported(format!("{COLUMN_VALUE_INEXACT}: {what}"))
+}
+
+/// `micros` past midnight has no digits beyond `scale` (0..=7).
+fn within_scale(micros: u64, scale: u8) -> bool {
+    scale >= 6 || micros.is_multiple_of(10u64.pow(6 - u32::from(scale)))
 }
 
 /// How one source column's values become values of one staging column, exactly.
@@ -890,35 +1002,65 @@ fn max_bytes(target: &ColumnRow) -> Option<usize> {
 }
 
 impl ColumnFit {
-    /// Pairs a source column with its staging column.
+    /// Pairs a source column with its staging column, with the values in the form of the
+    /// column's own load path ([`shape::load_path`]).
     pub fn new(source: &SourceColumn, target: &ColumnRow) -> Result<ColumnFit, XminError> {
+        ColumnFit::for_path(source, target, shape::load_path(target))
+    }
+
+    /// Pairs a source column with its staging column for a table loaded by `path`: the same
+    /// checks, the values in that path's form (a `datetime2` is sent at the column's scale by
+    /// bulk load, at scale 7 as an RPC parameter, which the server narrows exactly).
+    pub fn for_path(
+        source: &SourceColumn,
+        target: &ColumnRow,
+        path: LoadPath,
+    ) -> Result<ColumnFit, XminError> {
         let ty = column_type(source)?;
-        let time_scale = (6..=7).contains(&target.scale).then_some(target.scale);
+        let scale = (target.scale <= 7).then_some(target.scale);
+        let fixed = matches!(target.type_name.as_str(), "nchar" | "char" | "binary");
         let fit = match (ty, target.type_name.as_str()) {
             (PgType::Bool, "bit") => Some(Fit::Bit),
+            (PgType::Int2 | PgType::Int4, "tinyint") => Some(Fit::TinyInt),
             (PgType::Int2, "smallint") => Some(Fit::SmallInt),
             (PgType::Int2 | PgType::Int4, "int") => Some(Fit::Int),
             (PgType::Int2 | PgType::Int4 | PgType::Int8, "bigint") => Some(Fit::BigInt),
             (PgType::Float4, "real") => Some(Fit::Real),
             (PgType::Float4 | PgType::Float8, "float") => Some(Fit::Float),
-            (t, "nvarchar") if t.is_text() => Some(Fit::NVarChar {
+            (t, "nvarchar" | "nchar") if t.is_text() => Some(Fit::NVarChar {
                 max_bytes: max_bytes(target),
+                fixed,
             }),
-            (PgType::Bytea, "varbinary") => Some(Fit::VarBinary {
+            (t, "varchar" | "char") if t.is_text() => target
+                .code_page
+                .and_then(code_page_encoding)
+                .map(|code_page| Fit::VarChar {
+                    max_bytes: max_bytes(target),
+                    fixed,
+                    code_page,
+                }),
+            (PgType::Bytea, "varbinary" | "binary") => Some(Fit::VarBinary {
                 max_bytes: max_bytes(target),
+                fixed,
             }),
             (PgType::Uuid, "uniqueidentifier") => Some(Fit::Guid),
             (PgType::Date, "date") => Some(Fit::Date),
-            (PgType::Time, "time") => time_scale.map(|scale| Fit::Time { scale }),
             // Any scale: a value with digits beyond it is refused, never rounded.
-            (PgType::Timestamp | PgType::Timestamptz, "datetime2") if target.scale <= 7 => {
-                Some(Fit::DateTime2 {
-                    scale: target.scale,
+            (PgType::Time, "time") => scale.map(|scale| Fit::Time { scale }),
+            (PgType::Timestamp | PgType::Timestamptz, "datetime2") => {
+                scale.map(|scale| Fit::DateTime2 {
+                    scale,
+                    wire: match path {
+                        LoadPath::Bulk => scale,
+                        LoadPath::Insert => 7,
+                    },
                 })
             }
             (PgType::Timestamptz, "datetimeoffset") => {
-                time_scale.map(|scale| Fit::DateTimeOffset { scale })
+                scale.map(|scale| Fit::DateTimeOffset { scale })
             }
+            (PgType::Timestamp | PgType::Timestamptz, "datetime") => Some(Fit::DateTime),
+            (PgType::Timestamp | PgType::Timestamptz, "smalldatetime") => Some(Fit::SmallDateTime),
             (PgType::Numeric, "decimal" | "numeric")
                 if u32::from(target.scale) <= MAX_NUMERIC_SCALE
                     && (1..=38).contains(&target.precision)
@@ -929,6 +1071,8 @@ impl ColumnFit {
                     scale: target.scale,
                 })
             }
+            (PgType::Numeric, "money") => Some(Fit::Money { small: false }),
+            (PgType::Numeric, "smallmoney") => Some(Fit::Money { small: true }),
             _ => None,
         };
         let fit = fit.ok_or_else(|| {
@@ -955,26 +1099,40 @@ impl ColumnFit {
     pub fn convert(&self, field: Option<&[u8]>) -> Result<ColumnData<'static>, XminError> {
         match field {
             None => Ok(self.null()),
-            Some(bytes) => self.value(bytes).map_err(|e| in_column(&self.name, e)),
+            Some(bytes) => self.value(bytes).map_err(|e| {
+                // Every per-value refusal carries the detail code (NaN, infinities and dates
+                // out of range come from the decoders without one).
+                let e = if e.code() == ErrorCode::TargetColumnTypeUnsupported
+                    && !e.message().starts_with(COLUMN_VALUE_INEXACT)
+                {
+                    inexact(e.message())
+                } else {
+                    e
+                };
+                in_column(&self.name, e)
+            }),
         }
     }
 
     fn null(&self) -> ColumnData<'static> {
         match self.fit {
             Fit::Bit => ColumnData::Bit(None),
+            Fit::TinyInt => ColumnData::U8(None),
             Fit::SmallInt => ColumnData::I16(None),
             Fit::Int => ColumnData::I32(None),
             Fit::BigInt => ColumnData::I64(None),
             Fit::Real => ColumnData::F32(None),
             Fit::Float => ColumnData::F64(None),
-            Fit::NVarChar { .. } => ColumnData::String(None),
+            Fit::NVarChar { .. } | Fit::VarChar { .. } => ColumnData::String(None),
             Fit::VarBinary { .. } => ColumnData::Binary(None),
             Fit::Guid => ColumnData::Guid(None),
             Fit::Date => ColumnData::Date(None),
             Fit::Time { .. } => ColumnData::Time(None),
             Fit::DateTime2 { .. } => ColumnData::DateTime2(None),
             Fit::DateTimeOffset { .. } => ColumnData::DateTimeOffset(None),
-            Fit::Decimal { .. } => ColumnData::Numeric(None),
+            Fit::DateTime => ColumnData::DateTime(None),
+            Fit::SmallDateTime => ColumnData::SmallDateTime(None),
+            Fit::Decimal { .. } | Fit::Money { .. } => ColumnData::Numeric(None),
         }
     }
 
@@ -982,6 +1140,10 @@ impl ColumnFit {
         let ty = self.source;
         Ok(match self.fit {
             Fit::Bit => ColumnData::Bit(Some(decode_bool(bytes)?)),
+            Fit::TinyInt => ColumnData::U8(Some(
+                u8::try_from(decode_int(ty, bytes)?)
+                    .map_err(|_| inexact("a value is outside tinyint's 0 .. 255"))?,
+            )),
             Fit::SmallInt => ColumnData::I16(Some(i16::from_be_bytes(fixed(ty, bytes)?))),
             Fit::Int => ColumnData::I32(Some(
                 i32::try_from(decode_int(ty, bytes)?).map_err(|_| malformed("int overflow"))?,
@@ -992,46 +1154,139 @@ impl ColumnFit {
                 PgType::Float4 => f64::from(decode_f32(bytes)?),
                 _ => decode_f64(bytes)?,
             })),
-            Fit::NVarChar { max_bytes } => {
+            Fit::NVarChar { max_bytes, fixed } => {
                 let s = decode_text(ty, bytes)?;
-                if let Some(max) = max_bytes
-                    && 2 * s.encode_utf16().count() > max
-                {
-                    return Err(unsupported(format!(
-                        "a value is longer than nvarchar({})",
-                        max / 2
-                    )));
+                let len = 2 * s.encode_utf16().count();
+                let kind = if fixed { "nchar" } else { "nvarchar" };
+                if let Some(max) = max_bytes {
+                    if len > max {
+                        return Err(inexact(format!(
+                            "a value is longer than {kind}({})",
+                            max / 2
+                        )));
+                    }
+                    if fixed && len < max {
+                        return Err(inexact(format!(
+                            "a value is shorter than nchar({}), which would pad it",
+                            max / 2
+                        )));
+                    }
                 }
                 ColumnData::String(Some(Cow::Owned(s)))
             }
-            Fit::VarBinary { max_bytes } => {
-                if let Some(max) = max_bytes
-                    && bytes.len() > max
-                {
-                    return Err(unsupported(format!(
-                        "a value is longer than varbinary({max})"
-                    )));
+            Fit::VarChar {
+                max_bytes,
+                fixed,
+                code_page,
+            } => {
+                let s = decode_text(ty, bytes)?;
+                let len = encoded_len(&s, code_page).ok_or_else(|| {
+                    inexact(format!(
+                        "a value has a character outside the column's code page ({})",
+                        code_page.map_or("UTF-8", |e| e.name())
+                    ))
+                })?;
+                let kind = if fixed { "char" } else { "varchar" };
+                if let Some(max) = max_bytes {
+                    if len > max {
+                        return Err(inexact(format!(
+                            "a value takes more than the {max} bytes of {kind}({max})"
+                        )));
+                    }
+                    if fixed && len < max {
+                        return Err(inexact(format!(
+                            "a value is shorter than char({max}), which would pad it"
+                        )));
+                    }
+                }
+                ColumnData::String(Some(Cow::Owned(s)))
+            }
+            Fit::VarBinary { max_bytes, fixed } => {
+                let kind = if fixed { "binary" } else { "varbinary" };
+                if let Some(max) = max_bytes {
+                    if bytes.len() > max {
+                        return Err(inexact(format!("a value is longer than {kind}({max})")));
+                    }
+                    if fixed && bytes.len() < max {
+                        return Err(inexact(format!(
+                            "a value is shorter than binary({max}), which would pad it"
+                        )));
+                    }
                 }
                 ColumnData::Binary(Some(Cow::Owned(bytes.to_vec())))
             }
             Fit::Guid => ColumnData::Guid(Some(Uuid::from_bytes(fixed(ty, bytes)?))),
             Fit::Date => ColumnData::Date(Some(Date::new(decode_date(bytes)?))),
-            Fit::Time { scale } => ColumnData::Time(Some(time_at(decode_time(bytes)?, scale))),
-            Fit::DateTime2 { scale } => {
+            Fit::Time { scale } => {
+                let micros = decode_time(bytes)?;
+                if !within_scale(micros, scale) {
+                    return Err(inexact(format!(
+                        "a time has digits beyond the column's scale {scale} (not rounded)"
+                    )));
+                }
+                ColumnData::Time(Some(time_at(micros, 7)))
+            }
+            Fit::DateTime2 { scale, wire } => {
                 let (day, micros) = decode_timestamp(ty, bytes)?;
-                ColumnData::DateTime2(Some(datetime2_exact(day, micros, scale)?))
+                if !within_scale(micros, scale) {
+                    return Err(inexact(format!(
+                        "a timestamp has digits beyond the column's scale {scale} (not rounded)"
+                    )));
+                }
+                ColumnData::DateTime2(Some(datetime2_exact(day, micros, wire)?))
             }
             Fit::DateTimeOffset { scale } => {
                 let (day, micros) = decode_timestamp(ty, bytes)?;
+                if !within_scale(micros, scale) {
+                    return Err(inexact(format!(
+                        "a timestamp has digits beyond the column's scale {scale} (not rounded)"
+                    )));
+                }
                 ColumnData::DateTimeOffset(Some(DateTimeOffset::new(
-                    datetime2_at(day, micros, scale),
+                    datetime2_at(day, micros, 7),
                     0,
                 )))
+            }
+            Fit::DateTime => {
+                let (day, micros) = decode_timestamp(ty, bytes)?;
+                if i64::from(day) < DAY_1753 {
+                    return Err(inexact("a timestamp is before datetime's 1753-01-01"));
+                }
+                if !micros.is_multiple_of(DATETIME_GRID_MICROS) {
+                    return Err(inexact(
+                        "a timestamp is not on datetime's 1/300-second grid (a multiple of \
+                         10 ms; not rounded)",
+                    ));
+                }
+                let days = i32::try_from(i64::from(day) - DAY_1900)
+                    .map_err(|_| inexact("a timestamp is outside datetime's range"))?;
+                let ticks = u32::try_from(micros / DATETIME_GRID_MICROS * 3)
+                    .map_err(|_| inexact("a timestamp is outside datetime's range"))?;
+                ColumnData::DateTime(Some(DateTime::new(days, ticks)))
+            }
+            Fit::SmallDateTime => {
+                let (day, micros) = decode_timestamp(ty, bytes)?;
+                let day = i64::from(day);
+                if !(DAY_1900..=DAY_2079_06_06).contains(&day) {
+                    return Err(inexact(
+                        "a timestamp is outside smalldatetime's 1900-01-01 .. 2079-06-06",
+                    ));
+                }
+                if !micros.is_multiple_of(MICROS_PER_MINUTE) {
+                    return Err(inexact(
+                        "a timestamp is not a whole minute, which smalldatetime would round",
+                    ));
+                }
+                let days = u16::try_from(day - DAY_1900)
+                    .map_err(|_| inexact("a timestamp is outside smalldatetime's range"))?;
+                let minutes = u16::try_from(micros / MICROS_PER_MINUTE)
+                    .map_err(|_| inexact("a timestamp is outside smalldatetime's range"))?;
+                ColumnData::SmallDateTime(Some(SmallDateTime::new(days, minutes)))
             }
             Fit::Decimal { precision, scale } => {
                 let n = parse_numeric(bytes)?;
                 let v = n.at_scale(u32::from(scale)).map_err(|e| {
-                    unsupported(match e {
+                    inexact(match e {
                         NumericFit::Fraction => format!(
                             "a numeric value has non-zero digits beyond the scale of decimal({precision},{scale})"
                         ),
@@ -1041,11 +1296,28 @@ impl ColumnFit {
                     })
                 })?;
                 if v.unsigned_abs() >= 10u128.pow(u32::from(precision)) {
-                    return Err(unsupported(format!(
+                    return Err(inexact(format!(
                         "a numeric value exceeds decimal({precision},{scale})"
                     )));
                 }
                 ColumnData::Numeric(Some(Numeric::new_with_scale(v, scale)))
+            }
+            Fit::Money { small } => {
+                let kind = if small { "smallmoney" } else { "money" };
+                let max = if small { SMALLMONEY_MAX } else { MONEY_MAX };
+                let n = parse_numeric(bytes)?;
+                let v = n.at_scale(4).map_err(|e| {
+                    inexact(match e {
+                        NumericFit::Fraction => {
+                            format!("a numeric value has more than the 4 decimals of {kind}")
+                        }
+                        NumericFit::Overflow => format!("a numeric value exceeds {kind}"),
+                    })
+                })?;
+                if v > max || v < -max - 1 {
+                    return Err(inexact(format!("a numeric value exceeds {kind}")));
+                }
+                ColumnData::Numeric(Some(Numeric::new_with_scale(v, 4)))
             }
         })
     }
@@ -1067,6 +1339,7 @@ pub fn plan_columns(
             ),
         ));
     }
+    let path = shape::table_load_path(targets);
     sources
         .iter()
         .zip(targets)
@@ -1080,7 +1353,7 @@ pub fn plan_columns(
                     ),
                 ));
             }
-            ColumnFit::new(s, t)
+            ColumnFit::for_path(s, t, path)
         })
         .collect()
 }
@@ -1127,12 +1400,14 @@ fn key_error(column: &str, detail: &str, what: &str) -> XminError {
     )
 }
 
-/// Key checks and canonical decoding of every field of one tuple; returns the key's bytes.
+/// Key checks, canonical decoding of every field of one tuple and, where the target column is
+/// known (`fits`), the per-value fit to it; returns the key's bytes.
 fn check_tuple(
     tuple: &Tuple<'_>,
     columns: &[SourceColumn],
     types: &[PgType],
     keys: &[KeyColumn],
+    fits: &[Option<ColumnFit>],
 ) -> Result<u32, XminError> {
     let mut key_bytes = 0u32;
     for (i, ty) in types.iter().enumerate().take(tuple.len()) {
@@ -1140,10 +1415,19 @@ fn check_tuple(
         let Some(bytes) = tuple.field(i) else {
             continue;
         };
-        let value = decode_field(*ty, bytes).map_err(|e| in_column(name, e))?;
         let Some(key) = keys.get(i) else {
+            match fits.get(i) {
+                // Decodes and checks the value exactly as the load will (column named).
+                Some(Some(fit)) => {
+                    fit.convert(Some(bytes))?;
+                }
+                _ => {
+                    decode_field(*ty, bytes).map_err(|e| in_column(name, e))?;
+                }
+            }
             continue;
         };
+        let value = decode_field(*ty, bytes).map_err(|e| in_column(name, e))?;
         key_bytes += match (key.ty, &value) {
             (KeyType::Text { max_chars }, ColumnData::String(Some(s))) => {
                 keys::check_text_key(s).map_err(|code| {
@@ -1175,10 +1459,11 @@ fn scan(
     columns: &[SourceColumn],
     types: &[PgType],
     keys: &[KeyColumn],
+    fits: &[Option<ColumnFit>],
 ) -> Result<(PayloadCount, u32), XminError> {
     let mut widest = 0u32;
     while let Some(tuple) = reader.next_tuple()? {
-        widest = widest.max(check_tuple(&tuple, columns, types, keys)?);
+        widest = widest.max(check_tuple(&tuple, columns, types, keys, fits)?);
     }
     Ok((
         PayloadCount {
@@ -1207,6 +1492,20 @@ pub fn check_export(
     envelope: &SnapshotEnvelope,
     store: &dyn ArtifactStore,
     keys: &[KeyColumn],
+) -> Result<ExportCheck, XminError> {
+    check_export_fitted(envelope, store, keys, &[])
+}
+
+/// [`check_export`], and every non-key value fitted to its target column (`targets`, the
+/// target's columns as frozen by preflight or `begin`, matched by name; the staging columns
+/// have the same types and collations) exactly as the load will fit it: a value that would not
+/// read back equal ([`COLUMN_VALUE_INEXACT`]) is refused before any SQL Server object is
+/// created, not midway through the staging load.
+pub fn check_export_fitted(
+    envelope: &SnapshotEnvelope,
+    store: &dyn ArtifactStore,
+    keys: &[KeyColumn],
+    targets: &[ColumnRow],
 ) -> Result<ExportCheck, XminError> {
     let types = column_types(&envelope.columns)?;
     let key_count = usize::from(envelope.key_columns);
@@ -1241,6 +1540,15 @@ pub fn check_export(
             ),
         )
     })?;
+    let fits = envelope
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match targets.iter().find(|t| t.name == c.name) {
+            Some(t) if i >= keys.len() => ColumnFit::new(c, t).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let key_fields = envelope.key_columns;
     let key_payload = envelope.key_payload();
     let key_payload_fields = if envelope.keys.is_some() {
@@ -1254,7 +1562,7 @@ pub fn check_export(
         ));
     }
     let mut reader = open_payload(store, key_payload, key_fields)?;
-    let (key_counts, mut widest) = scan(&mut reader, &envelope.columns, &types, keys)?;
+    let (key_counts, mut widest) = scan(&mut reader, &envelope.columns, &types, keys, &fits)?;
     let row_counts = if envelope.keys.is_some() {
         if usize::from(envelope.rows.fields) != envelope.columns.len() {
             return Err(malformed(
@@ -1262,7 +1570,7 @@ pub fn check_export(
             ));
         }
         let mut reader = open_payload(store, &envelope.rows, key_fields)?;
-        let (counts, w) = scan(&mut reader, &envelope.columns, &types, keys)?;
+        let (counts, w) = scan(&mut reader, &envelope.columns, &types, keys, &fits)?;
         widest = widest.max(w);
         counts
     } else {
@@ -1286,15 +1594,22 @@ fn statement_failed(step: &'static str, e: tiberius::error::Error) -> XminError 
     crate::session::lease_error(&conn::map_error(step, e))
 }
 
+/// Upper bound of the values' bytes buffered for one statement of the insert path (one row may
+/// exceed it alone: a batch is sent as soon as it reaches the bound).
+pub const INSERT_BATCH_BYTES: usize = 8 << 20;
+
 /// Streams the artifact of `payload` into the staging table `table` (bracket-quoted, in the
-/// session's current database) with tiberius' bulk insert, and returns the rows sent.
+/// session's current database) and returns the rows sent, by the table's load path
+/// ([`shape::table_load_path`]): tiberius' bulk insert, or parameterized batched `INSERT`s for
+/// the types and lengths the bulk load cannot carry (`insert_load`, below).
 ///
 /// The staging table's loadable columns must be `columns` in order (names checked), each
-/// paired by [`ColumnFit::new`]; the first `key_columns` fields must be non-NULL. The artifact
-/// is proved equal to its receipt (sha256, size, trailer, row count) **before** `finalize`; on
-/// any error the bulk insert is abandoned unfinalized, and the session must then be discarded
-/// (its transaction rolled back by `XACT_ABORT` or the dropped connection).
-pub async fn bulk_load(
+/// paired by [`ColumnFit::for_path`]; the first `key_columns` fields must be non-NULL. The
+/// artifact is proved equal to its receipt (sha256, size, trailer, row count) **before** the
+/// load is finalized (the bulk insert's `finalize`, the insert path's `COMMIT`); on any error
+/// the load is abandoned unfinalized, and the session must then be discarded (its transaction
+/// rolled back by `XACT_ABORT` or the dropped connection).
+pub async fn load_staging(
     client: &mut MssqlClient,
     table: &str,
     columns: &[SourceColumn],
@@ -1319,6 +1634,10 @@ pub async fn bulk_load(
         .collect();
     let plan = plan_columns(columns, &targets)?;
     let mut reader = open_payload(store, payload, key_fields)?;
+    if shape::table_load_path(&targets) == LoadPath::Insert {
+        let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+        return insert_load(client, table, &names, &plan, &mut reader).await;
+    }
     let mut request = client
         .bulk_insert(table)
         .await
@@ -1353,4 +1672,121 @@ pub async fn bulk_load(
         ));
     }
     Ok(sent)
+}
+
+/// One statement of the insert path: the rows' values in row order, ready to bind.
+#[derive(Debug, Default)]
+pub struct InsertBatch {
+    /// Rows in the batch.
+    pub rows: usize,
+    /// Bound values, `rows × columns`, row by row.
+    pub values: Vec<ColumnData<'static>>,
+    /// Bytes of the source fields (the buffering bound).
+    pub bytes: usize,
+}
+
+impl InsertBatch {
+    /// Converts one tuple into the batch (every value checked by its [`ColumnFit`]).
+    pub fn push(&mut self, tuple: &Tuple<'_>, plan: &[ColumnFit]) -> Result<(), XminError> {
+        for (i, fit) in plan.iter().enumerate() {
+            let field = tuple.field(i);
+            self.bytes += field.map_or(0, <[u8]>::len);
+            self.values.push(fit.convert(field)?);
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// The batch is full for a table of `columns` columns.
+    pub fn full(&self, columns: usize) -> bool {
+        self.rows >= crate::sql::insert_batch_rows(columns) || self.bytes >= INSERT_BATCH_BYTES
+    }
+
+    /// The statement and its bound parameters; empties the batch.
+    pub fn take_query(&mut self, table: &str, names: &[&str]) -> Query<'static> {
+        let mut q = Query::new(crate::sql::staging_insert(table, names, self.rows));
+        for v in self.values.drain(..) {
+            q.bind(v);
+        }
+        self.rows = 0;
+        self.bytes = 0;
+        q
+    }
+}
+
+/// The insert load path: inside one transaction of the staging session, the tuples in batches
+/// of [`crate::sql::insert_batch_rows`] rows (at most 2,098 parameters and 1,000 rows per
+/// statement, at most [`INSERT_BATCH_BYTES`] buffered), each value bound as a typed RPC
+/// parameter (`nvarchar(4000)`/`nvarchar(max)`, `varbinary(8000)`/`varbinary(max)` as PLP,
+/// `numeric(p,s)`, `datetime2(7)`, `time(7)`, `datetimeoffset(7)`, `datetime`,
+/// `smalldatetime`, `tinyint`, …) that the server converts to the column's type exactly,
+/// every value having been checked host-side by its [`ColumnFit`]. `COMMIT` only after the
+/// artifact is proved equal to its receipt and the server's row counts add up to the rows
+/// sent; on any error a best-effort `ROLLBACK`.
+async fn insert_load(
+    client: &mut MssqlClient,
+    table: &str,
+    names: &[&str],
+    plan: &[ColumnFit],
+    reader: &mut TupleReader<Box<dyn Read + Send>>,
+) -> Result<u64, XminError> {
+    const STEP: &str = "insert_load";
+    client
+        .simple_query("BEGIN TRANSACTION;")
+        .await
+        .map_err(|e| statement_failed(STEP, e))?
+        .into_results()
+        .await
+        .map_err(|e| statement_failed(STEP, e))?;
+    let result = async {
+        let mut batch = InsertBatch::default();
+        let (mut sent, mut stored) = (0u64, 0u64);
+        loop {
+            let tuple = reader.next_tuple()?;
+            let done = match tuple {
+                Some(t) => {
+                    batch.push(&t, plan)?;
+                    false
+                }
+                None => true,
+            };
+            if batch.rows > 0 && (done || batch.full(plan.len())) {
+                sent += batch.rows as u64;
+                stored += batch
+                    .take_query(table, names)
+                    .execute(client)
+                    .await
+                    .map_err(|e| statement_failed(STEP, e))?
+                    .total();
+            }
+            if done {
+                break;
+            }
+        }
+        if stored != sent {
+            return Err(XminError::new(
+                ErrorCode::SnapshotCountMismatch,
+                format!("the inserts stored {stored} rows, {sent} were sent"),
+            ));
+        }
+        client
+            .simple_query("COMMIT TRANSACTION;")
+            .await
+            .map_err(|e| statement_failed(STEP, e))?
+            .into_results()
+            .await
+            .map_err(|e| statement_failed(STEP, e))?;
+        Ok(sent)
+    }
+    .await;
+    if result.is_err() {
+        // Best effort: a lost session rolls back by itself.
+        if let Ok(stream) = client
+            .simple_query("IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION;")
+            .await
+        {
+            let _ = stream.into_results().await;
+        }
+    }
+    result
 }

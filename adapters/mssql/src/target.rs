@@ -618,8 +618,9 @@ impl MssqlTarget {
     }
 
     /// Reads the target's columns on a session in the target database and freezes the
-    /// finalizer from them (shape checked, bulk-load limits refused).
-    async fn freeze(&self, target: &mut MssqlClient) -> Result<Finalizer> {
+    /// finalizer from them (shape checked, column types without an exact load refused);
+    /// returns the columns too, for the per-value checks before staging.
+    async fn freeze(&self, target: &mut MssqlClient) -> Result<(Finalizer, Vec<ColumnRow>)> {
         let object = format!("{}.{}", ident(&self.spec.schema), ident(&self.spec.table));
         let columns = conn::target_columns(target, &object).await.map_err(cx)?;
         if columns.is_empty() {
@@ -637,7 +638,7 @@ impl MssqlTarget {
             .map_err(cx)?;
         catalog::verify_target_key(&self.spec.keys, &indexes, instead_of, cascading)
             .map_err(|m| XminError::new(ErrorCode::TargetTableInvalid, m))?;
-        Ok(fin)
+        Ok((fin, columns))
     }
 
     /// Opens the staging lease: a session in the staging database on a supported server whose
@@ -674,7 +675,7 @@ impl TargetPort for MssqlTarget {
         let mut target = self.connect(MssqlRole::Target).await?;
         let mut state = self.connect(MssqlRole::State).await?;
         self.verify_pins(&mut target, Some(&mut state)).await?;
-        let fin = self.freeze(&mut target).await?;
+        let (fin, _) = self.freeze(&mut target).await?;
         let rows = query_rows(&mut state, "state catalog", &fin.state.catalog_check(), &[])
             .await
             .map_err(cx)?;
@@ -762,7 +763,7 @@ impl TargetPort for MssqlTarget {
         // the two.
         let mut client = self.connect(MssqlRole::Target).await?;
         let (_, run_session) = self.verify_pins(&mut client, None).await?;
-        let fin = self.freeze(&mut client).await?;
+        let (fin, target_columns) = self.freeze(&mut client).await?;
         if self.fin.as_ref().is_some_and(|f| *f != fin) {
             return Err(XminError::new(
                 ErrorCode::TargetTableInvalid,
@@ -779,6 +780,7 @@ impl TargetPort for MssqlTarget {
             lease,
             staging_schema: self.spec.pins.staging_schema.clone(),
             staged: false,
+            target_columns,
         })
     }
 }
@@ -805,6 +807,8 @@ pub struct MssqlSession {
     lease: StagingLease,
     staging_schema: String,
     staged: bool,
+    /// The target's columns as `begin` froze them (per-value checks before staging).
+    target_columns: Vec<ColumnRow>,
 }
 
 impl MssqlSession {
@@ -900,8 +904,9 @@ impl TargetSession for MssqlSession {
 
     async fn stage(&mut self, env: &SnapshotEnvelope, store: &dyn ArtifactStore) -> Result<Staged> {
         let keys = self.tx.finalizer_mut().keys.clone();
-        // Every key is checked before any SQL Server object is created.
-        stage::check_export(env, store, &keys)?;
+        // Every key, and every value against its column, is checked before any SQL Server
+        // object is created.
+        stage::check_export_fitted(env, store, &keys, &self.target_columns)?;
         let stem = stage_stem(env);
         let (rows_table, keys_table) = {
             let fin = self.tx.finalizer_mut();
@@ -933,7 +938,8 @@ impl TargetSession for MssqlSession {
         }
         for (table, columns, payload) in payloads {
             self.lease.check().await.map_err(staging_error)?;
-            stage::bulk_load(self.lease.client_mut(), &table, columns, k, payload, store).await?;
+            stage::load_staging(self.lease.client_mut(), &table, columns, k, payload, store)
+                .await?;
             self.lease.check().await.map_err(staging_error)?;
         }
         let rows = query_rows(

@@ -16,6 +16,7 @@ fn col(name: &str, ty: &str, nullable: bool) -> ColumnRow {
         max_length: 0,
         precision: 0,
         scale: 0,
+        code_page: None,
     }
 }
 

@@ -6,8 +6,8 @@ use dpone_adapter_mssql::keys::{KEY_TOO_WIDE, KEY_TRAILING_SPACE};
 use dpone_adapter_mssql::shape::ColumnRow;
 use dpone_adapter_mssql::sql::{KeyColumn, KeyType};
 use dpone_adapter_mssql::stage::{
-    ColumnFit, KEY_TOO_LONG, PgType, TupleReader, check_export, column_types, decode_field,
-    open_payload, plan_columns,
+    COLUMN_VALUE_INEXACT, ColumnFit, KEY_TOO_LONG, PgType, TupleReader, check_export, column_types,
+    decode_field, open_payload, plan_columns,
 };
 use dpone_engine_xmin::ErrorCode;
 use dpone_engine_xmin::artifact::{ArtifactReceipt, ArtifactStore, ArtifactWriter};
@@ -186,6 +186,7 @@ fn target(name: &str, type_name: &str, max_length: i32, precision: u8, scale: u8
         max_length,
         precision,
         scale,
+        code_page: None,
     }
 }
 
@@ -918,12 +919,24 @@ fn fit_time_and_timestamps_to_column_scale() {
     let t = col("t", "time without time zone", 1083);
     let f6 = ColumnFit::new(&t, &target("t", "time", 5, 15, 6)).expect("time(6)");
     match f6.convert(Some(&i64be(45_296_789_012))).expect("value") {
-        // time(6) counts microseconds.
-        ColumnData::Time(Some(v)) => assert_eq!((v.increments(), v.scale()), (45_296_789_012, 6)),
+        // Sent as time(7) (the insert path binds time(7); the server narrows it to time(6)
+        // exactly): 100 ns increments.
+        ColumnData::Time(Some(v)) => assert_eq!((v.increments(), v.scale()), (452_967_890_120, 7)),
         other => panic!("not a time: {other:?}"),
     }
-    // time(3) would drop microseconds.
-    assert!(ColumnFit::new(&t, &target("t", "time", 4, 12, 3)).is_err());
+    // time(3): whole milliseconds load, a value with microseconds is refused (not rounded).
+    let f3 = ColumnFit::new(&t, &target("t", "time", 4, 12, 3)).expect("time(3)");
+    assert!(f3.convert(Some(&i64be(45_296_789_000))).is_ok());
+    let e = f3
+        .convert(Some(&i64be(45_296_789_012)))
+        .expect_err("refused");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+    assert!(
+        e.message().starts_with(COLUMN_VALUE_INEXACT),
+        "{}",
+        e.message()
+    );
+    assert!(e.message().contains("\"t\""), "{}", e.message());
 
     let ts = col("ts", "timestamp without time zone", 1114);
     let f7 = ColumnFit::new(&ts, &target("ts", "datetime2", 8, 27, 7)).expect("datetime2(7)");
@@ -934,7 +947,8 @@ fn fit_time_and_timestamps_to_column_scale() {
     assert_eq!(f7.convert(None).expect("null"), ColumnData::DateTime2(None));
     // timestamp without zone has no offset to give datetimeoffset.
     assert!(ColumnFit::new(&ts, &target("ts", "datetimeoffset", 10, 34, 7)).is_err());
-    assert!(ColumnFit::new(&ts, &target("ts", "datetime", 8, 23, 3)).is_err());
+    // timestamp into datetime is accepted (on its 1/300 s grid, see fit_datetime_*).
+    assert!(ColumnFit::new(&ts, &target("ts", "datetime", 8, 23, 3)).is_ok());
 
     // datetime2(0..5): the value at the column's scale, exactly; digits beyond it are refused,
     // never rounded. 762_525_296_789_000 µs = 2024-02-26 12:34:56.789 (day 738_944).
@@ -1017,9 +1031,10 @@ fn fit_text_binary_and_guid() {
     assert_eq!(f.convert(None).expect("null"), ColumnData::String(None));
     let max = ColumnFit::new(&s, &target("s", "nvarchar", -1, 0, 0)).expect("nvarchar(max)");
     assert!(max.convert(Some("é🎉".as_bytes())).is_ok());
-    // Non-Unicode and padded columns are refused.
+    // A varchar column without a code page the host can check is refused; nchar is accepted
+    // (values that fill it exactly, see fit_fixed_length_*).
     assert!(ColumnFit::new(&s, &target("s", "varchar", 10, 0, 0)).is_err());
-    assert!(ColumnFit::new(&s, &target("s", "nchar", 20, 0, 0)).is_err());
+    assert!(ColumnFit::new(&s, &target("s", "nchar", 20, 0, 0)).is_ok());
 
     let b = col("b", "bytea", 17);
     let fb = ColumnFit::new(&b, &target("b", "varbinary", 2, 0, 0)).expect("varbinary(2)");
@@ -1146,7 +1161,7 @@ async fn live_bulk_load_round_trips_datetime2_scales_and_quoted_names() {
         4,
         2,
     );
-    let sent = stage::bulk_load(&mut c, "[dbo].[t]", &columns, 1, &ok, &store)
+    let sent = stage::load_staging(&mut c, "[dbo].[t]", &columns, 1, &ok, &store)
         .await
         .expect("bulk load");
     assert_eq!(sent, 2);
@@ -1182,7 +1197,7 @@ async fn live_bulk_load_round_trips_datetime2_scales_and_quoted_names() {
         4,
         1,
     );
-    let e = stage::bulk_load(&mut c, "[dbo].[t]", &columns, 1, &bad, &store)
+    let e = stage::load_staging(&mut c, "[dbo].[t]", &columns, 1, &bad, &store)
         .await
         .expect_err("refused");
     assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
@@ -1191,4 +1206,1328 @@ async fn live_bulk_load_round_trips_datetime2_scales_and_quoted_names() {
     conn::execute(&mut c, "drop", &sql::drop_scratch_database(&name))
         .await
         .expect("drop scratch database");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Types accepted with per-value checks (both load paths)
+// ---------------------------------------------------------------------------------------------
+
+fn i16be(v: i16) -> Vec<u8> {
+    v.to_be_bytes().to_vec()
+}
+
+/// PostgreSQL timestamp: `days` after 2000-01-01 plus `micros` into the day.
+fn pg_ts(days: i64, micros: i64) -> Vec<u8> {
+    i64be(days * 86_400_000_000 + micros)
+}
+
+/// SQL Server `date` day (since 0001-01-01) of 2000-01-01.
+const PG_EPOCH_DAY: i64 = 730_119;
+
+fn with_code_page(mut row: ColumnRow, cp: u32) -> ColumnRow {
+    row.code_page = Some(cp);
+    row
+}
+
+/// A refusal: the column type's code, the detail code first, the column named, the value not.
+fn refused_value(fit: &ColumnFit, bytes: &[u8], column: &str, why: &str) {
+    let e = fit.convert(Some(bytes)).expect_err("refused");
+    assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported, "{e}");
+    let m = e.message();
+    assert!(m.starts_with(COLUMN_VALUE_INEXACT), "{m}");
+    assert!(m.contains(&format!("column {column:?}")), "{m}");
+    assert!(m.contains(why), "{m}");
+}
+
+#[test]
+fn fit_tinyint_from_int2_and_int4_in_range_only() {
+    for (src, bytes) in [
+        (
+            col("n", "smallint", 21),
+            [i16be(0), i16be(255), i16be(256), i16be(-1)],
+        ),
+        (
+            col("n", "integer", 23),
+            [i32be(0), i32be(255), i32be(256), i32be(-1)],
+        ),
+    ] {
+        let f = ColumnFit::new(&src, &target("n", "tinyint", 1, 3, 0)).expect("tinyint");
+        assert_eq!(
+            f.convert(Some(&bytes[0])).expect("0"),
+            ColumnData::U8(Some(0))
+        );
+        assert_eq!(
+            f.convert(Some(&bytes[1])).expect("255"),
+            ColumnData::U8(Some(255))
+        );
+        refused_value(&f, &bytes[2], "n", "0 .. 255");
+        refused_value(&f, &bytes[3], "n", "0 .. 255");
+        assert_eq!(f.convert(None).expect("null"), ColumnData::U8(None));
+    }
+    // int8 could never be narrowed safely by type: refused.
+    assert!(ColumnFit::new(&col("n", "bigint", 20), &target("n", "tinyint", 1, 3, 0)).is_err());
+}
+
+#[test]
+fn fit_money_and_smallmoney_at_four_decimals_within_range() {
+    let c = col("m", "numeric", 1700);
+    let money = ColumnFit::new(&c, &target("m", "money", 8, 19, 4)).expect("money");
+    let num4 = |v: ColumnData<'static>| match v {
+        ColumnData::Numeric(Some(n)) => (n.value(), n.scale()),
+        other => panic!("not a numeric: {other:?}"),
+    };
+    // 922337203685477.5807 = groups 922 3372 0368 5477 . 5807 (weight 3): i64::MAX / 10^4.
+    let max = numeric(3, POS, 4, &[922, 3372, 368, 5477, 5807]);
+    assert_eq!(
+        num4(money.convert(Some(&max)).expect("max")),
+        (i64::MAX as i128, 4)
+    );
+    let min = numeric(3, NEG, 4, &[922, 3372, 368, 5477, 5808]);
+    assert_eq!(
+        num4(money.convert(Some(&min)).expect("min")),
+        (i64::MIN as i128, 4)
+    );
+    refused_value(
+        &money,
+        &numeric(3, POS, 4, &[922, 3372, 368, 5477, 5808]),
+        "m",
+        "exceeds money",
+    );
+    // 1.23456: a fifth decimal would be rounded by money.
+    refused_value(
+        &money,
+        &numeric(0, POS, 5, &[1, 2345, 6000]),
+        "m",
+        "4 decimals",
+    );
+    // 1.23450 (display scale 5, trailing zero) is exactly 1.2345.
+    assert_eq!(
+        num4(
+            money
+                .convert(Some(&numeric(0, POS, 5, &[1, 2345])))
+                .expect("1.2345")
+        ),
+        (12_345, 4)
+    );
+    let small = ColumnFit::new(&c, &target("m", "smallmoney", 4, 10, 4)).expect("smallmoney");
+    // 214748.3647 = groups 21 4748 . 3647 (weight 1): i32::MAX / 10^4.
+    assert_eq!(
+        num4(
+            small
+                .convert(Some(&numeric(1, POS, 4, &[21, 4748, 3647])))
+                .expect("max")
+        ),
+        (i32::MAX as i128, 4)
+    );
+    assert_eq!(
+        num4(
+            small
+                .convert(Some(&numeric(1, NEG, 4, &[21, 4748, 3648])))
+                .expect("min")
+        ),
+        (i32::MIN as i128, 4)
+    );
+    refused_value(
+        &small,
+        &numeric(1, POS, 4, &[21, 4748, 3648]),
+        "m",
+        "exceeds smallmoney",
+    );
+    assert_eq!(
+        small.convert(None).expect("null"),
+        ColumnData::Numeric(None)
+    );
+    // float into money is refused by type.
+    assert!(
+        ColumnFit::new(
+            &col("m", "double precision", 701),
+            &target("m", "money", 8, 19, 4)
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn fit_datetime_on_its_grid_and_range() {
+    let c = col("d", "timestamp without time zone", 1114);
+    let f = ColumnFit::new(&c, &target("d", "datetime", 8, 23, 3)).expect("datetime");
+    let dt = |v: ColumnData<'static>| match v {
+        ColumnData::DateTime(Some(d)) => (d.days(), d.seconds_fragments()),
+        other => panic!("not a datetime: {other:?}"),
+    };
+    // 1753-01-01 is SQL day 639_905, 53_690 days before 1900-01-01.
+    let first = pg_ts(639_905 - PG_EPOCH_DAY, 0);
+    assert_eq!(dt(f.convert(Some(&first)).expect("first")), (-53_690, 0));
+    // 9999-12-31 23:59:59.990: day 3_652_058 (2_958_463 after 1900), 86_399.99 s = 25_919_997
+    // ticks of 1/300 s.
+    let last = pg_ts(3_652_058 - PG_EPOCH_DAY, 86_399_990_000);
+    assert_eq!(
+        dt(f.convert(Some(&last)).expect("last")),
+        (2_958_463, 25_919_997)
+    );
+    // 2000-01-01 00:00:00.010 = 3 ticks.
+    assert_eq!(
+        dt(f.convert(Some(&pg_ts(0, 10_000))).expect("10 ms")),
+        (36_524, 3)
+    );
+    refused_value(&f, &pg_ts(639_904 - PG_EPOCH_DAY, 0), "d", "1753-01-01");
+    // .001 s and .003333 s are not exact multiples of 1/300 s in microseconds.
+    refused_value(&f, &pg_ts(0, 1_000), "d", "1/300-second grid");
+    refused_value(&f, &pg_ts(0, 3_333), "d", "1/300-second grid");
+    assert_eq!(f.convert(None).expect("null"), ColumnData::DateTime(None));
+    // timestamptz as UTC.
+    assert!(
+        ColumnFit::new(
+            &col("d", "timestamp with time zone", 1184),
+            &target("d", "datetime", 8, 23, 3)
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn fit_smalldatetime_whole_minutes_in_range() {
+    let c = col("d", "timestamp without time zone", 1114);
+    let f = ColumnFit::new(&c, &target("d", "smalldatetime", 4, 16, 0)).expect("smalldatetime");
+    let sdt = |v: ColumnData<'static>| match v {
+        ColumnData::SmallDateTime(Some(d)) => (d.days(), d.seconds_fragments()),
+        other => panic!("not a smalldatetime: {other:?}"),
+    };
+    // 1900-01-01 00:00 is SQL day 693_595.
+    assert_eq!(
+        sdt(f
+            .convert(Some(&pg_ts(693_595 - PG_EPOCH_DAY, 0)))
+            .expect("first")),
+        (0, 0)
+    );
+    // 2079-06-06 23:59: day 65_535 after 1900-01-01, minute 1_439.
+    let last = pg_ts(693_595 + 65_535 - PG_EPOCH_DAY, 1_439 * 60_000_000);
+    assert_eq!(sdt(f.convert(Some(&last)).expect("last")), (65_535, 1_439));
+    refused_value(
+        &f,
+        &pg_ts(693_595 + 65_536 - PG_EPOCH_DAY, 0),
+        "d",
+        "2079-06-06",
+    );
+    refused_value(
+        &f,
+        &pg_ts(693_594 - PG_EPOCH_DAY, 1_439 * 60_000_000),
+        "d",
+        "1900-01-01",
+    );
+    refused_value(&f, &pg_ts(0, 30_000_000), "d", "whole minute");
+    assert_eq!(
+        f.convert(None).expect("null"),
+        ColumnData::SmallDateTime(None)
+    );
+}
+
+#[test]
+fn fit_time_and_datetimeoffset_at_any_scale() {
+    let t = col("t", "time without time zone", 1083);
+    for scale in 0..=7u8 {
+        let f = ColumnFit::new(&t, &target("t", "time", 5, 8 + scale, scale)).expect("time(n)");
+        // 12:34:56 fits every scale, sent as time(7).
+        match f
+            .convert(Some(&i64be(45_296_000_000)))
+            .expect("whole second")
+        {
+            ColumnData::Time(Some(v)) => {
+                assert_eq!((v.increments(), v.scale()), (452_960_000_000, 7))
+            }
+            other => panic!("not a time: {other:?}"),
+        }
+        let one_micro = f.convert(Some(&i64be(45_296_000_001)));
+        assert_eq!(one_micro.is_ok(), scale >= 6, "time({scale})");
+    }
+    let tz = col("tz", "timestamp with time zone", 1184);
+    let f3 = ColumnFit::new(&tz, &target("tz", "datetimeoffset", 8, 30, 3)).expect("dto(3)");
+    match f3.convert(Some(&i64be(762_525_296_789_000))).expect("ms") {
+        ColumnData::DateTimeOffset(Some(v)) => {
+            assert_eq!(v.offset(), 0);
+            assert_eq!(v.datetime2().time().scale(), 7);
+            assert_eq!(v.datetime2().time().increments(), 452_967_890_000);
+        }
+        other => panic!("not a datetimeoffset: {other:?}"),
+    }
+    refused_value(&f3, &i64be(762_525_296_789_012), "tz", "scale 3");
+}
+
+#[test]
+fn fit_varchar_and_char_by_code_page() {
+    let s = col("s", "text", 25);
+    // Windows-1252: every character of the code page (0x20..=0xFF, the five unassigned bytes
+    // decode to C1 controls in Windows' table and in encoding_rs' alike) loads.
+    let all: String = encoding_rs::WINDOWS_1252
+        .decode_without_bom_handling(&(0x20u8..=0xFF).collect::<Vec<u8>>())
+        .0
+        .into_owned();
+    assert_eq!(
+        dpone_adapter_mssql::stage::code_page_bytes(&all, 1252),
+        Some(224)
+    );
+    let wide = ColumnFit::new(&s, &with_code_page(target("s", "varchar", 224, 0, 0), 1252))
+        .expect("varchar(224)");
+    assert_eq!(
+        wide.convert(Some(all.as_bytes())).expect("whole code page"),
+        ColumnData::String(Some(all.clone().into()))
+    );
+    let f = ColumnFit::new(&s, &with_code_page(target("s", "varchar", 3, 0, 0), 1252))
+        .expect("varchar(3)");
+    // "€ab": € is one byte (0x80) in 1252.
+    assert!(f.convert(Some("€ab".as_bytes())).is_ok());
+    refused_value(&f, "€abc".as_bytes(), "s", "3 bytes");
+    // ā (U+0101) has no 1252 byte: SQL Server would store a best-fit "a".
+    refused_value(&f, "ā".as_bytes(), "s", "code page (windows-1252)");
+    refused_value(&f, "🎉".as_bytes(), "s", "code page");
+    // Cyrillic in 1251, not in 1252.
+    let cyr =
+        ColumnFit::new(&s, &with_code_page(target("s", "varchar", 10, 0, 0), 1251)).expect("1251");
+    assert!(cyr.convert(Some("Жук".as_bytes())).is_ok());
+    refused_value(&wide, "Жук".as_bytes(), "s", "code page");
+    // A _UTF8 collation (65001) holds every character; the limit is in UTF-8 bytes.
+    let utf8 =
+        ColumnFit::new(&s, &with_code_page(target("s", "varchar", 6, 0, 0), 65001)).expect("utf8");
+    assert!(utf8.convert(Some("é🎉".as_bytes())).is_ok());
+    refused_value(&utf8, "éé🎉".as_bytes(), "s", "6 bytes");
+    let max = ColumnFit::new(&s, &with_code_page(target("s", "varchar", -1, 0, 0), 65001))
+        .expect("varchar(max)");
+    let long = "ж".repeat(100_000);
+    assert!(max.convert(Some(long.as_bytes())).is_ok());
+    // Legacy multi-byte and OEM code pages are refused by type.
+    for cp in [932, 936, 949, 950, 437, 850] {
+        assert!(ColumnFit::new(&s, &with_code_page(target("s", "varchar", 10, 0, 0), cp)).is_err());
+    }
+}
+
+#[test]
+fn fit_fixed_length_columns_only_for_values_the_padding_leaves_unchanged() {
+    let s = col("s", "character(3)", 1042);
+    let c =
+        ColumnFit::new(&s, &with_code_page(target("s", "char", 3, 0, 0), 1252)).expect("char(3)");
+    assert!(c.convert(Some(b"abc")).is_ok());
+    // bpchar(3) comes padded; "ab" from a text source would be padded to "ab " by SQL Server.
+    assert!(c.convert(Some(b"ab ")).is_ok());
+    refused_value(&c, b"ab", "s", "pad");
+    refused_value(&c, b"abcd", "s", "3 bytes");
+    // nchar(2): 4 bytes, two UTF-16 units.
+    let n = ColumnFit::new(&s, &target("s", "nchar", 4, 0, 0)).expect("nchar(2)");
+    assert!(n.convert(Some("é!".as_bytes())).is_ok());
+    refused_value(&n, b"a", "s", "pad");
+    refused_value(&n, "é🎉".as_bytes(), "s", "longer than nchar(2)");
+    // binary(2).
+    let b = col("b", "bytea", 17);
+    let fb = ColumnFit::new(&b, &target("b", "binary", 2, 0, 0)).expect("binary(2)");
+    assert!(fb.convert(Some(&[0, 0])).is_ok());
+    refused_value(&fb, &[1], "b", "pad");
+    refused_value(&fb, &[1, 2, 3], "b", "longer than binary(2)");
+}
+
+#[test]
+fn insert_path_sends_datetime2_at_scale_7_and_bulk_at_the_column_scale() {
+    let sources = vec![
+        col("id", "bigint", 20),
+        col("ts", "timestamp without time zone", 1114),
+        col("doc", "text", 25),
+    ];
+    let bulk = vec![
+        target("id", "bigint", 8, 19, 0),
+        target("ts", "datetime2", 7, 23, 3),
+        target("doc", "nvarchar", 4000, 0, 0),
+    ];
+    let mut insert = bulk.clone();
+    insert[2] = target("doc", "nvarchar", -1, 0, 0);
+    let ms = i64be(762_525_296_789_000);
+    let plan = plan_columns(&sources, &bulk).expect("bulk");
+    assert_eq!(
+        dt2(plan[1].convert(Some(&ms)).expect("v")),
+        (738_944, 45_296_789, 3)
+    );
+    let plan = plan_columns(&sources, &insert).expect("insert");
+    assert_eq!(
+        dt2(plan[1].convert(Some(&ms)).expect("v")),
+        (738_944, 452_967_890_000, 7)
+    );
+    refused_value(&plan[1], &i64be(762_525_296_789_001), "ts", "scale 3");
+    // A (max) value over 65,535 bytes: the bulk load could not carry it, the insert path can.
+    let big = "x".repeat(70_000);
+    assert!(plan[2].convert(Some(big.as_bytes())).is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The insert path's statements and batches
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn staging_insert_statement_and_batch_limits() {
+    use dpone_adapter_mssql::sql::{INSERT_MAX_PARAMS, insert_batch_rows, staging_insert};
+    assert_eq!(
+        staging_insert("[s].[t]", &["id", "a]b"], 2),
+        "INSERT INTO [s].[t] ([id], [a]]b]) VALUES (@P1, @P2), (@P3, @P4);"
+    );
+    assert_eq!(
+        staging_insert("[s].[t]", &["id"], 1),
+        "INSERT INTO [s].[t] ([id]) VALUES (@P1);"
+    );
+    // 1,000 rows at most; 2,098 values at most (2,100 RPC parameters less sp_executesql's two).
+    assert_eq!(insert_batch_rows(1), 1000);
+    assert_eq!(insert_batch_rows(2), 1000);
+    assert_eq!(insert_batch_rows(3), 699);
+    assert_eq!(insert_batch_rows(10), 209);
+    assert_eq!(insert_batch_rows(1024), 2);
+    assert_eq!(insert_batch_rows(4000), 1);
+    for n in 1..=1024 {
+        assert!(insert_batch_rows(n) * n <= INSERT_MAX_PARAMS, "{n} columns");
+    }
+    // The statement parses as T-SQL.
+    let sql = staging_insert("[s].[t]", &["id", "v"], 3);
+    sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MsSqlDialect {}, &sql)
+        .expect("parses");
+}
+
+#[test]
+fn insert_batches_fill_to_the_parameter_limit_and_the_byte_bound() {
+    use dpone_adapter_mssql::stage::{INSERT_BATCH_BYTES, InsertBatch};
+    let sources = vec![col("id", "bigint", 20), col("doc", "text", 25)];
+    let targets = vec![
+        target("id", "bigint", 8, 19, 0),
+        target("doc", "nvarchar", -1, 0, 0),
+    ];
+    let plan = plan_columns(&sources, &targets).expect("plan");
+    let rows: Vec<Vec<u8>> = (0..1001).map(i64be).collect();
+    let tuples: Vec<Vec<Option<&[u8]>>> = rows
+        .iter()
+        .map(|id| vec![Some(&id[..]), Some(&b"v"[..])])
+        .collect();
+    let bytes = encode_for_tests(&tuples);
+    let r = receipt(&bytes, 2, 1001);
+    let mut reader = TupleReader::new(Cursor::new(bytes), &r, 1).expect("header");
+    let mut batch = InsertBatch::default();
+    let mut statements = Vec::new();
+    while let Some(t) = reader.next_tuple().expect("tuple") {
+        batch.push(&t, &plan).expect("fits");
+        if batch.full(plan.len()) {
+            statements.push(batch.take_query("[s].[t]", &["id", "doc"]).param_count());
+        }
+    }
+    if batch.rows > 0 {
+        statements.push(batch.take_query("[s].[t]", &["id", "doc"]).param_count());
+    }
+    // 1,000 rows of 2 parameters, then the last row.
+    assert_eq!(statements, vec![2000, 2]);
+    // One value of the byte bound fills a batch by itself.
+    let big = vec![b'x'; INSERT_BATCH_BYTES];
+    let one = encode_for_tests(&[vec![Some(&i64be(1)[..]), Some(&big[..])]]);
+    let r = receipt(&one, 2, 1);
+    let mut reader = TupleReader::new(Cursor::new(one), &r, 1).expect("header");
+    let mut batch = InsertBatch::default();
+    let t = reader.next_tuple().expect("tuple").expect("row");
+    batch.push(&t, &plan).expect("fits");
+    assert!(batch.full(plan.len()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live round trips, one per accepted type (ignored with their SKIP reason without a server)
+// ---------------------------------------------------------------------------------------------
+
+/// What a read-back expression returns for one row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Back {
+    Null,
+    Int(i64),
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+/// A scratch database (`dpone_t_types_*`) with one connection in it, dropped at the end.
+struct Live {
+    url: String,
+    name: String,
+    c: dpone_adapter_mssql::conn::MssqlClient,
+}
+
+impl Live {
+    async fn new(tag: &str) -> Live {
+        use dpone_adapter_mssql::{conn, server, sql};
+        let url = conn::test_url().unwrap_or_else(|reason| panic!("{reason}"));
+        let mut c = conn::connect(&url).await.expect("connect");
+        let facts = conn::server_facts(&mut c).await.expect("server facts");
+        if let Err(e) = server::classify(&facts) {
+            panic!("DPONE_XMIN_TARGET_SERVER_UNSUPPORTED: {e}");
+        }
+        let name = format!(
+            "{}types_{tag}_{}_{}",
+            sql::SCRATCH_PREFIX,
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        );
+        conn::execute(
+            &mut c,
+            "create",
+            &format!("CREATE DATABASE {};", sql::ident(&name)),
+        )
+        .await
+        .expect("create database");
+        conn::execute(&mut c, "use", &format!("USE {};", sql::ident(&name)))
+            .await
+            .expect("use");
+        Live { url, name, c }
+    }
+
+    /// Creates `[dbo].[<table>]` as `[id] bigint NOT NULL PRIMARY KEY, [v] <ty> NULL` and loads
+    /// `values` (row i gets id i + 1) from a binary COPY payload of the `source` column type
+    /// through the route's staging load; returns the load path's row count.
+    async fn load(
+        &mut self,
+        table: &str,
+        ty: &str,
+        source: (&str, u32),
+        values: &[Option<Vec<u8>>],
+    ) -> Result<u64, dpone_engine_xmin::XminError> {
+        use dpone_adapter_mssql::{conn, sql, stage};
+        conn::execute(
+            &mut self.c,
+            "ddl",
+            &format!(
+                "CREATE TABLE [dbo].{} ([id] bigint NOT NULL PRIMARY KEY, [v] {ty} NULL);",
+                sql::ident(table)
+            ),
+        )
+        .await
+        .expect("scratch table");
+        let columns = vec![col("id", "bigint", 20), col("v", source.0, source.1)];
+        let ids: Vec<Vec<u8>> = (1..=values.len() as i64).map(i64be).collect();
+        let tuples: Vec<Vec<Option<&[u8]>>> = ids
+            .iter()
+            .zip(values)
+            .map(|(id, v)| vec![Some(&id[..]), v.as_deref()])
+            .collect();
+        let store = MemStore::default();
+        let payload = stored(&store, encode_for_tests(&tuples), 2, values.len() as u64);
+        stage::load_staging(
+            &mut self.c,
+            &format!("[dbo].{}", sql::ident(table)),
+            &columns,
+            1,
+            &payload,
+            &store,
+        )
+        .await
+    }
+
+    /// A fresh session in the scratch database: a refused bulk load leaves its session mid-load,
+    /// to be discarded (as the route discards the staging lease).
+    async fn reconnect(&mut self) {
+        use dpone_adapter_mssql::{conn, sql};
+        self.c = conn::connect(&self.url).await.expect("reconnect");
+        conn::execute(
+            &mut self.c,
+            "use",
+            &format!("USE {};", sql::ident(&self.name)),
+        )
+        .await
+        .expect("use");
+    }
+
+    /// `expr` over `[v]` for every row, by id.
+    async fn read(&mut self, table: &str, expr: &str) -> Vec<Back> {
+        use dpone_adapter_mssql::sql;
+        let rows = self
+            .c
+            .simple_query(format!(
+                "SELECT {expr} FROM [dbo].{} ORDER BY [id];",
+                sql::ident(table)
+            ))
+            .await
+            .expect("read")
+            .into_first_result()
+            .await
+            .expect("rows");
+        rows.iter()
+            .map(|r| {
+                if let Ok(Some(v)) = r.try_get::<i64, _>(0) {
+                    Back::Int(v)
+                } else if let Ok(Some(v)) = r.try_get::<&str, _>(0) {
+                    Back::Text(v.to_owned())
+                } else if let Ok(Some(v)) = r.try_get::<&[u8], _>(0) {
+                    Back::Bytes(v.to_vec())
+                } else {
+                    Back::Null
+                }
+            })
+            .collect()
+    }
+
+    async fn drop_db(self) {
+        use dpone_adapter_mssql::{conn, sql};
+        drop(self.c);
+        let mut c = conn::connect(&self.url).await.expect("reconnect");
+        conn::execute(&mut c, "drop", &sql::drop_scratch_database(&self.name))
+            .await
+            .expect("drop scratch database");
+    }
+}
+
+fn some(v: Vec<u8>) -> Option<Vec<u8>> {
+    Some(v)
+}
+
+/// Microseconds since 0001-01-01 of a `datetime2(7)` conversion, read as `bigint`.
+const SINCE_0001: &str =
+    "DATEDIFF_BIG(MICROSECOND, CONVERT(datetime2(7), '0001-01-01'), CONVERT(datetime2(7), [v]))";
+
+fn micros_0001(pg_days: i64, micros: i64) -> i64 {
+    (PG_EPOCH_DAY + pg_days) * 86_400_000_000 + micros
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_tinyint() {
+    let mut l = Live::new("tinyint").await;
+    let vals = [some(i16be(0)), some(i16be(255)), None, some(i16be(7))];
+    assert_eq!(
+        l.load("t", "tinyint", ("smallint", 21), &vals)
+            .await
+            .expect("load"),
+        4
+    );
+    assert_eq!(
+        l.read("t", "CONVERT(bigint, [v])").await,
+        [Back::Int(0), Back::Int(255), Back::Null, Back::Int(7)]
+    );
+    let e = l
+        .load("u", "tinyint", ("integer", 23), &[some(i32be(256))])
+        .await
+        .expect_err("refused");
+    assert!(e.message().starts_with(COLUMN_VALUE_INEXACT), "{e}");
+    l.reconnect().await;
+    assert_eq!(l.read("u", "CONVERT(bigint, [v])").await, []);
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_money_and_smallmoney() {
+    let mut l = Live::new("money").await;
+    let vals = [
+        some(numeric(3, POS, 4, &[922, 3372, 368, 5477, 5807])),
+        some(numeric(3, NEG, 4, &[922, 3372, 368, 5477, 5808])),
+        some(numeric(0, POS, 5, &[1, 2345])),
+        None,
+    ];
+    l.load("m", "money", ("numeric", 1700), &vals)
+        .await
+        .expect("load");
+    let text = "CONVERT(nvarchar(40), CONVERT(decimal(19,4), [v]))";
+    assert_eq!(
+        l.read("m", text).await,
+        [
+            Back::Text("922337203685477.5807".into()),
+            Back::Text("-922337203685477.5808".into()),
+            Back::Text("1.2345".into()),
+            Back::Null,
+        ]
+    );
+    let vals = [
+        some(numeric(1, POS, 4, &[21, 4748, 3647])),
+        some(numeric(1, NEG, 4, &[21, 4748, 3648])),
+    ];
+    l.load("s", "smallmoney", ("numeric", 1700), &vals)
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("s", "CONVERT(nvarchar(40), CONVERT(decimal(10,4), [v]))")
+            .await,
+        [
+            Back::Text("214748.3647".into()),
+            Back::Text("-214748.3648".into())
+        ]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_datetime() {
+    let mut l = Live::new("datetime").await;
+    let first = (639_905 - PG_EPOCH_DAY, 0);
+    let last = (3_652_058 - PG_EPOCH_DAY, 86_399_990_000);
+    let vals = [
+        some(pg_ts(first.0, first.1)),
+        some(pg_ts(last.0, last.1)),
+        some(pg_ts(0, 10_000)),
+        None,
+    ];
+    l.load(
+        "d",
+        "datetime",
+        ("timestamp without time zone", 1114),
+        &vals,
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("d", SINCE_0001).await,
+        [
+            Back::Int(micros_0001(first.0, first.1)),
+            Back::Int(micros_0001(last.0, last.1)),
+            Back::Int(micros_0001(0, 10_000)),
+            Back::Null,
+        ]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_smalldatetime() {
+    let mut l = Live::new("smalldatetime").await;
+    let first = (693_595 - PG_EPOCH_DAY, 0);
+    let last = (693_595 + 65_535 - PG_EPOCH_DAY, 1_439 * 60_000_000);
+    let vals = [
+        some(pg_ts(first.0, first.1)),
+        some(pg_ts(last.0, last.1)),
+        None,
+    ];
+    l.load(
+        "d",
+        "smalldatetime",
+        ("timestamp without time zone", 1114),
+        &vals,
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("d", SINCE_0001).await,
+        [
+            Back::Int(micros_0001(first.0, first.1)),
+            Back::Int(micros_0001(last.0, last.1)),
+            Back::Null,
+        ]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_time_every_scale() {
+    let mut l = Live::new("time").await;
+    for scale in 0..=7u32 {
+        // 23:59:59 plus the finest fraction the scale holds (µs at scale 6 and 7).
+        let step = 10i64.pow(6u32.saturating_sub(scale));
+        let last = 86_399_000_000 + (1_000_000 - step);
+        let vals = [some(i64be(0)), some(i64be(last)), None];
+        let table = format!("t{scale}");
+        l.load(
+            &table,
+            &format!("time({scale})"),
+            ("time without time zone", 1083),
+            &vals,
+        )
+        .await
+        .expect("load");
+        assert_eq!(
+            l.read(
+                &table,
+                "DATEDIFF_BIG(MICROSECOND, CONVERT(time(7), '00:00:00'), CONVERT(time(7), [v]))"
+            )
+            .await,
+            [Back::Int(0), Back::Int(last), Back::Null],
+            "time({scale})"
+        );
+    }
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_datetimeoffset_every_scale() {
+    let mut l = Live::new("dto").await;
+    for scale in 0..=7u32 {
+        let step = 10i64.pow(6u32.saturating_sub(scale));
+        let last = (3_652_058 - PG_EPOCH_DAY, 86_400_000_000 - step);
+        let first = (-PG_EPOCH_DAY, 0);
+        let vals = [
+            some(pg_ts(first.0, first.1)),
+            some(pg_ts(last.0, last.1)),
+            None,
+        ];
+        let table = format!("o{scale}");
+        l.load(
+            &table,
+            &format!("datetimeoffset({scale})"),
+            ("timestamp with time zone", 1184),
+            &vals,
+        )
+        .await
+        .expect("load");
+        assert_eq!(
+            l.read(&table, SINCE_0001).await,
+            [
+                Back::Int(micros_0001(first.0, first.1)),
+                Back::Int(micros_0001(last.0, last.1)),
+                Back::Null
+            ],
+            "datetimeoffset({scale})"
+        );
+        assert_eq!(
+            l.read(&table, "CONVERT(bigint, DATEPART(TZOFFSET, [v]))")
+                .await,
+            [Back::Int(0), Back::Int(0), Back::Null]
+        );
+    }
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_varchar_and_char_by_code_page() {
+    let mut l = Live::new("varchar").await;
+    let bytes = "CONVERT(varbinary(max), [v])";
+    let back = "CONVERT(nvarchar(max), [v])";
+    // Windows-1252: every character of the code page, at the column's full length.
+    let all_bytes: Vec<u8> = (0x20u8..=0xFF).collect();
+    let all = encoding_rs::WINDOWS_1252
+        .decode_without_bom_handling(&all_bytes)
+        .0
+        .into_owned();
+    let vals = [some(all.clone().into_bytes()), some(b"".to_vec()), None];
+    l.load(
+        "w",
+        "varchar(224) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &vals,
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("w", bytes).await,
+        [Back::Bytes(all_bytes), Back::Bytes(vec![]), Back::Null]
+    );
+    assert_eq!(l.read("w", back).await[0], Back::Text(all.clone()));
+    // Windows-1251.
+    let cyr = "Жук ёлка Ђ";
+    l.load(
+        "c",
+        "varchar(20) COLLATE Cyrillic_General_100_CI_AS",
+        ("text", 25),
+        &[some(cyr.as_bytes().to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(l.read("c", back).await, [Back::Text(cyr.into())]);
+    // A _UTF8 collation (SQL Server 2019+): every character, and a (max) value over 65,535
+    // bytes.
+    let utf8 = "é🎉 ж ∑ 中";
+    let big = "ж🎉".repeat(20_000);
+    l.load(
+        "u",
+        "varchar(max) COLLATE Latin1_General_100_CI_AS_SC_UTF8",
+        ("text", 25),
+        &[
+            some(utf8.as_bytes().to_vec()),
+            some(big.as_bytes().to_vec()),
+        ],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("u", bytes).await,
+        [
+            Back::Bytes(utf8.as_bytes().to_vec()),
+            Back::Bytes(big.as_bytes().to_vec())
+        ]
+    );
+    // char(n): values that fill it exactly.
+    l.load(
+        "f",
+        "char(3) COLLATE Latin1_General_100_CI_AS",
+        ("character(3)", 1042),
+        &[some(b"ab ".to_vec()), some(b"xyz".to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("f", bytes).await,
+        [Back::Bytes(b"ab ".to_vec()), Back::Bytes(b"xyz".to_vec())]
+    );
+    // A character outside the code page is refused before it is sent; nothing is stored.
+    let e = l
+        .load(
+            "r",
+            "varchar(10) COLLATE Latin1_General_100_CI_AS",
+            ("text", 25),
+            &[some(b"ok".to_vec()), some("ā".as_bytes().to_vec())],
+        )
+        .await
+        .expect_err("refused");
+    assert!(e.message().starts_with(COLUMN_VALUE_INEXACT), "{e}");
+    l.reconnect().await;
+    assert_eq!(l.read("r", bytes).await, []);
+    l.drop_db().await;
+}
+
+fn utf16le(s: &str) -> Vec<u8> {
+    s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_nvarchar_4000_max_and_nchar() {
+    let mut l = Live::new("nvarchar").await;
+    let bytes = "CONVERT(varbinary(max), [v])";
+    // nvarchar(4000): 4,000 UTF-16 units, surrogate pairs included.
+    let full = "🎉".repeat(1_000) + &"é".repeat(2_000);
+    l.load(
+        "n",
+        "nvarchar(4000) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(full.as_bytes().to_vec()), None],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("n", bytes).await,
+        [Back::Bytes(utf16le(&full)), Back::Null]
+    );
+    // nvarchar(max): 200,000 bytes.
+    let big = "ж".repeat(100_000);
+    l.load(
+        "m",
+        "nvarchar(max) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(big.as_bytes().to_vec()), some(b"".to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("m", bytes).await,
+        [Back::Bytes(utf16le(&big)), Back::Bytes(vec![])]
+    );
+    // nchar(4000): full-length values only.
+    let n4000 = "x".repeat(4_000);
+    l.load(
+        "c",
+        "nchar(4000) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(n4000.as_bytes().to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(l.read("c", bytes).await, [Back::Bytes(utf16le(&n4000))]);
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_varbinary_max_and_binary() {
+    let mut l = Live::new("binary").await;
+    let bytes = "CONVERT(varbinary(max), [v])";
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    l.load(
+        "m",
+        "varbinary(max)",
+        ("bytea", 17),
+        &[some(big.clone()), some(vec![]), some(vec![0, 0]), None],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("m", bytes).await,
+        [
+            Back::Bytes(big),
+            Back::Bytes(vec![]),
+            Back::Bytes(vec![0, 0]),
+            Back::Null
+        ]
+    );
+    let full: Vec<u8> = (0..8000u32).map(|i| (i % 256) as u8).collect();
+    l.load("v", "varbinary(8000)", ("bytea", 17), &[some(full.clone())])
+        .await
+        .expect("load");
+    assert_eq!(l.read("v", bytes).await, [Back::Bytes(full)]);
+    let h: Vec<u8> = (0..32u8).collect();
+    l.load("b", "binary(32)", ("bytea", 17), &[some(h.clone()), None])
+        .await
+        .expect("load");
+    assert_eq!(l.read("b", bytes).await, [Back::Bytes(h), Back::Null]);
+    l.drop_db().await;
+}
+
+/// The finalizer's change detection compares `(max)` text as `varbinary(max)`: converted to
+/// `varbinary(8000)` a value would be cut, and a change past 8,000 bytes read as "unchanged".
+#[test]
+fn finalizer_compares_max_text_whole() {
+    use dpone_adapter_mssql::sql::BusinessColumn;
+    let b = |ty: &str| BusinessColumn {
+        name: "v".into(),
+        type_sql: ty.into(),
+        collation: None,
+    };
+    assert_eq!(
+        b("nvarchar(max)").exact("s"),
+        "CONVERT(varbinary(max), s.[v]), DATALENGTH(s.[v])"
+    );
+    assert_eq!(
+        b("varchar(max)").exact("s"),
+        "CONVERT(varbinary(max), s.[v]), DATALENGTH(s.[v])"
+    );
+    assert_eq!(
+        b("char(10)").exact("s"),
+        "CONVERT(varbinary(8000), s.[v]), DATALENGTH(s.[v])"
+    );
+    assert_eq!(b("varbinary(max)").exact("s"), "s.[v], DATALENGTH(s.[v])");
+    assert_eq!(b("money").exact("s"), "s.[v]");
+}
+
+/// The insert path's rate against the bulk load's on the same rows (printed with
+/// `--nocapture`): 20,000 rows of a 50-character text into `nvarchar(50)` (bulk load) and into
+/// `nvarchar(max)` (insert path), both read back equal.
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_load_rate_bulk_against_insert_path() {
+    let mut l = Live::new("rate").await;
+    const ROWS: usize = 20_000;
+    let text = "x".repeat(50);
+    let vals: Vec<Option<Vec<u8>>> = (0..ROWS).map(|_| some(text.as_bytes().to_vec())).collect();
+    let mut rates = Vec::new();
+    for (table, ty) in [("b", "nvarchar(50)"), ("i", "nvarchar(max)")] {
+        let start = std::time::Instant::now();
+        let n = l.load(table, ty, ("text", 25), &vals).await.expect("load");
+        let secs = start.elapsed().as_secs_f64();
+        assert_eq!(n, ROWS as u64);
+        let back = l.read(table, "CONVERT(nvarchar(max), [v])").await;
+        assert_eq!(back.len(), ROWS);
+        assert!(back.iter().all(|b| *b == Back::Text(text.clone())));
+        rates.push((ty, ROWS as f64 / secs));
+    }
+    #[allow(clippy::print_stdout)] // the measurement is the output (`--nocapture`)
+    {
+        println!("staging load rate (rows/s): {rates:?}");
+    }
+    l.drop_db().await;
+}
+
+/// With the target's columns, the pre-export pass fits every non-key value exactly as the load
+/// will: a value that would not read back equal is refused before any SQL Server object exists.
+#[test]
+fn export_fitted_refuses_inexact_values_before_staging() {
+    use dpone_adapter_mssql::stage::check_export_fitted;
+    let store = MemStore::default();
+    let columns = vec![
+        col("id", "integer", 23),
+        col("qty", "smallint", 21),
+        col("at", "timestamp without time zone", 1114),
+    ];
+    let targets = vec![
+        target("id", "int", 4, 10, 0),
+        target("qty", "tinyint", 1, 3, 0),
+        target("at", "datetime", 8, 23, 3),
+        target("__dpone__updated_at", "datetime2", 8, 27, 7),
+    ];
+    let keys = vec![key("id", KeyType::Int)];
+    let ok = stored(
+        &store,
+        encode_for_tests(&[vec![
+            Some(&i32be(1)),
+            Some(&i16be(255)),
+            Some(&pg_ts(0, 10_000)),
+        ]]),
+        3,
+        1,
+    );
+    let env = envelope(columns.clone(), 1, ok, None);
+    check_export_fitted(&env, &store, &keys, &targets).expect("fits");
+    for (qty, at, column) in [
+        (i16be(256), pg_ts(0, 10_000), "qty"),
+        (i16be(1), pg_ts(0, 1_000), "at"),
+    ] {
+        let bad = stored(
+            &store,
+            encode_for_tests(&[vec![Some(&i32be(1)), Some(&qty), Some(&at)]]),
+            3,
+            1,
+        );
+        let env = envelope(columns.clone(), 1, bad, None);
+        // Without the target's columns the values decode; with them they are refused.
+        check_export(&env, &store, &keys).expect("decodes");
+        let e = check_export_fitted(&env, &store, &keys, &targets).expect_err("refused");
+        assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported);
+        assert!(
+            e.message().starts_with(COLUMN_VALUE_INEXACT),
+            "{}",
+            e.message()
+        );
+        assert!(
+            e.message().contains(&format!("{column:?}")),
+            "{}",
+            e.message()
+        );
+    }
+}
+
+// Live round trips of the types the bulk load carried before (same helper, same SKIP).
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_bit_and_integers() {
+    let mut l = Live::new("ints").await;
+    let as_int = "CONVERT(bigint, [v])";
+    l.load(
+        "b",
+        "bit",
+        ("boolean", 16),
+        &[some(vec![1]), some(vec![0]), None],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("b", as_int).await,
+        [Back::Int(1), Back::Int(0), Back::Null]
+    );
+    l.load(
+        "s",
+        "smallint",
+        ("smallint", 21),
+        &[some(i16be(i16::MIN)), some(i16be(i16::MAX))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("s", as_int).await,
+        [Back::Int(i16::MIN.into()), Back::Int(i16::MAX.into())]
+    );
+    l.load(
+        "i",
+        "int",
+        ("integer", 23),
+        &[some(i32be(i32::MIN)), some(i32be(i32::MAX))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("i", as_int).await,
+        [Back::Int(i32::MIN.into()), Back::Int(i32::MAX.into())]
+    );
+    l.load(
+        "g",
+        "bigint",
+        ("bigint", 20),
+        &[some(i64be(i64::MIN)), some(i64be(i64::MAX))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("g", as_int).await,
+        [Back::Int(i64::MIN), Back::Int(i64::MAX)]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_real_and_float() {
+    let mut l = Live::new("floats").await;
+    // The IEEE 754 bits, big-endian, as SQL Server converts a float to varbinary.
+    let r = [f32::MAX, f32::MIN_POSITIVE, -1.5f32, 0.1f32];
+    let vals: Vec<_> = r.iter().map(|v| some(v.to_be_bytes().to_vec())).collect();
+    l.load("r", "real", ("real", 700), &vals)
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("r", "CONVERT(varbinary(4), [v])").await,
+        r.iter()
+            .map(|v| Back::Bytes(v.to_be_bytes().to_vec()))
+            .collect::<Vec<_>>()
+    );
+    let f = [f64::MAX, f64::MIN_POSITIVE, -1.5f64, 0.1f64];
+    let vals: Vec<_> = f.iter().map(|v| some(v.to_be_bytes().to_vec())).collect();
+    l.load("f", "float", ("double precision", 701), &vals)
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("f", "CONVERT(varbinary(8), [v])").await,
+        f.iter()
+            .map(|v| Back::Bytes(v.to_be_bytes().to_vec()))
+            .collect::<Vec<_>>()
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_decimal() {
+    let mut l = Live::new("decimal").await;
+    // 38 nines at scale 0 and at scale 10; groups of 4 digits, weight counts integer groups.
+    let nines_0 = numeric(
+        9,
+        POS,
+        0,
+        &[99, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999],
+    );
+    let neg_0 = numeric(
+        9,
+        NEG,
+        0,
+        &[99, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999],
+    );
+    l.load(
+        "a",
+        "decimal(38,0)",
+        ("numeric", 1700),
+        &[some(nines_0), some(neg_0), None],
+    )
+    .await
+    .expect("load");
+    let nines = "9".repeat(38);
+    assert_eq!(
+        l.read("a", "CONVERT(nvarchar(60), [v])").await,
+        [
+            Back::Text(nines.clone()),
+            Back::Text(format!("-{nines}")),
+            Back::Null
+        ]
+    );
+    // 9999999999999999999999999999.9999999999: 28 integer digits, 10 decimals.
+    let frac = numeric(
+        6,
+        POS,
+        10,
+        &[9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9900],
+    );
+    l.load("b", "numeric(38,10)", ("numeric", 1700), &[some(frac)])
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("b", "CONVERT(nvarchar(60), [v])").await,
+        [Back::Text(format!("{}.{}", "9".repeat(28), "9".repeat(10)))]
+    );
+    l.drop_db().await;
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_mssql),
+    ignore = "SKIP: DPONE_TEST_MSSQL_URL is not set; no SQL Server to test against"
+)]
+async fn live_round_trip_uniqueidentifier_date_and_datetime2() {
+    let mut l = Live::new("uuid_date").await;
+    let u: Vec<u8> = (1..=16).collect();
+    l.load("u", "uniqueidentifier", ("uuid", 2950), &[some(u), None])
+        .await
+        .expect("load");
+    assert_eq!(
+        l.read("u", "CONVERT(nvarchar(36), [v])").await,
+        [
+            Back::Text("01020304-0506-0708-090A-0B0C0D0E0F10".into()),
+            Back::Null
+        ]
+    );
+    let (first, last) = (-PG_EPOCH_DAY as i32, (3_652_058 - PG_EPOCH_DAY) as i32);
+    l.load(
+        "d",
+        "date",
+        ("date", 1082),
+        &[some(i32be(first)), some(i32be(last))],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read(
+            "d",
+            "CONVERT(bigint, DATEDIFF(DAY, CONVERT(date, '0001-01-01'), [v]))"
+        )
+        .await,
+        [Back::Int(0), Back::Int(3_652_058)]
+    );
+    let last_ts = (3_652_058 - PG_EPOCH_DAY, 86_399_999_999);
+    l.load(
+        "t",
+        "datetime2(7)",
+        ("timestamp without time zone", 1114),
+        &[
+            some(pg_ts(-PG_EPOCH_DAY, 0)),
+            some(pg_ts(last_ts.0, last_ts.1)),
+        ],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("t", SINCE_0001).await,
+        [Back::Int(0), Back::Int(micros_0001(last_ts.0, last_ts.1))]
+    );
+    // nvarchar(2000) at its full length (bulk load).
+    let full = "ж".repeat(2_000);
+    l.load(
+        "n",
+        "nvarchar(2000) COLLATE Latin1_General_100_CI_AS",
+        ("text", 25),
+        &[some(full.as_bytes().to_vec())],
+    )
+    .await
+    .expect("load");
+    assert_eq!(
+        l.read("n", "CONVERT(varbinary(max), [v])").await,
+        [Back::Bytes(utf16le(&full))]
+    );
+    l.drop_db().await;
+}
+
+/// Refusals that come from decoding (NaN, infinities, dates out of range) carry the detail code
+/// too when a value is fitted to its column.
+#[test]
+fn fit_refusals_from_decoding_carry_the_detail_code() {
+    let f = ColumnFit::new(
+        &col("x", "double precision", 701),
+        &target("x", "float", 8, 53, 0),
+    )
+    .expect("float");
+    refused_value(&f, &f64::NAN.to_be_bytes(), "x", "NaN");
+    let d = ColumnFit::new(&col("d", "date", 1082), &target("d", "date", 3, 10, 0)).expect("date");
+    refused_value(&d, &i32be(i32::MAX), "d", "infinite");
+    let m =
+        ColumnFit::new(&col("m", "numeric", 1700), &target("m", "money", 8, 19, 4)).expect("money");
+    refused_value(&m, &numeric(0, 0xC000, 0, &[]), "m", "NaN");
 }

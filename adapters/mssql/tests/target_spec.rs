@@ -86,6 +86,7 @@ fn col(name: &str, ty: &str, nullable: bool, max_length: i32) -> ColumnRow {
         max_length,
         precision: 0,
         scale: 0,
+        code_page: None,
     }
 }
 
@@ -323,14 +324,16 @@ fn named_test_files_exist() {
     }
 }
 
-/// The bulk load of tiberius 0.12.3 names staged columns unquoted, declares `time` and
-/// `datetimeoffset` without their scale, declares `nvarchar(2001..4000)` as `nvarchar(max)` and
-/// refuses `(max)` values over 65,535 bytes: such schemas are refused when the finalizer is
-/// frozen (preflight and `begin`, before extraction and before any transaction), and the
-/// column names already at `check`/`plan` (`check_plan`, no I/O).
+/// Every common SQL Server column type is either accepted, with the load path that carries it
+/// exactly (`shape::load_path`), or refused when the finalizer is frozen (preflight and `begin`,
+/// before extraction and before any transaction) with the reason in the message; the column
+/// names already at `check`/`plan` (`check_plan`, no I/O).
 #[test]
-fn bulk_load_limits_are_refused_before_any_io() {
-    use dpone_adapter_mssql::shape::{BULK_COLUMN_NAME_UNSUPPORTED, BULK_COLUMN_TYPE_UNSUPPORTED};
+fn column_types_are_accepted_with_their_load_path_or_refused_before_any_io() {
+    use dpone_adapter_mssql::shape::{
+        BULK_COLUMN_NAME_UNSUPPORTED, BULK_COLUMN_TYPE_UNSUPPORTED, LoadPath, load_path,
+        table_load_path,
+    };
     let with_note = |row: ColumnRow| {
         let mut cols = columns();
         let i = cols.iter().position(|c| c.name == "note").unwrap();
@@ -340,55 +343,30 @@ fn bulk_load_limits_are_refused_before_any_io() {
         };
         spec(Mode::TimestampOnly).finalizer(&cols)
     };
-    let refused = |row: ColumnRow| {
+    let refused = |row: ColumnRow, why: &str| {
         let e = with_note(row).expect_err("refused");
         assert_eq!(e.code(), ErrorCode::TargetColumnTypeUnsupported, "{e}");
         assert!(e.message().starts_with(BULK_COLUMN_TYPE_UNSUPPORTED), "{e}");
+        assert!(e.message().contains("\"note\""), "{e}");
+        assert!(e.message().contains(why), "{e}");
     };
-    let accepted = |row: ColumnRow| {
+    let accepted = |row: ColumnRow, path: LoadPath| {
+        assert_eq!(load_path(&row), path, "{}", row.type_sql());
         with_note(row).expect("accepted");
     };
     let scaled = |ty: &str, scale: u8| ColumnRow {
         scale,
         ..col("note", ty, true, 8)
     };
-    refused(scaled("time", 6));
-    refused(scaled("time", 0));
-    refused(scaled("datetimeoffset", 6));
-    accepted(scaled("time", 7));
-    accepted(scaled("datetimeoffset", 7));
-    accepted(scaled("datetime2", 6));
-    // nvarchar(2001) .. nvarchar(4000) (max_length in bytes), and nchar alike.
-    refused(col("note", "nvarchar", true, 4002));
-    refused(col("note", "nvarchar", true, 8000));
-    refused(col("note", "nchar", true, 6000));
-    accepted(col("note", "nvarchar", true, 4000));
-    // (max) types.
-    refused(col("note", "nvarchar", true, -1));
-    refused(col("note", "varbinary", true, -1));
-    refused(col("note", "varchar", true, -1));
-    accepted(col("note", "varbinary", true, 8000));
-    refused(col("note", "xml", true, -1));
-    refused(col("note", "ntext", true, 16));
-    // Types outside the route's type mapping are refused here already, not at the bulk load.
-    for ty in [
-        "money",
-        "datetime",
-        "smalldatetime",
-        "varchar",
-        "char",
-        "tinyint",
-        "sql_variant",
-    ] {
-        refused(col("note", ty, true, 8));
-    }
-    // datetime2 at any scale: the column list declares datetime2(n) and each value is encoded
-    // at n (a value with digits beyond it is refused at the value, see stage_decode).
-    for scale in 0..=7 {
-        accepted(scaled("datetime2", scale));
-    }
+    let coded = |ty: &str, len: i32, cp: u32| ColumnRow {
+        code_page: Some(cp),
+        collation_name: Some("Latin1_General_100_CI_AS".into()),
+        ..col("note", ty, true, len)
+    };
+    // Bulk load: what tiberius 0.13's INSERT BULK declares and encodes exactly.
     for ty in [
         "bit",
+        "tinyint",
         "smallint",
         "int",
         "bigint",
@@ -396,14 +374,67 @@ fn bulk_load_limits_are_refused_before_any_io() {
         "float",
         "uniqueidentifier",
         "date",
+        "money",
+        "smallmoney",
+        "datetime",
     ] {
-        accepted(col("note", ty, true, 8));
+        accepted(col("note", ty, true, 8), LoadPath::Bulk);
     }
-    accepted(ColumnRow {
-        precision: 38,
-        scale: 10,
-        ..col("note", "numeric", true, 17)
-    });
+    for scale in 0..=7 {
+        accepted(scaled("datetime2", scale), LoadPath::Bulk);
+    }
+    accepted(scaled("time", 7), LoadPath::Bulk);
+    accepted(scaled("datetimeoffset", 7), LoadPath::Bulk);
+    accepted(col("note", "nvarchar", true, 4000), LoadPath::Bulk);
+    accepted(col("note", "varbinary", true, 8000), LoadPath::Bulk);
+    accepted(col("note", "binary", true, 32), LoadPath::Bulk);
+    accepted(
+        ColumnRow {
+            precision: 38,
+            scale: 10,
+            ..col("note", "numeric", true, 17)
+        },
+        LoadPath::Bulk,
+    );
+    // Insert path: what the bulk load would declare or encode wrongly.
+    for scale in 0..=6 {
+        accepted(scaled("time", scale), LoadPath::Insert);
+        accepted(scaled("datetimeoffset", scale), LoadPath::Insert);
+    }
+    accepted(col("note", "smalldatetime", true, 4), LoadPath::Insert);
+    accepted(col("note", "nvarchar", true, 4002), LoadPath::Insert);
+    accepted(col("note", "nvarchar", true, 8000), LoadPath::Insert);
+    accepted(col("note", "nvarchar", true, -1), LoadPath::Insert);
+    accepted(col("note", "nchar", true, 20), LoadPath::Insert);
+    accepted(col("note", "nchar", true, 8000), LoadPath::Insert);
+    accepted(col("note", "varbinary", true, -1), LoadPath::Insert);
+    for cp in [
+        65001, 874, 1250, 1251, 1252, 1253, 1254, 1255, 1256, 1257, 1258,
+    ] {
+        accepted(coded("varchar", 50, cp), LoadPath::Insert);
+        accepted(coded("char", 10, cp), LoadPath::Insert);
+        accepted(coded("varchar", -1, cp), LoadPath::Insert);
+    }
+    // One column on the insert path puts the whole table there.
+    assert_eq!(table_load_path(&columns()), LoadPath::Bulk);
+    let mut mixed = columns();
+    mixed.push(col("big", "nvarchar", true, -1));
+    assert_eq!(table_load_path(&mixed), LoadPath::Insert);
+    // Refused, with the reason.
+    for cp in [932, 936, 949, 950, 437, 850] {
+        refused(coded("varchar", 50, cp), "code page");
+    }
+    refused(col("note", "varchar", true, 50), "no code page");
+    refused(col("note", "xml", true, -1), "re-serializes");
+    refused(col("note", "ntext", true, 16), "deprecated");
+    refused(col("note", "text", true, 16), "deprecated");
+    refused(col("note", "image", true, 16), "deprecated");
+    refused(col("note", "sql_variant", true, 8016), "base type");
+    refused(col("note", "timestamp", false, 8), "written by the server");
+    for ty in ["geography", "geometry", "hierarchyid", "sysname"] {
+        refused(col("note", ty, true, -1), "no exact mapping");
+    }
+    refused(scaled("datetime2", 8), "no exact mapping");
 
     // Reserved words and irregular names load (tiberius 0.13 bracket-quotes the INSERT BULK
     // column list); only a name no SQL Server column can have is refused, without I/O.
