@@ -27,7 +27,7 @@ pub struct TableContract {
 }
 
 /// Every table of the store with its exact columns, in table order.
-pub const CONTRACT: [TableContract; 9] = [
+pub const CONTRACT: [TableContract; 10] = [
     TableContract {
         name: "np_trust_revision",
         columns: &[
@@ -176,11 +176,19 @@ pub const CONTRACT: [TableContract; 9] = [
         ],
         unique: &[&["reservation_id"]],
     },
+    TableContract {
+        name: "np_run_claim",
+        columns: &[
+            ("reservation_id", "text", true),
+            ("claimed_at_utc", "timestamp with time zone", true),
+        ],
+        unique: &[&["reservation_id"]],
+    },
 ];
 
 /// Per table: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
 /// (PostgreSQL 15; sorted).
-pub const CHECKS: [(&str, &[&str]); 9] = [
+pub const CHECKS: [(&str, &[&str]); 10] = [
     (
         "np_trust_revision",
         &[
@@ -269,6 +277,7 @@ pub const CHECKS: [(&str, &[&str]); 9] = [
             "CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'incomplete'::text])))",
         ],
     ),
+    ("np_run_claim", &[]),
 ];
 
 /// A reviewed foreign key: its columns, the referenced table of the store (same schema) and the
@@ -280,7 +289,7 @@ pub type ForeignKeyContract = (
 );
 
 /// Per table: the foreign keys of the reviewed DDL (tables without one are absent).
-pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 7] = [
+pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 8] = [
     (
         "np_registration",
         &[(
@@ -331,6 +340,10 @@ pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 7] = [
     ),
     (
         "np_settlement",
+        &[(&["reservation_id"], "np_reservation", &["reservation_id"])],
+    ),
+    (
+        "np_run_claim",
         &[(&["reservation_id"], "np_reservation", &["reservation_id"])],
     ),
 ];

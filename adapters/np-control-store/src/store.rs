@@ -168,6 +168,7 @@ struct Names {
     selection: String,
     reservation: String,
     settlement: String,
+    run_claim: String,
 }
 
 /// The PostgreSQL control store: one connection, reopened when lost.
@@ -385,6 +386,7 @@ impl PgControlStore {
             selection: q("np_activation_selection"),
             reservation: q("np_reservation"),
             settlement: q("np_settlement"),
+            run_claim: q("np_run_claim"),
         };
         Ok(Self {
             endpoint,
@@ -1911,6 +1913,19 @@ impl ControlStorePort for PgControlStore {
                 });
             }
             Ok(out)
+        })
+    }
+
+    async fn claim_run(&self, reservation_id: &Sha256Digest) -> Result<bool> {
+        let id = reservation_id.as_str().to_owned();
+        read!(self, "claim the reservation's run", |c, t| async {
+            // One statement: the primary key decides between concurrent claims.
+            let sql = format!(
+                "INSERT INTO {} (reservation_id, claimed_at_utc) \
+                 VALUES ($1, clock_timestamp()) ON CONFLICT (reservation_id) DO NOTHING",
+                t.run_claim
+            );
+            Ok(c.execute(&sql, &[&id]).await? == 1)
         })
     }
 

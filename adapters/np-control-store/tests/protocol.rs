@@ -39,6 +39,65 @@ async fn campaign(e: &Env, policy_limits: Limits) -> Campaign {
     }
 }
 
+/// A store provisioned before the run-claim table existed is refused by the catalog check, and
+/// the reviewed migration (the same statements as in the DDL) makes it verify; a reservation
+/// is then claimed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nonproduction");
+    let migration =
+        std::fs::read_to_string(root.join("migrate-add-run-claim.sql")).expect("migration");
+    let ddl = std::fs::read_to_string(root.join("control-store.sql")).expect("ddl");
+    let statements: Vec<String> = migration
+        .split(";\n")
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    assert_eq!(statements.len(), 2);
+    for statement in &statements {
+        assert!(
+            ddl.contains(statement.as_str()),
+            "the DDL holds {statement}"
+        );
+    }
+    let e = Env::new().await;
+    e.admin
+        .batch_execute(&format!("DROP TABLE \"{}\".np_run_claim", e.schema))
+        .await
+        .expect("an older store");
+    let store = e.store();
+    assert_eq!(
+        code(store.verify_catalog().await),
+        StoreCode::CatalogInvalid
+    );
+    e.admin
+        .batch_execute(&migration.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
+        .await
+        .expect("the migration applies");
+    let store = e.store();
+    store
+        .verify_catalog()
+        .await
+        .expect("migrated store verifies");
+    let id = Sha256Digest::of(b"not a reservation");
+    assert!(
+        store.claim_run(&id).await.is_err(),
+        "a claim names an existing reservation (foreign key)"
+    );
+    drop(store);
+    e.drop_schema().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(dpone_live_pg),

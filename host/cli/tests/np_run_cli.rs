@@ -14,7 +14,8 @@
 //! directory, target unchanged); a run whose source is held up past the reservation's
 //! `attempt_seconds` is stopped at its deadline, settles incomplete and leaves the target
 //! unchanged; a malformed id and a malformed ClickHouse manifest are bad input before the
-//! store is touched.
+//! store is touched. Eight `run` processes started together under one reservation: exactly one
+//! claims it, reads and settles; the seven others are refused before any read.
 //!
 //! ClickHouse route (the real-engine tier of `.ci/start-clickhouse`, from a PostgreSQL source
 //! database of its own): the exact bound publishes and settles `succeeded` with the measured
@@ -36,7 +37,7 @@ mod pg;
 use pg::{Fixture, Options};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use support::campaign as c;
 use support::np_store::*;
 
@@ -87,6 +88,13 @@ impl<'a> Xmin<'a> {
 
     /// `run` under `reservation` (or without one), invocation `invocation`.
     fn run(&self, store: &Store, invocation: &str, reservation: Option<&str>) -> Output {
+        self.command(store, invocation, reservation)
+            .output()
+            .expect("run dpone-host")
+    }
+
+    /// The `run` command line, not started.
+    fn command(&self, store: &Store, invocation: &str, reservation: Option<&str>) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dpone-host"));
         cmd.current_dir(root())
             .envs(&self.fixture.env)
@@ -102,7 +110,7 @@ impl<'a> Xmin<'a> {
         if let Some(r) = reservation {
             cmd.args(["--np-reservation", r]).args(store.args());
         }
-        cmd.output().expect("run dpone-host")
+        cmd
     }
 
     fn ran(&self, invocation: &str) -> bool {
@@ -1027,4 +1035,93 @@ async fn a_clickhouse_run_past_its_attempt_deadline_publishes_nothing_and_resume
 
     store.drop_schema().await;
     route.drop_source().await;
+}
+
+/// Concurrent processes through the binary under one reservation: the reservation bounds one
+/// run's reads, so exactly one of them claims it, reads, commits and settles; every other is
+/// refused with `DPONE_NP_STORE_RESERVATION_RUN_CLAIMED` before it reads (no artifact
+/// directory, no output). The source relation is held locked while they start, so the run
+/// that claimed waits at its source lock, unfinished, while the others arrive: without the
+/// claim all eight would wait there and then read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn concurrent_runs_under_one_reservation_read_once() {
+    let _live = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::new().await;
+    let f = Fixture::new("npclaim", Options::default())
+        .await
+        .expect("the PostgreSQL fixture (server configured)");
+    f.src_sql(SOURCE_ROWS).await;
+    let xmin = Xmin::new(&f, dir.path(), WORKLOAD);
+    let run = Run::new(&store);
+    let docs = docs_for(&xmin.pack());
+    let grant = c::canon(&docs.egrant);
+    ok(&run.policy_register(&docs, None));
+    ok(&run.grant_register(&docs, true, &grant));
+    let rid = admit_for(&run, &docs, &grant, "c1", 200, 1 << 20, 600);
+
+    let holder = f.src.client().await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE public.items IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("hold the source relation");
+    const RUNS: usize = 8;
+    let mut children: Vec<_> = (0..RUNS)
+        .map(|i| {
+            xmin.command(&store, &format!("claim-{i}"), Some(&rid))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn dpone-host")
+        })
+        .collect();
+    // Until all but one have ended (or two minutes passed), the source stays locked.
+    let waited = std::time::Instant::now();
+    while waited.elapsed() < std::time::Duration::from_secs(120) {
+        let mut ended = 0;
+        for c in children.iter_mut() {
+            if c.try_wait().expect("poll").is_some() {
+                ended += 1;
+            }
+        }
+        if ended >= RUNS - 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    holder.batch_execute("ROLLBACK").await.expect("release");
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait"))
+        .collect();
+    let mut winners = Vec::new();
+    for (i, out) in outs.iter().enumerate() {
+        let invocation = format!("claim-{i}");
+        if out.status.code() == Some(0) {
+            winners.push(i);
+            let v = json(out);
+            assert_eq!(
+                v["np_reservation"]["settlement"]["outcome"], "succeeded",
+                "{v}"
+            );
+            assert!(xmin.ran(&invocation));
+        } else {
+            assert_eq!(
+                refused_before_read(out, &store, &xmin, &invocation),
+                "DPONE_NP_STORE_RESERVATION_RUN_CLAIMED",
+                "run {i}"
+            );
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one run claims the reservation");
+    assert_eq!(f.active_keys().await.len(), 200);
+    store.drop_schema().await;
 }

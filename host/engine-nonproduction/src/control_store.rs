@@ -94,6 +94,9 @@ pub enum StoreCode {
     ReservationResolved,
     /// The attempt's duration bound (from its reservation time) has elapsed.
     AttemptWindowElapsed,
+    /// A run already claimed the reservation: one reservation bounds one run's reads, so a
+    /// second run (concurrent or later) may not read under it.
+    ReservationRunClaimed,
     /// Measured usage exceeds the reservation.
     SettleExceedsReservation,
     /// The reservation was already settled with other measurements.
@@ -104,7 +107,7 @@ pub enum StoreCode {
 
 impl StoreCode {
     /// Every code, for documentation checks.
-    pub const ALL: [StoreCode; 39] = [
+    pub const ALL: [StoreCode; 40] = [
         Self::InvalidInput,
         Self::LimitAboveCeiling,
         Self::CatalogInvalid,
@@ -141,6 +144,7 @@ impl StoreCode {
         Self::ReservationUnknown,
         Self::ReservationResolved,
         Self::AttemptWindowElapsed,
+        Self::ReservationRunClaimed,
         Self::SettleExceedsReservation,
         Self::SettlementConflict,
         Self::StoredStateInvalid,
@@ -185,6 +189,7 @@ impl StoreCode {
             Self::ReservationUnknown => "DPONE_NP_STORE_RESERVATION_UNKNOWN",
             Self::ReservationResolved => "DPONE_NP_STORE_RESERVATION_RESOLVED",
             Self::AttemptWindowElapsed => "DPONE_NP_STORE_ATTEMPT_WINDOW_ELAPSED",
+            Self::ReservationRunClaimed => "DPONE_NP_STORE_RESERVATION_RUN_CLAIMED",
             Self::SettleExceedsReservation => "DPONE_NP_STORE_SETTLE_EXCEEDS_RESERVATION",
             Self::SettlementConflict => "DPONE_NP_STORE_SETTLEMENT_CONFLICT",
             Self::StoredStateInvalid => "DPONE_NP_STORE_STORED_STATE_INVALID",
@@ -1146,6 +1151,12 @@ pub trait ControlStorePort {
         &self,
         reservation_id: &Sha256Digest,
     ) -> impl Future<Output = Result<Option<ReservationAuthority>>> + Send;
+
+    /// Claims reservation `reservation_id` for the one run it bounds, atomically (one insert
+    /// into the claim table, unique per reservation): `true` for the claim, `false` when a
+    /// run already holds it. A claim is never released.
+    fn claim_run(&self, reservation_id: &Sha256Digest)
+    -> impl Future<Output = Result<bool>> + Send;
 
     /// A registration as recorded, under its original trust revision.
     fn history(

@@ -64,8 +64,9 @@ fn bound(v: i64) -> Result<u64, OpenRefusal> {
 
 /// Opens reservation `id` for a run of the manifest `manifest_bytes` named `manifest_name`:
 /// one read of the store (database clock), its checks, the manifest's binding, the bound and
-/// the deadline. Nothing is read from a source or written to a target before this returns
-/// `Ok`, and a refusal settles nothing.
+/// the deadline, then the run's claim on the reservation (one run per reservation, even when
+/// several start at once). Nothing is read from a source or written to a target before this
+/// returns `Ok`, and a refusal settles nothing.
 pub async fn open<S: ControlStorePort>(
     store: &S,
     id: &Sha256Digest,
@@ -102,9 +103,21 @@ pub async fn open<S: ControlStorePort>(
                 "the attempt's duration bound has elapsed since its reservation",
             ))
         })?;
+    let (max_rows, max_bytes) = (
+        bound(reservation.source_rows)?,
+        bound(reservation.source_bytes)?,
+    );
+    // Last, once everything else holds, so a refused open leaves the reservation runnable:
+    // the claim makes this the reservation's only run.
+    if !store.claim_run(id).await.map_err(OpenRefusal::Store)? {
+        return Err(OpenRefusal::Store(StoreError::new(
+            StoreCode::ReservationRunClaimed,
+            "a run already started under this reservation; settle it and admit another attempt",
+        )));
+    }
     Ok(Opened {
-        max_rows: bound(reservation.source_rows)?,
-        max_bytes: bound(reservation.source_bytes)?,
+        max_rows,
+        max_bytes,
         reservation,
         clock,
     })
