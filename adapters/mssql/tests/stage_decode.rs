@@ -1733,6 +1733,20 @@ impl Live {
     }
 
     /// `expr` over `[v]` for every row, by id.
+    /// Loads `values` into a fresh `ty` table and asserts they read back (`expr`) as `expected`.
+    async fn round_trip(
+        &mut self,
+        table: &str,
+        ty: &str,
+        source: (&str, u32),
+        values: &[Option<Vec<u8>>],
+        expr: &str,
+        expected: &[Back],
+    ) {
+        self.load(table, ty, source, values).await.expect("load");
+        assert_eq!(self.read(table, expr).await, expected, "{ty}");
+    }
+
     async fn read(&mut self, table: &str, expr: &str) -> Vec<Back> {
         use dpone_adapter_mssql::sql;
         let rows = self
@@ -1904,22 +1918,19 @@ async fn live_round_trip_smalldatetime() {
         some(pg_ts(last.0, last.1)),
         None,
     ];
-    l.load(
+    l.round_trip(
         "d",
         "smalldatetime",
         ("timestamp without time zone", 1114),
         &vals,
-    )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("d", SINCE_0001).await,
-        [
+        SINCE_0001,
+        &[
             Back::Int(micros_0001(first.0, first.1)),
             Back::Int(micros_0001(last.0, last.1)),
             Back::Null,
-        ]
-    );
+        ],
+    )
+    .await;
     l.drop_db().await;
 }
 
@@ -2031,20 +2042,20 @@ async fn live_round_trip_varchar_and_char_by_code_page() {
     assert_eq!(l.read("w", back).await[0], Back::Text(all.clone()));
     // Windows-1251.
     let cyr = "Жук ёлка Ђ";
-    l.load(
+    l.round_trip(
         "c",
         "varchar(20) COLLATE Cyrillic_General_100_CI_AS",
         ("text", 25),
         &[some(cyr.as_bytes().to_vec())],
+        back,
+        &[Back::Text(cyr.into())],
     )
-    .await
-    .expect("load");
-    assert_eq!(l.read("c", back).await, [Back::Text(cyr.into())]);
+    .await;
     // A _UTF8 collation (SQL Server 2019+): every character, and a (max) value over 65,535
     // bytes.
     let utf8 = "é🎉 ж ∑ 中";
     let big = "ж🎉".repeat(20_000);
-    l.load(
+    l.round_trip(
         "u",
         "varchar(max) COLLATE Latin1_General_100_CI_AS_SC_UTF8",
         ("text", 25),
@@ -2052,29 +2063,23 @@ async fn live_round_trip_varchar_and_char_by_code_page() {
             some(utf8.as_bytes().to_vec()),
             some(big.as_bytes().to_vec()),
         ],
-    )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("u", bytes).await,
-        [
+        bytes,
+        &[
             Back::Bytes(utf8.as_bytes().to_vec()),
-            Back::Bytes(big.as_bytes().to_vec())
-        ]
-    );
+            Back::Bytes(big.as_bytes().to_vec()),
+        ],
+    )
+    .await;
     // char(n): values that fill it exactly.
-    l.load(
+    l.round_trip(
         "f",
         "char(3) COLLATE Latin1_General_100_CI_AS",
         ("character(3)", 1042),
         &[some(b"ab ".to_vec()), some(b"xyz".to_vec())],
+        bytes,
+        &[Back::Bytes(b"ab ".to_vec()), Back::Bytes(b"xyz".to_vec())],
     )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("f", bytes).await,
-        [Back::Bytes(b"ab ".to_vec()), Back::Bytes(b"xyz".to_vec())]
-    );
+    .await;
     // A character outside the code page is refused before it is sent; nothing is stored.
     let e = l
         .load(
@@ -2105,43 +2110,37 @@ async fn live_round_trip_nvarchar_4000_max_and_nchar() {
     let bytes = "CONVERT(varbinary(max), [v])";
     // nvarchar(4000): 4,000 UTF-16 units, surrogate pairs included.
     let full = "🎉".repeat(1_000) + &"é".repeat(2_000);
-    l.load(
+    l.round_trip(
         "n",
         "nvarchar(4000) COLLATE Latin1_General_100_CI_AS",
         ("text", 25),
         &[some(full.as_bytes().to_vec()), None],
+        bytes,
+        &[Back::Bytes(utf16le(&full)), Back::Null],
     )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("n", bytes).await,
-        [Back::Bytes(utf16le(&full)), Back::Null]
-    );
+    .await;
     // nvarchar(max): 200,000 bytes.
     let big = "ж".repeat(100_000);
-    l.load(
+    l.round_trip(
         "m",
         "nvarchar(max) COLLATE Latin1_General_100_CI_AS",
         ("text", 25),
         &[some(big.as_bytes().to_vec()), some(b"".to_vec())],
+        bytes,
+        &[Back::Bytes(utf16le(&big)), Back::Bytes(vec![])],
     )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("m", bytes).await,
-        [Back::Bytes(utf16le(&big)), Back::Bytes(vec![])]
-    );
+    .await;
     // nchar(4000): full-length values only.
     let n4000 = "x".repeat(4_000);
-    l.load(
+    l.round_trip(
         "c",
         "nchar(4000) COLLATE Latin1_General_100_CI_AS",
         ("text", 25),
         &[some(n4000.as_bytes().to_vec())],
+        bytes,
+        &[Back::Bytes(utf16le(&n4000))],
     )
-    .await
-    .expect("load");
-    assert_eq!(l.read("c", bytes).await, [Back::Bytes(utf16le(&n4000))]);
+    .await;
     l.drop_db().await;
 }
 
@@ -2154,33 +2153,40 @@ async fn live_round_trip_varbinary_max_and_binary() {
     let mut l = Live::new("binary").await;
     let bytes = "CONVERT(varbinary(max), [v])";
     let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-    l.load(
+    l.round_trip(
         "m",
         "varbinary(max)",
         ("bytea", 17),
         &[some(big.clone()), some(vec![]), some(vec![0, 0]), None],
-    )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("m", bytes).await,
-        [
+        bytes,
+        &[
             Back::Bytes(big),
             Back::Bytes(vec![]),
             Back::Bytes(vec![0, 0]),
-            Back::Null
-        ]
-    );
+            Back::Null,
+        ],
+    )
+    .await;
     let full: Vec<u8> = (0..8000u32).map(|i| (i % 256) as u8).collect();
-    l.load("v", "varbinary(8000)", ("bytea", 17), &[some(full.clone())])
-        .await
-        .expect("load");
-    assert_eq!(l.read("v", bytes).await, [Back::Bytes(full)]);
+    l.round_trip(
+        "v",
+        "varbinary(8000)",
+        ("bytea", 17),
+        &[some(full.clone())],
+        bytes,
+        &[Back::Bytes(full)],
+    )
+    .await;
     let h: Vec<u8> = (0..32u8).collect();
-    l.load("b", "binary(32)", ("bytea", 17), &[some(h.clone()), None])
-        .await
-        .expect("load");
-    assert_eq!(l.read("b", bytes).await, [Back::Bytes(h), Back::Null]);
+    l.round_trip(
+        "b",
+        "binary(32)",
+        ("bytea", 17),
+        &[some(h.clone()), None],
+        bytes,
+        &[Back::Bytes(h), Back::Null],
+    )
+    .await;
     l.drop_db().await;
 }
 
@@ -2321,42 +2327,33 @@ async fn live_round_trip_bit_and_integers() {
         l.read("b", as_int).await,
         [Back::Int(1), Back::Int(0), Back::Null]
     );
-    l.load(
+    l.round_trip(
         "s",
         "smallint",
         ("smallint", 21),
         &[some(i16be(i16::MIN)), some(i16be(i16::MAX))],
+        as_int,
+        &[Back::Int(i16::MIN.into()), Back::Int(i16::MAX.into())],
     )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("s", as_int).await,
-        [Back::Int(i16::MIN.into()), Back::Int(i16::MAX.into())]
-    );
-    l.load(
+    .await;
+    l.round_trip(
         "i",
         "int",
         ("integer", 23),
         &[some(i32be(i32::MIN)), some(i32be(i32::MAX))],
+        as_int,
+        &[Back::Int(i32::MIN.into()), Back::Int(i32::MAX.into())],
     )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("i", as_int).await,
-        [Back::Int(i32::MIN.into()), Back::Int(i32::MAX.into())]
-    );
-    l.load(
+    .await;
+    l.round_trip(
         "g",
         "bigint",
         ("bigint", 20),
         &[some(i64be(i64::MIN)), some(i64be(i64::MAX))],
+        as_int,
+        &[Back::Int(i64::MIN), Back::Int(i64::MAX)],
     )
-    .await
-    .expect("load");
-    assert_eq!(
-        l.read("g", as_int).await,
-        [Back::Int(i64::MIN), Back::Int(i64::MAX)]
-    );
+    .await;
     l.drop_db().await;
 }
 
