@@ -12,8 +12,11 @@
 //! with a cascade rewrite, rows behind the store's back. Failures name tables, columns and
 //! indexes only.
 
-/// A column: name, `format_type` text, NOT NULL.
-pub type ColumnContract = (&'static str, &'static str, bool);
+use dpone_pg_catalog::verify_columns;
+pub use dpone_pg_catalog::{
+    CONSTRAINTS_SQL, ColumnContract, Constraint, ForeignKeyContract, IMMUTABLE_TGTYPE,
+    REVIEWED_FK_ACTIONS, TableFacts,
+};
 
 /// One table of the reviewed DDL.
 #[derive(Clone, Copy, Debug)]
@@ -280,14 +283,6 @@ pub const CHECKS: [(&str, &[&str]); 10] = [
     ("np_run_claim", &[]),
 ];
 
-/// A reviewed foreign key: its columns, the referenced table of the store (same schema) and the
-/// referenced columns. All are `NO ACTION`, `MATCH SIMPLE`, not deferrable.
-pub type ForeignKeyContract = (
-    &'static [&'static str],
-    &'static str,
-    &'static [&'static str],
-);
-
 /// Per table: the foreign keys of the reviewed DDL (tables without one are absent).
 pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 8] = [
     (
@@ -348,234 +343,28 @@ pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 8] = [
     ),
 ];
 
-/// `confupdtype`, `confdeltype`, `confmatchtype` of a reviewed foreign key: `NO ACTION` on
-/// update and delete, `MATCH SIMPLE`, not deferrable (no `d` suffix).
-pub const REVIEWED_FK_ACTIONS: &str = "aas";
-
-/// The one catalog query for [`Constraint`]s of a table (`$1`: its oid): its CHECK, foreign-key
-/// and exclusion constraints, and the foreign keys of other tables that reference it (the same
-/// query as the XMin state catalog's).
-pub const CONSTRAINTS_SQL: &str = "SELECT c.contype::text, \
-       CASE WHEN c.contype = 'c' THEN pg_catalog.pg_get_constraintdef(c.oid) END, \
-       c.convalidated, c.conrelid = $1, \
-       ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(attnum, ord) \
-             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum \
-             ORDER BY k.ord), \
-       ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(attnum, ord) \
-             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum \
-             ORDER BY k.ord), \
-       o.relname::text, o.relnamespace = me.relnamespace, \
-       c.confupdtype::text || c.confdeltype::text || c.confmatchtype::text \
-         || CASE WHEN c.condeferrable THEN 'd' ELSE '' END \
-  FROM pg_catalog.pg_constraint c \
-  JOIN pg_catalog.pg_class me ON me.oid = $1 \
-  LEFT JOIN pg_catalog.pg_class o \
-    ON o.oid = CASE WHEN c.conrelid = $1 THEN c.confrelid ELSE c.conrelid END \
- WHERE (c.conrelid = $1 AND c.contype IN ('c', 'f', 'x')) \
-    OR (c.confrelid = $1 AND c.conrelid <> $1 AND c.contype = 'f')";
-
-/// A CHECK constraint, foreign key or exclusion constraint involving a control table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Constraint {
-    /// A CHECK constraint of the table.
-    Check {
-        /// `pg_get_constraintdef`.
-        definition: String,
-        /// `false` for `NOT VALID`.
-        validated: bool,
-    },
-    /// A foreign key of the table.
-    ForeignKey {
-        /// Its columns, in order.
-        columns: Vec<String>,
-        /// The referenced control table; `None` when it is no table of the store's schema.
-        references: Option<String>,
-        /// The referenced columns, in order.
-        referenced_columns: Vec<String>,
-        /// `confupdtype`, `confdeltype`, `confmatchtype`, then `d` when deferrable.
-        actions: String,
-        /// `false` for `NOT VALID`.
-        validated: bool,
-    },
-    /// A foreign key of another table referencing this one: that control table, `None` when it
-    /// is no table of the store's schema.
-    ReferencedBy(Option<String>),
-    /// Another constraint kind the reviewed DDL does not have (an exclusion constraint).
-    Other(String),
-}
-
-impl Constraint {
-    /// One [`CONSTRAINTS_SQL`] row.
-    pub fn from_row(row: &tokio_postgres::Row) -> Self {
-        let kind: String = row.get(0);
-        let validated: bool = row.get(2);
-        let outgoing: bool = row.get(3);
-        let other: Option<String> = row.get(6);
-        let same_schema: Option<bool> = row.get(7);
-        let table =
-            other.filter(|t| same_schema == Some(true) && CONTRACT.iter().any(|c| c.name == t));
-        match (kind.as_str(), outgoing) {
-            ("c", _) => Constraint::Check {
-                definition: row.get::<_, Option<String>>(1).unwrap_or_default(),
-                validated,
-            },
-            ("f", true) => Constraint::ForeignKey {
-                columns: row.get(4),
-                references: table,
-                referenced_columns: row.get(5),
-                actions: row.get(8),
-                validated,
-            },
-            ("f", false) => Constraint::ReferencedBy(table),
-            _ => Constraint::Other(kind),
-        }
-    }
-}
-
-/// `pg_trigger.tgtype` of `BEFORE UPDATE OR DELETE FOR EACH ROW` (row 1 + before 2 + delete 8
-/// + update 16).
-pub const IMMUTABLE_TGTYPE: i16 = 27;
-
-/// What the catalog says of one table.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TableFacts {
-    /// Columns in table order: name, `format_type`, NOT NULL.
-    pub columns: Vec<(String, String, bool)>,
-    /// Valid unique indexes: columns in order, partial predicate.
-    pub unique: Vec<(Vec<String>, Option<String>)>,
-    /// Enabled user triggers: `tgtype`, whether the function body raises.
-    pub triggers: Vec<(i16, bool)>,
-    /// CHECK constraints and foreign keys of the table and foreign keys referencing it.
-    pub constraints: Vec<Constraint>,
-}
-
 /// The table's constraints against its reviewed CHECKs and foreign keys.
 fn verify_constraints(contract: &TableContract, facts: &TableFacts) -> Result<(), String> {
     let table = contract.name;
-    let reviewed_checks = CHECKS
+    let checks = CHECKS
         .iter()
         .find(|(t, _)| *t == table)
         .map_or(&[][..], |(_, c)| *c);
-    let reviewed_fks = FOREIGN_KEYS
+    let fks = FOREIGN_KEYS
         .iter()
         .find(|(t, _)| *t == table)
         .map_or(&[][..], |(_, f)| *f);
-    let mut checks = Vec::new();
-    let mut fks = 0;
-    for c in &facts.constraints {
-        match c {
-            Constraint::Check {
-                definition,
-                validated,
-            } => {
-                if !validated {
-                    return Err(format!(
-                        "control table {table:?} has a CHECK constraint that is NOT VALID"
-                    ));
-                }
-                checks.push(definition.as_str());
-            }
-            Constraint::ForeignKey {
-                columns,
-                references,
-                referenced_columns,
-                actions,
-                validated,
-            } => {
-                fks += 1;
-                let reviewed = reviewed_fks.iter().any(|(cols, to, ref_cols)| {
-                    columns.iter().map(String::as_str).eq(cols.iter().copied())
-                        && references.as_deref() == Some(*to)
-                        && referenced_columns
-                            .iter()
-                            .map(String::as_str)
-                            .eq(ref_cols.iter().copied())
-                        && actions == REVIEWED_FK_ACTIONS
-                        && *validated
-                });
-                if !reviewed {
-                    return Err(format!(
-                        "control table {table:?} has a foreign key on ({}) the reviewed DDL does \
-                         not (or with another target, action or validity)",
-                        columns.join(", ")
-                    ));
-                }
-            }
-            Constraint::ReferencedBy(None) => {
-                return Err(format!(
-                    "control table {table:?} is referenced by a foreign key of a table outside \
-                     the store"
-                ));
-            }
-            // Checked as the referencing control table's own foreign key.
-            Constraint::ReferencedBy(Some(_)) => {}
-            Constraint::Other(kind) => {
-                return Err(format!(
-                    "control table {table:?} has a constraint (kind {kind}) the reviewed DDL \
-                     does not"
-                ));
-            }
-        }
-    }
-    if let Some(extra) = checks.iter().find(|c| !reviewed_checks.contains(c)) {
-        return Err(format!(
-            "control table {table:?} has a CHECK constraint the reviewed DDL does not: {extra}"
-        ));
-    }
-    if let Some(missing) = reviewed_checks.iter().find(|c| !checks.contains(c)) {
-        return Err(format!(
-            "control table {table:?} lacks the reviewed {missing}"
-        ));
-    }
-    if checks.len() != reviewed_checks.len() {
-        return Err(format!(
-            "control table {table:?} has a CHECK constraint twice"
-        ));
-    }
-    if fks != reviewed_fks.len() {
-        return Err(format!(
-            "control table {table:?} lacks a foreign key of the reviewed DDL"
-        ));
-    }
-    Ok(())
+    dpone_pg_catalog::verify_constraints("control table", "the store", table, facts, checks, fks)
 }
 
 /// Checks one table against its contract; `Err` names what differs.
 pub fn verify_table(contract: &TableContract, facts: &TableFacts) -> Result<(), String> {
     let table = contract.name;
-    if facts.columns.is_empty() {
-        return Err(format!(
-            "control table {table:?} does not exist (provision the reviewed DDL)"
-        ));
-    }
-    let actual: Vec<(&str, &str, bool)> = facts
-        .columns
-        .iter()
-        .map(|(n, t, nn)| (n.as_str(), t.as_str(), *nn))
-        .collect();
-    for (name, type_name, not_null) in contract.columns {
-        match actual.iter().find(|(n, _, _)| n == name) {
-            None => return Err(format!("control table {table:?} lacks column {name:?}")),
-            Some((_, t, nn)) if t != type_name || nn != not_null => {
-                return Err(format!(
-                    "control table {table:?} column {name:?} is not {type_name}{}",
-                    if *not_null { " NOT NULL" } else { " NULL" }
-                ));
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some((extra, _, _)) = actual
-        .iter()
-        .find(|(n, _, _)| !contract.columns.iter().any(|(c, _, _)| c == n))
-    {
-        return Err(format!(
-            "control table {table:?} has column {extra:?} the reviewed DDL does not"
-        ));
-    }
+    verify_columns("control table", table, contract.columns, facts)?;
+    let actual: Vec<&str> = facts.columns.iter().map(|(n, _, _)| n.as_str()).collect();
     if actual
         .iter()
-        .map(|(n, _, _)| *n)
+        .copied()
         .ne(contract.columns.iter().map(|(n, _, _)| *n))
     {
         return Err(format!(

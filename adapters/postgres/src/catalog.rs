@@ -9,8 +9,11 @@
 //! added, none dropped, none `NOT VALID`, no referential action but `NO ACTION`, and no table
 //! outside the state tables referencing one. Failures name tables, columns and indexes only.
 
-/// A column of a state table: name, `format_type` text, NOT NULL.
-pub type ColumnContract = (&'static str, &'static str, bool);
+use dpone_pg_catalog::verify_columns;
+pub use dpone_pg_catalog::{
+    CONSTRAINTS_SQL, ColumnContract, Constraint, ForeignKeyContract, IMMUTABLE_TGTYPE,
+    REVIEWED_FK_ACTIONS, TableFacts,
+};
 
 /// Per role: the exact columns, in table order.
 pub const STATE_CONTRACT: [(&str, &[ColumnContract]); 5] = [
@@ -120,10 +123,6 @@ pub const STATE_UNIQUE: [(&str, &[UniqueContract]); 5] = [
 /// trigger calling a function that raises.
 pub const IMMUTABLE_ROLES: [&str; 3] = ["receipt", "repair_authority", "repair_consumption"];
 
-/// `pg_trigger.tgtype` of `BEFORE UPDATE OR DELETE FOR EACH ROW` (row 1 + before 2 + delete 8
-/// + update 16).
-pub const IMMUTABLE_TGTYPE: i16 = 27;
-
 /// Per role: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
 /// (PostgreSQL 15; sorted).
 pub const STATE_CHECKS: [(&str, &[&str]); 5] = [
@@ -149,14 +148,6 @@ pub const STATE_CHECKS: [(&str, &[&str]); 5] = [
     ("repair_consumption", &[]),
 ];
 
-/// A reviewed foreign key: its columns, the role of the state table it references (in the same
-/// schema) and the referenced columns. All are `NO ACTION`, `MATCH SIMPLE`, not deferrable.
-pub type ForeignKeyContract = (
-    &'static [&'static str],
-    &'static str,
-    &'static [&'static str],
-);
-
 /// Per role: the foreign keys of the reviewed DDL.
 pub const STATE_FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 5] = [
     ("source_state", &[]),
@@ -172,203 +163,30 @@ pub const STATE_FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 5] = [
     ),
 ];
 
-/// `confupdtype`, `confdeltype`, `confmatchtype` of a reviewed foreign key: `NO ACTION` on
-/// update and delete, `MATCH SIMPLE`, and not deferrable (no `d` suffix).
-pub const REVIEWED_FK_ACTIONS: &str = "aas";
-
-/// The one catalog query for [`Constraint`]s of a table (`$1`: its oid): its CHECK, foreign-key
-/// and exclusion constraints, and the foreign keys of other tables that reference it. Columns:
-/// `contype`, CHECK definition, validated, outgoing, columns, referenced columns, the other
-/// table's name, whether it is in the same schema, the actions (`confupdtype`, `confdeltype`,
-/// `confmatchtype`, `d` when deferrable).
-pub const CONSTRAINTS_SQL: &str = "SELECT c.contype::text, \
-       CASE WHEN c.contype = 'c' THEN pg_catalog.pg_get_constraintdef(c.oid) END, \
-       c.convalidated, c.conrelid = $1, \
-       ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(attnum, ord) \
-             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum \
-             ORDER BY k.ord), \
-       ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(attnum, ord) \
-             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum \
-             ORDER BY k.ord), \
-       o.relname::text, o.relnamespace = me.relnamespace, \
-       c.confupdtype::text || c.confdeltype::text || c.confmatchtype::text \
-         || CASE WHEN c.condeferrable THEN 'd' ELSE '' END \
-  FROM pg_catalog.pg_constraint c \
-  JOIN pg_catalog.pg_class me ON me.oid = $1 \
-  LEFT JOIN pg_catalog.pg_class o \
-    ON o.oid = CASE WHEN c.conrelid = $1 THEN c.confrelid ELSE c.conrelid END \
- WHERE (c.conrelid = $1 AND c.contype IN ('c', 'f', 'x')) \
-    OR (c.confrelid = $1 AND c.conrelid <> $1 AND c.contype = 'f')";
-
 /// Foreign keys of other tables referencing the target (`$1`: its oid) whose action on delete
 /// or update writes (`CASCADE`, `SET NULL`, `SET DEFAULT`), counted.
 pub const TARGET_CASCADING_REFERENCES_SQL: &str = "SELECT count(*) FROM pg_catalog.pg_constraint c \
  WHERE c.confrelid = $1 AND c.contype = 'f' \
    AND (c.confdeltype NOT IN ('a', 'r') OR c.confupdtype NOT IN ('a', 'r'))";
 
-/// A CHECK constraint, foreign key or exclusion constraint involving a state table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Constraint {
-    /// A CHECK constraint of the table: `pg_get_constraintdef`, and whether it is validated.
-    Check {
-        /// `pg_get_constraintdef`.
-        definition: String,
-        /// `false` for `NOT VALID`.
-        validated: bool,
-    },
-    /// A foreign key of the table.
-    ForeignKey {
-        /// Its columns, in order.
-        columns: Vec<String>,
-        /// The role of the referenced state table; `None` when it is no state table of this
-        /// schema.
-        references: Option<String>,
-        /// The referenced columns, in order.
-        referenced_columns: Vec<String>,
-        /// `confupdtype`, `confdeltype`, `confmatchtype`, then `d` when deferrable.
-        actions: String,
-        /// `false` for `NOT VALID`.
-        validated: bool,
-    },
-    /// A foreign key of another table that references this one: that table's role, `None` when
-    /// it is no state table of this schema.
-    ReferencedBy(Option<String>),
-    /// Any other constraint kind the reviewed DDL does not have (an exclusion constraint).
-    Other(String),
-}
-
-impl Constraint {
-    /// One [`CONSTRAINTS_SQL`] row; `role_of` names the role of a table of the same schema.
-    pub fn from_row(row: &tokio_postgres::Row, role_of: impl Fn(&str) -> Option<String>) -> Self {
-        let kind: String = row.get(0);
-        let validated: bool = row.get(2);
-        let outgoing: bool = row.get(3);
-        let other: Option<String> = row.get(6);
-        let same_schema: Option<bool> = row.get(7);
-        let role = other
-            .filter(|_| same_schema == Some(true))
-            .and_then(|t| role_of(&t));
-        match (kind.as_str(), outgoing) {
-            ("c", _) => Constraint::Check {
-                definition: row.get::<_, Option<String>>(1).unwrap_or_default(),
-                validated,
-            },
-            ("f", true) => Constraint::ForeignKey {
-                columns: row.get(4),
-                references: role,
-                referenced_columns: row.get(5),
-                actions: row.get(8),
-                validated,
-            },
-            ("f", false) => Constraint::ReferencedBy(role),
-            _ => Constraint::Other(kind),
-        }
-    }
-}
-
-/// What the catalog says of one state table.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TableFacts {
-    /// Columns in table order: name, `format_type`, NOT NULL.
-    pub columns: Vec<(String, String, bool)>,
-    /// Valid unique indexes: columns in order (empty for an expression index), predicate.
-    pub unique: Vec<(Vec<String>, Option<String>)>,
-    /// Enabled user triggers: `tgtype`, whether the function body raises.
-    pub triggers: Vec<(i16, bool)>,
-    /// CHECK constraints and foreign keys of the table and foreign keys referencing it.
-    pub constraints: Vec<Constraint>,
-}
-
 /// The table's constraints against the reviewed CHECKs and foreign keys of `role`.
 fn verify_constraints(role: &str, table: &str, facts: &TableFacts) -> Result<(), String> {
-    let pick = |list: &[(&str, &'static [&'static str])]| {
-        list.iter()
-            .find(|(r, _)| *r == role)
-            .map_or(&[][..], |(_, c)| *c)
-    };
-    let reviewed_checks = pick(&STATE_CHECKS);
-    let reviewed_fks = STATE_FOREIGN_KEYS
+    let checks = STATE_CHECKS
+        .iter()
+        .find(|(r, _)| *r == role)
+        .map_or(&[][..], |(_, c)| *c);
+    let fks = STATE_FOREIGN_KEYS
         .iter()
         .find(|(r, _)| *r == role)
         .map_or(&[][..], |(_, f)| *f);
-    let mut checks = Vec::new();
-    let mut fks = 0;
-    for c in &facts.constraints {
-        match c {
-            Constraint::Check {
-                definition,
-                validated,
-            } => {
-                if !validated {
-                    return Err(format!(
-                        "state table {table:?} has a CHECK constraint that is NOT VALID"
-                    ));
-                }
-                checks.push(definition.as_str());
-            }
-            Constraint::ForeignKey {
-                columns,
-                references,
-                referenced_columns,
-                actions,
-                validated,
-            } => {
-                fks += 1;
-                let reviewed = reviewed_fks.iter().any(|(cols, to, ref_cols)| {
-                    columns.iter().map(String::as_str).eq(cols.iter().copied())
-                        && references.as_deref() == Some(*to)
-                        && referenced_columns
-                            .iter()
-                            .map(String::as_str)
-                            .eq(ref_cols.iter().copied())
-                        && actions == REVIEWED_FK_ACTIONS
-                        && *validated
-                });
-                if !reviewed {
-                    return Err(format!(
-                        "state table {table:?} has a foreign key on ({}) the reviewed DDL does \
-                         not (or with another target, action or validity)",
-                        columns.join(", ")
-                    ));
-                }
-            }
-            Constraint::ReferencedBy(None) => {
-                return Err(format!(
-                    "state table {table:?} is referenced by a foreign key of a table outside \
-                     the state tables"
-                ));
-            }
-            // Checked as the referencing state table's own foreign key.
-            Constraint::ReferencedBy(Some(_)) => {}
-            Constraint::Other(kind) => {
-                return Err(format!(
-                    "state table {table:?} has a constraint (kind {kind}) the reviewed DDL does not"
-                ));
-            }
-        }
-    }
-    checks.sort_unstable();
-    if let Some(extra) = checks.iter().find(|c| !reviewed_checks.contains(c)) {
-        return Err(format!(
-            "state table {table:?} has a CHECK constraint the reviewed DDL does not: {extra}"
-        ));
-    }
-    if let Some(missing) = reviewed_checks.iter().find(|c| !checks.contains(c)) {
-        return Err(format!(
-            "state table {table:?} lacks the reviewed {missing}"
-        ));
-    }
-    if checks.len() != reviewed_checks.len() {
-        return Err(format!(
-            "state table {table:?} has a CHECK constraint twice"
-        ));
-    }
-    if fks != reviewed_fks.len() {
-        return Err(format!(
-            "state table {table:?} lacks a foreign key of the reviewed DDL"
-        ));
-    }
-    Ok(())
+    dpone_pg_catalog::verify_constraints(
+        "state table",
+        "the state tables",
+        table,
+        facts,
+        checks,
+        fks,
+    )
 }
 
 /// Checks one state table (by role) against the contract; `Err` names what differs.
@@ -378,32 +196,7 @@ pub fn verify_table(role: &str, table: &str, facts: &TableFacts) -> Result<(), S
         .find(|(r, _)| *r == role)
         .map(|(_, c)| *c)
         .ok_or_else(|| format!("unknown state role {role}"))?;
-    if facts.columns.is_empty() {
-        return Err(format!(
-            "state table {table:?} does not exist (provision the reviewed DDL)"
-        ));
-    }
-    for (name, type_name, not_null) in columns {
-        match facts.columns.iter().find(|(n, _, _)| n == name) {
-            None => return Err(format!("state table {table:?} lacks column {name:?}")),
-            Some((_, t, nn)) if t != type_name || nn != not_null => {
-                return Err(format!(
-                    "state table {table:?} column {name:?} is not {type_name}{}",
-                    if *not_null { " NOT NULL" } else { " NULL" }
-                ));
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some((extra, _, _)) = facts
-        .columns
-        .iter()
-        .find(|(n, _, _)| !columns.iter().any(|(c, _, _)| c == n))
-    {
-        return Err(format!(
-            "state table {table:?} has column {extra:?} the reviewed DDL does not"
-        ));
-    }
+    verify_columns("state table", table, columns, facts)?;
     let unique = STATE_UNIQUE
         .iter()
         .find(|(r, _)| *r == role)

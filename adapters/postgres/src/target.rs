@@ -611,81 +611,14 @@ impl PgTarget {
         name: &str,
         roles: &[(&'static str, String)],
     ) -> Result<TableFacts> {
-        let read = |e: tokio_postgres::Error| terr("read state catalog", &e);
-        let Some(oid) = c
-            .query_opt(
-                "SELECT cl.oid FROM pg_catalog.pg_class cl \
-                 JOIN pg_catalog.pg_namespace n ON n.oid = cl.relnamespace \
-                 WHERE n.nspname = $1 AND cl.relname = $2 AND cl.relkind = 'r'",
-                &[&schema, &name],
-            )
-            .await
-            .map_err(read)?
-            .map(|r| r.get::<_, u32>(0))
-        else {
-            return Ok(TableFacts::default());
-        };
-        let columns = c
-            .query(
-                "SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull \
-                 FROM pg_catalog.pg_attribute a \
-                 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-                &[&oid],
-            )
-            .await
-            .map_err(read)?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect();
-        let unique = c
-            .query(
-                "SELECT ARRAY(SELECT a.attname::text \
-                   FROM unnest((ix.indkey::int2[])[0:ix.indnkeyatts - 1]) WITH ORDINALITY k(attnum, ord) \
-                   JOIN pg_catalog.pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum \
-                   ORDER BY k.ord), \
-                 pg_catalog.pg_get_expr(ix.indpred, ix.indrelid) \
-                 FROM pg_catalog.pg_index ix \
-                 WHERE ix.indrelid = $1 AND ix.indisunique AND ix.indisvalid AND ix.indisready \
-                   AND ix.indexprs IS NULL",
-                &[&oid],
-            )
-            .await
-            .map_err(read)?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        let triggers = c
-            .query(
-                "SELECT t.tgtype, p.prosrc ~* 'raise\\s+exception' \
-                 FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid \
-                 WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'",
-                &[&oid],
-            )
-            .await
-            .map_err(read)?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        let constraints = c
-            .query(catalog::CONSTRAINTS_SQL, &[&oid])
-            .await
-            .map_err(read)?
-            .iter()
-            .map(|r| {
-                catalog::Constraint::from_row(r, |t| {
-                    roles
-                        .iter()
-                        .find(|(_, n)| n == t)
-                        .map(|(role, _)| (*role).to_owned())
-                })
-            })
-            .collect();
-        Ok(TableFacts {
-            columns,
-            unique,
-            triggers,
-            constraints,
+        dpone_pg_catalog::table_facts(c, schema, name, |t| {
+            roles
+                .iter()
+                .find(|(_, n)| n == t)
+                .map(|(role, _)| (*role).to_owned())
         })
+        .await
+        .map_err(|e| terr("read state catalog", &e))
     }
 
     /// Each state role with its table name (`STATE_CONTRACT` order).
