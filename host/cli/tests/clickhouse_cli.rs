@@ -1601,10 +1601,33 @@ fn live_publication_exports_its_protocol_steps_decisions_and_counts_over_otlp() 
         ),
         1
     );
+    // Rows applied: the publication's rows, once per publication (not per member).
+    let published = run["receipt"]["artifact"]["row_count"]
+        .as_u64()
+        .expect("row count");
+    assert_eq!(published, source["rows"].as_u64().expect("rows"));
+    assert_eq!(
+        sum(&metrics, "dpone.rows.applied", &[("route", "clickhouse")]),
+        published
+    );
 
-    // The retry's human summary (`--output text`): converged, published.
-    let out = route.cmd("run", Some("otlp-1"), &["--output", "text"]);
+    // The retry's human summary (`--output text`): converged, published. It found the
+    // publication completed, so it applied nothing and counts nothing applied.
+    let again = Receiver::start();
+    let env = otel_env(&again);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = route.cmd_env("run", Some("otlp-1"), &["--output", "text"], &env);
     assert_eq!(out.status.code(), Some(0));
+    let retried = again.metrics();
+    assert!(
+        retried.contains_key("dpone.decisions"),
+        "the retry exported its metrics: {:?}",
+        retried.keys()
+    );
+    assert!(
+        !retried.contains_key("dpone.rows.applied"),
+        "a retry of a completed publication applies nothing"
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     eprintln!("{text}");
     assert!(text.starts_with("done: published\n"), "{text}");
