@@ -936,6 +936,46 @@ mod tests {
     }
 
     #[test]
+    fn resolve_campaign_and_bundle_summaries_lead_with_their_verdict() {
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "resolve", "workload": "w",
+            "resolve": {"outcome": "proposed", "resolution": "abort", "from": "STAGING", "to": "ABORTED",
+                        "members": [{"reachable": true}, {"reachable": false}], "recovery": "resolve_apply"}});
+        let text = render("resolve", &v, false);
+        assert!(
+            text.starts_with("done: proposed abort STAGING -> ABORTED\n"),
+            "{text}"
+        );
+        assert!(text.contains("  members   1 of 2 reachable\n"), "{text}");
+        assert!(text.contains("run again with --apply"), "{text}");
+        let v = json!({"resolve": {"outcome": "refused", "code": "DPONE_X", "retryable": true, "recovery": "wait"}});
+        assert!(render("resolve", &v, false).starts_with("not finished: DPONE_X\n"));
+
+        let v = json!({"result": "history", "registration": {"grant_id": "g", "phase": "execution",
+                "original_trust": {"revision": 1}}, "current_trust": {"revision": 2},
+            "current_authority": {"admits_new_work": false, "revoked": true, "expired": false},
+            "pool": {"attempts": 2, "unresolved": 1, "reserved_source_rows": 10, "reserved_source_bytes": 20,
+                     "measured_source_rows": 5, "measured_source_bytes": 6, "measured_http_bytes": 7},
+            "reservations": [{}, {}], "probed": []});
+        let text = render("campaign status", &v, false);
+        assert!(
+            text.starts_with("refused: revoked: admits no new work\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("attempts        2 (1 unresolved)\n"),
+            "{text}"
+        );
+        assert!(text.contains("campaign settle"), "{text}");
+
+        let v = json!({"verified": false, "error": "DPONE_BUNDLE_X"});
+        assert!(render("bundle verify", &v, false).starts_with("refused: DPONE_BUNDLE_X\n"));
+        let v = json!({"verified": true, "outcome": {"kind": "certificate"}});
+        assert!(render("verify-bundle", &v, false).starts_with("done: verified\n"));
+        let v = json!({"result": "refused", "code": "DPONE_SCOPE_Y", "decision": "deny"});
+        assert!(render("campaign verify", &v, false).starts_with("refused: DPONE_SCOPE_Y\n"));
+    }
+
+    #[test]
     fn values_cannot_drive_the_terminal_and_colour_is_only_on_request() {
         let v = json!({"status": "ok\u{1b}[2J", "note": "a\nb"});
         let text = render("other", &v, false);
