@@ -168,6 +168,13 @@ pub fn render(kind: &str, value: &Value, color: bool) -> String {
         "campaign status" => campaign_status(value),
         "campaign verify" => campaign_verify(value),
         "bundle verify" | "bundle activate" | "verify-bundle" => bundle(kind, value),
+        // `"verified": false` here is "no trust decision was made", not a refusal.
+        "bundle inspect" => {
+            let mut s = generic(value);
+            s.verdict = Verdict::Done;
+            s.headline = "inspected (no trust decision)".to_owned();
+            s
+        }
         "policy test" => policy_test(value),
         "policy eval" => policy_eval(value),
         "demo" => demo(value),
@@ -967,6 +974,11 @@ mod tests {
         );
         assert!(text.contains("campaign settle"), "{text}");
 
+        let v = json!({"verified": false, "manifest": {}});
+        assert!(
+            render("bundle inspect", &v, false)
+                .starts_with("done: inspected (no trust decision)\n")
+        );
         let v = json!({"verified": false, "error": "DPONE_BUNDLE_X"});
         assert!(render("bundle verify", &v, false).starts_with("refused: DPONE_BUNDLE_X\n"));
         let v = json!({"verified": true, "outcome": {"kind": "certificate"}});

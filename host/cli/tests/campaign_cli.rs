@@ -916,6 +916,7 @@ fn at_a_terminal_verify_leads_with_its_verdict_and_off_one_prints_the_same_json(
     let s = execution();
     let (command, _dir) = s.command();
     let (rc, shown) = at_terminal(&command);
+    eprintln!("{shown}");
     assert_eq!(rc, 0, "{shown}");
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(
@@ -970,6 +971,7 @@ fn at_a_terminal_verify_leads_with_its_verdict_and_off_one_prints_the_same_json(
     swapped.release_set = false;
     let (command, _dir) = swapped.command();
     let (rc, shown) = at_terminal(&command);
+    eprintln!("{shown}");
     assert_eq!(rc, 1, "{shown}");
     assert!(
         shown.starts_with("refused: DPONE_SCOPE_PHASE_MISMATCH\n"),

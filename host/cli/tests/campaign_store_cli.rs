@@ -179,6 +179,7 @@ async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
         a
     };
     let (rc, shown) = at_terminal(&run.command(&status_args(&[])));
+    eprintln!("{shown}");
     assert_eq!(rc, 0, "{shown}");
     assert!(shown.starts_with("done: admits new work\n"), "{shown}");
     assert_eq!(fact(&shown, "grant").as_deref(), Some(grant_id.as_str()));
@@ -237,6 +238,7 @@ async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
     assert_eq!(st["current_authority"]["revoked"], true);
     assert_eq!(st["current_authority"]["admits_new_work"], false);
     let (rc, shown) = at_terminal(&run.command(&status_args(&[])));
+    eprintln!("{shown}");
     assert_eq!(rc, 0, "a revoked grant's history still reads: {shown}");
     assert!(
         shown.starts_with("refused: revoked: admits no new work\n"),

@@ -1363,6 +1363,7 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     assert_eq!(rj["resolve"]["recovery"], "none");
     // The same refusal at a terminal: the verdict first (then what was observed per member).
     let (rc, shown) = route.at_terminal("resolve", Some("live-cli-1"));
+    eprintln!("{shown}");
     assert_eq!(rc, 1, "{shown}");
     assert!(
         shown.starts_with("refused: DPONE_CLICKHOUSE_CLUSTER_RESOLVE_NOT_NEEDED\n"),
