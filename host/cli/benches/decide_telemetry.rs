@@ -86,8 +86,7 @@ fn sink(listener: &TcpListener) {
         let Ok(mut stream) = stream else { continue };
         let mut request = Vec::new();
         let mut buf = [0u8; 64 * 1024];
-        loop {
-            let Ok(n) = stream.read(&mut buf) else { break };
+        while let Ok(n) = stream.read(&mut buf) {
             if n == 0 {
                 break;
             }

@@ -178,7 +178,7 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Result<(), exit::Failure> {
-    let result = match cli.command {
+    match cli.command {
         Command::Policy { command } => policy_cmd::run(command, &cli.source),
         Command::Demo(args) => demo::run(args, &cli.source),
         Command::Check(args) if args.route.manifest.is_none() => connections_cmd::check(&args),
@@ -208,8 +208,7 @@ fn dispatch(cli: Cli) -> Result<(), exit::Failure> {
         } => route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status),
         Command::Bundle { cmd } => trust_cmd::run_bundle(cmd),
         Command::VerifyBundle(args) => trust_cmd::run_verify_bundle(args),
-    };
-    result
+    }
 }
 
 #[cfg(test)]
