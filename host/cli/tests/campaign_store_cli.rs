@@ -164,21 +164,17 @@ async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
     assert_eq!(st["current_authority"]["revoked"], false);
     // At a terminal: the verdict first, then the pool's charges; off one, the same JSON as
     // with --output json.
-    let status_args = |extra: &[&str]| {
-        let mut a: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
-        a.extend(
-            [
-                "status",
-                "--grant-id",
-                grant_id.as_str(),
-                "--phase",
-                "execution",
-            ]
-            .map(str::to_owned),
-        );
-        a
+    let status_args = || {
+        [
+            "status",
+            "--grant-id",
+            grant_id.as_str(),
+            "--phase",
+            "execution",
+        ]
+        .map(str::to_owned)
     };
-    let (rc, shown) = at_terminal(&run.command(&status_args(&[])));
+    let (rc, shown) = at_terminal(&run.command(&status_args()));
     eprintln!("{shown}");
     assert_eq!(rc, 0, "{shown}");
     assert!(shown.starts_with("done: admits new work\n"), "{shown}");
@@ -199,7 +195,7 @@ async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
         !shown.contains(&store.url) && !shown.contains('{'),
         "{shown}"
     );
-    let piped = run.cli(&status_args(&[]));
+    let piped = run.cli(&status_args());
     let explicit = run.cli(&[
         "status".to_owned(),
         "--grant-id".to_owned(),
@@ -237,7 +233,7 @@ async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
     assert_eq!(st["current_trust"]["revision"], 2);
     assert_eq!(st["current_authority"]["revoked"], true);
     assert_eq!(st["current_authority"]["admits_new_work"], false);
-    let (rc, shown) = at_terminal(&run.command(&status_args(&[])));
+    let (rc, shown) = at_terminal(&run.command(&status_args()));
     eprintln!("{shown}");
     assert_eq!(rc, 0, "a revoked grant's history still reads: {shown}");
     assert!(
