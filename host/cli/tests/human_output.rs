@@ -3,7 +3,8 @@
 //! unless `NO_COLOR` is set, and a failure gets a human line after its JSON report; off a
 //! terminal, and with `--output json`, stdout is exactly the JSON contract (the pretty JSON of
 //! the same value, byte for byte, whatever the flag). Covered here: `policy test|eval`, `demo`,
-//! XMin `check` and `plan` on the sample route, `bundle verify|activate` (a bundle signed by the
+//! XMin `check` and `plan` on the sample route, `verify-bundle` (the Sigstore conformance
+//! happy path, and a wrong identity), `bundle verify|activate` (a bundle signed by the
 //! binary itself, then tampered). No server needed.
 
 use serde_json::Value;
@@ -412,4 +413,60 @@ fn off_a_terminal_stdout_is_exactly_the_json_contract() {
     let (_, shown) = at_terminal(&explicit, true);
     let value: Value = serde_json::from_str(&shown).expect("JSON at a terminal with --output json");
     assert_eq!(value["evidence"]["kind"], "guard");
+}
+
+#[test]
+fn verify_bundle_prints_a_verdict_first_summary_and_the_same_json_off_a_terminal() {
+    let cases = "fixtures/conformance/sigstore";
+    let bundle = format!("{cases}/cases/happy-path-v0.3/bundle.sigstore.json");
+    let root_file = format!("{cases}/production_trusted_root.json");
+    let artifact = format!("{cases}/cases/a.txt");
+    let args = |identity: &str| -> Vec<String> {
+        [
+            "verify-bundle",
+            "--bundle",
+            &bundle,
+            "--certificate-identity",
+            identity,
+            "--certificate-oidc-issuer",
+            "https://token.actions.githubusercontent.com",
+            "--trusted-root",
+            &root_file,
+            &artifact,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let good = args(
+        "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main",
+    );
+    let good: Vec<&str> = good.iter().map(String::as_str).collect();
+    let (rc, shown) = at_terminal(&good, true);
+    assert_eq!(rc, 0, "{shown}");
+    assert!(shown.starts_with("done: verified\n"), "{shown}");
+    assert!(
+        shown.contains("\n  tlog verified         true\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\n  issuer                https://token.actions.githubusercontent.com\n"),
+        "{shown}"
+    );
+    let (rc, json) = json_unchanged(&good, &root(), &[]);
+    assert_eq!(rc, 0);
+    assert_eq!(json["verified"], true);
+
+    let wrong = args("https://github.com/someone/else");
+    let wrong: Vec<&str> = wrong.iter().map(String::as_str).collect();
+    let (rc, shown) = at_terminal(&wrong, true);
+    assert_eq!(rc, 1, "{shown}");
+    let first = shown.lines().next().unwrap_or_default();
+    assert!(first.starts_with("refused: DPONE_"), "{shown}");
+    let (rc_piped, json) = json_unchanged(&wrong, &root(), &[]);
+    assert_eq!(rc_piped, 1);
+    assert_eq!(json["verified"], false);
+    assert_eq!(
+        Some(first.trim_start_matches("refused: ")),
+        json["error"].as_str()
+    );
 }
