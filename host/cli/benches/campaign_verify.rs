@@ -15,6 +15,22 @@ mod campaign;
 #[allow(dead_code)]
 #[path = "../src/campaign_cmd/pipeline.rs"]
 mod pipeline;
+// The pipeline decides through the instrumented wrapper; never initialised here, so telemetry
+// is off, as in a command run without the OTel environment.
+// The binary's own module (`src/telemetry.rs` and its `telemetry/http.rs`).
+// Built as a test target: its unit tests are compiled but not run (harness = false).
+#[allow(dead_code, unused_imports)]
+#[path = "../src"]
+mod src {
+    pub mod telemetry;
+}
+use src::telemetry;
+
+/// The exit statuses [`telemetry`] refers to.
+mod exit {
+    /// Not finished: retry the same invocation.
+    pub const RETRY: u8 = 75;
+}
 
 use criterion::Criterion;
 use dpone_policy_build::ComponentLock;

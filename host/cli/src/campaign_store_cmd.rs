@@ -52,6 +52,7 @@ use dpone_policy_runtime::{LoadedPolicy, PolicyKind};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::str::FromStr;
+use tracing::Instrument as _;
 
 /// The pinned policy is not the store's current trust revision (exit 1).
 pub const POLICY_NOT_CURRENT: &str = "DPONE_CLI_CAMPAIGN_POLICY_NOT_CURRENT";
@@ -514,7 +515,10 @@ impl ScopeDecider for ComponentDecider<'_> {
     type Failure = Failure;
 
     fn decide(&self, facts: &ScopeFacts) -> Result<(ScopeDecision, Value), Failure> {
-        let decided = self.0.scope_decide(facts)?;
+        // Called inside the admission transaction, once per try: each decision is a `decide`
+        // span of its own under the engine's `admit` phase span.
+        let decided =
+            crate::telemetry::decide(PolicyKind::Scope, "decide", || self.0.scope_decide(facts))?;
         let evidence = serde_json::to_value(&decided.evidence)
             .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
         Ok((decided.decision, evidence))
@@ -738,7 +742,11 @@ pub fn settle(args: &SettleArgs) -> Result<(), Failure> {
     };
     let store = open(&args.store)?;
     let settled = runtime()?
-        .block_on(store.settle(&settlement))
+        .block_on(
+            store
+                .settle(&settlement)
+                .instrument(dpone_engine_nonproduction::phase_span("settle")),
+        )
         .map_err(store_failure)?;
     print_json(&json!({
         "result": match settled {

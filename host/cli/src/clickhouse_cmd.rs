@@ -662,8 +662,22 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     );
     let req = request(&m, invocation);
     let outcome = coordinator.run(&req);
-    if let Some(read) = read_of(&pg_source) {
-        crate::telemetry::record_io("clickhouse", read.rows, read.bytes, None);
+    // Rows applied: the publication's rows, counted once per publication, by the run that
+    // brought it to COMPLETED (every member then serves the same artifact; not per member).
+    let applied = match &outcome {
+        Ok(RunOutcome::Completed { receipt }) if progress.completed_here() => {
+            Some(receipt.artifact.row_count)
+        }
+        _ => None,
+    };
+    let read = read_of(&pg_source);
+    if read.is_some() || applied.is_some() {
+        crate::telemetry::record_io(
+            "clickhouse",
+            read.as_ref().map_or(0, |r| r.rows),
+            read.as_ref().map_or(0, |r| r.bytes),
+            applied,
+        );
     }
     // The deadline stopped the run: the coordinator stopped as interrupted because the source
     // read was abandoned or a phase transition was refused before it was sent (a best-effort

@@ -137,7 +137,17 @@ fn command_name(command: &Command) -> &'static str {
         Command::State { .. } => "state show",
         Command::Authority { .. } => "authority",
         Command::Demo(_) => "demo",
-        Command::Bundle { .. } => "bundle",
+        Command::Bundle { cmd } => match cmd {
+            trust_cmd::BundleCommand::Keygen { .. } => "bundle keygen",
+            trust_cmd::BundleCommand::Create { .. } => "bundle create",
+            trust_cmd::BundleCommand::Sign { .. } => "bundle sign",
+            trust_cmd::BundleCommand::Verify { .. } => "bundle verify",
+            trust_cmd::BundleCommand::Activate { .. } => "bundle activate",
+            trust_cmd::BundleCommand::Inspect { .. } => "bundle inspect",
+            trust_cmd::BundleCommand::Pack { .. } => "bundle pack",
+            trust_cmd::BundleCommand::Unpack { .. } => "bundle unpack",
+            trust_cmd::BundleCommand::TrustPolicy { .. } => "bundle trust-policy",
+        },
         Command::VerifyBundle(_) => "verify-bundle",
         Command::Campaign { command } => match command {
             campaign_cmd::CampaignCommand::Verify(_) => "campaign verify",
@@ -158,28 +168,17 @@ fn main() -> ExitCode {
     render::configure(cli.output, kind);
     let span = telemetry::command_span(kind);
     let result = span.in_scope(|| dispatch(cli));
-    let code = match result {
-        Dispatched::Finished(result) => {
-            if let Err(f) = &result {
-                telemetry::record_failure(&span, &f.code, f.exit);
-            }
-            exit::finish(result)
-        }
-        Dispatched::Exited(code) => code,
-    };
+    if let Err(f) = &result {
+        telemetry::record_failure(&span, &f.code, f.exit);
+    }
+    let code = exit::finish(result);
     drop(span);
     telemetry.shutdown();
     code
 }
 
-/// What a command ended with: a result to report, or an exit code it reported itself.
-enum Dispatched {
-    Finished(Result<(), exit::Failure>),
-    Exited(ExitCode),
-}
-
-fn dispatch(cli: Cli) -> Dispatched {
-    let result = match cli.command {
+fn dispatch(cli: Cli) -> Result<(), exit::Failure> {
+    match cli.command {
         Command::Policy { command } => policy_cmd::run(command, &cli.source),
         Command::Demo(args) => demo::run(args, &cli.source),
         Command::Check(args) if args.route.manifest.is_none() => connections_cmd::check(&args),
@@ -207,12 +206,9 @@ fn dispatch(cli: Cli) -> Dispatched {
         Command::State {
             command: StateCommand::Show(args),
         } => route_command(args, &cli.source, clickhouse_cmd::status, xmin_cmd::status),
-        Command::Bundle { cmd } => return Dispatched::Exited(trust_cmd::run_bundle(cmd)),
-        Command::VerifyBundle(args) => {
-            return Dispatched::Exited(trust_cmd::run_verify_bundle(args));
-        }
-    };
-    Dispatched::Finished(result)
+        Command::Bundle { cmd } => trust_cmd::run_bundle(cmd),
+        Command::VerifyBundle(args) => trust_cmd::run_verify_bundle(args),
+    }
 }
 
 #[cfg(test)]

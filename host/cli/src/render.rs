@@ -161,8 +161,20 @@ pub fn render(kind: &str, value: &Value, color: bool) -> String {
             clickhouse(value)
         }
         "run" => run(value),
+        "check" | "plan" if value.get("identity").is_some() => xmin_check(kind, value),
         "status" | "state show" => status(value),
+        "resolve" => resolve(value),
         "campaign admit" => admit(value),
+        "campaign status" => campaign_status(value),
+        "campaign verify" => campaign_verify(value),
+        "bundle verify" | "bundle activate" | "verify-bundle" => bundle(kind, value),
+        // `"verified": false` here is "no trust decision was made", not a refusal.
+        "bundle inspect" => {
+            let mut s = generic(value);
+            s.verdict = Verdict::Done;
+            s.headline = "inspected (no trust decision)".to_owned();
+            s
+        }
         "policy test" => policy_test(value),
         "policy eval" => policy_eval(value),
         "demo" => demo(value),
@@ -453,6 +465,339 @@ fn demo(v: &Value) -> Summary {
     s
 }
 
+/// XMin `check` and `plan` (no server contacted): the route, what it moves where, the delete
+/// plan and, for `plan`, the guards and the number of run steps.
+fn xmin_check(kind: &str, v: &Value) -> Summary {
+    let conflict = !v["state_schema_conflict"].is_null();
+    let mut s = if v["status"] == "ok" && !conflict {
+        Summary::new(
+            Verdict::Done,
+            if kind == "plan" {
+                "plan ready"
+            } else {
+                "route checked"
+            },
+        )
+    } else if conflict {
+        Summary::new(Verdict::Refused, "state schema conflict")
+    } else {
+        Summary::new(Verdict::Refused, clean(&v["status"]))
+    };
+    s.fact("workload", &v["workload"]);
+    s.fact("route", &v["route"]);
+    s.line(
+        "moves",
+        format!(
+            "{} -> {}",
+            clean(&v["source_relation"]),
+            clean(&v["target"])
+        ),
+    );
+    if let Some(key) = v["unique_key"].as_array() {
+        s.line(
+            "unique key",
+            key.iter().map(clean).collect::<Vec<_>>().join(", "),
+        );
+    }
+    s.fact("delete mode", &v["delete_mode"]);
+    s.fact("state key", &v["identity"]["state_key"]);
+    if let Some(e) = v.get("delete_plan_evidence").filter(|e| e.is_object()) {
+        s.line(
+            "delete plan",
+            format!(
+                "{} rules (delete-mode {}, fuel {})",
+                v["delete_plan"]["rules"].as_array().map_or(0, Vec::len),
+                decision_outcome(&e["output"]),
+                clean(&e["fuel_used"])
+            ),
+        );
+    }
+    if let Some(g) = v.get("guards").filter(|g| g.is_object()) {
+        // The ratio is kept in millionths (the manifest's six-digit decimal).
+        let ratio = g["max_delete_ratio"]
+            .as_u64()
+            .map_or_else(|| "-".to_owned(), |m| format!("{}", m as f64 / 1e6));
+        s.line(
+            "guards",
+            format!(
+                "at most {} deletes, delete ratio at most {ratio}",
+                clean(&g["max_delete_rows"])
+            ),
+        );
+    }
+    if let Some(steps) = v["steps"].as_array() {
+        s.line("run steps", steps.len().to_string());
+    }
+    let not_checked = v["not_checked"].as_array().map_or(0, Vec::len);
+    if not_checked > 0 {
+        s.line(
+            "not verified",
+            format!("{not_checked} item(s): no server was contacted"),
+        );
+    }
+    for d in v["deprecations"].as_array().into_iter().flatten().take(3) {
+        s.fact("deprecated", d);
+    }
+    s.line(
+        "next",
+        if conflict {
+            "nothing was changed; resolve the state schema conflict first"
+        } else {
+            "check --connections verifies the pins; run verifies the rest before any source I/O"
+        },
+    );
+    s
+}
+
+/// ClickHouse `resolve`: the proposed or recorded transition out of a hold, or the refusal.
+fn resolve(v: &Value) -> Summary {
+    let r = &v["resolve"];
+    let transition = format!(
+        "{} {} -> {}",
+        clean(&r["resolution"]),
+        clean(&r["from"]),
+        clean(&r["to"])
+    );
+    let mut s = match r["outcome"].as_str() {
+        Some("proposed") => Summary::new(Verdict::Done, format!("proposed {transition}")),
+        Some("recorded") => Summary::new(Verdict::Done, format!("recorded {transition}")),
+        _ if r["retryable"] == true => Summary::new(Verdict::NotFinished, clean(&r["code"])),
+        _ => Summary::new(Verdict::Refused, clean(&r["code"])),
+    };
+    s.fact("workload", &v["workload"]);
+    s.fact("operation", &r["operation_id"]);
+    s.fact("phase", &r["phase"]);
+    s.fact("keeper version", &r["keeper_version"]);
+    let members = r["members"].as_array().map_or(&[][..], Vec::as_slice);
+    if !members.is_empty() {
+        let reachable = members.iter().filter(|m| m["reachable"] == true).count();
+        s.line(
+            "members",
+            format!("{reachable} of {} reachable", members.len()),
+        );
+    }
+    s.fact("reason", &r["reason"]);
+    s.fact("proof", &r["proof"]);
+    if let Some(drops) = r["drops"].as_array().filter(|d| !d.is_empty()) {
+        s.line("candidates dropped", drops.len().to_string());
+    }
+    s.fact("recorded at", &r["recorded_version"]);
+    s.line(
+        "next",
+        match r["outcome"].as_str() {
+            Some("proposed") => "nothing was changed; run again with --apply to record it".into(),
+            _ if r["retryable"] == true => {
+                format!("resolve again later ({})", clean(&r["recovery"]))
+            }
+            _ => clean(&r["recovery"]),
+        },
+    );
+    s
+}
+
+/// `campaign status`: whether the grant admits new work, then its pool's charges.
+fn campaign_status(v: &Value) -> Summary {
+    if v["result"] != "history" {
+        return generic(v);
+    }
+    let a = &v["current_authority"];
+    let mut s = if a["admits_new_work"] == true {
+        Summary::new(Verdict::Done, "admits new work")
+    } else if a["revoked"] == true {
+        Summary::new(Verdict::Refused, "revoked: admits no new work")
+    } else {
+        Summary::new(Verdict::Refused, "expired: admits no new work")
+    };
+    let r = &v["registration"];
+    s.fact("grant", &r["grant_id"]);
+    s.fact("phase", &r["phase"]);
+    s.line(
+        "trust revision",
+        format!(
+            "{} registered, {} current",
+            clean(&r["original_trust"]["revision"]),
+            clean(&v["current_trust"]["revision"])
+        ),
+    );
+    let p = &v["pool"];
+    s.line(
+        "attempts",
+        format!(
+            "{} ({} unresolved)",
+            clean(&p["attempts"]),
+            clean(&p["unresolved"])
+        ),
+    );
+    s.line(
+        "reserved",
+        format!(
+            "{} rows, {} bytes",
+            clean(&p["reserved_source_rows"]),
+            clean(&p["reserved_source_bytes"])
+        ),
+    );
+    s.line(
+        "measured",
+        format!(
+            "{} rows, {} bytes, {} http bytes",
+            clean(&p["measured_source_rows"]),
+            clean(&p["measured_source_bytes"]),
+            clean(&p["measured_http_bytes"])
+        ),
+    );
+    s.line(
+        "reservations",
+        v["reservations"].as_array().map_or(0, Vec::len).to_string(),
+    );
+    for probed in v["probed"].as_array().into_iter().flatten().take(5) {
+        s.line(
+            "probed",
+            format!(
+                "{} {}",
+                clean(&probed["reservation_id"]),
+                if probed["found"] == false {
+                    "not found"
+                } else {
+                    "found"
+                }
+            ),
+        );
+    }
+    if p["unresolved"].as_u64().is_some_and(|n| n > 0) {
+        s.line(
+            "next",
+            "an unresolved reservation blocks its workload's next attempt: settle it (campaign settle)",
+        );
+    }
+    s
+}
+
+/// `campaign verify` (stateless): verified with every workload's scope decision, or the
+/// scope component's denial.
+fn campaign_verify(v: &Value) -> Summary {
+    match v["result"].as_str() {
+        Some("verified") => {
+            let decisions = v["scope"]["decisions"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice);
+            let mut s = Summary::new(
+                Verdict::Done,
+                format!("verified, {} workload(s) in scope", decisions.len()),
+            );
+            s.fact("phase", &v["phase"]);
+            s.fact("grant", &v["grant_id"]);
+            s.fact("campaign", &v["campaign_id"]);
+            s.fact("environment", &v["environment_id"]);
+            s.fact("signer", &v["signature"]["signer_identity"]);
+            s.fact("revocation epoch", &v["reopen"]["revocation_epoch"]);
+            for d in decisions.iter().take(8) {
+                s.line(
+                    &format!("workload {}", clean(&d["workload_id"])),
+                    format!(
+                        "{} ({}, fuel {})",
+                        clean(&d["decision"]),
+                        clean(&d["code"]),
+                        clean(&d["evidence"]["fuel_used"])
+                    ),
+                );
+            }
+            s
+        }
+        Some("refused") => {
+            let mut s = Summary::new(Verdict::Refused, clean(&v["code"]));
+            s.fact("phase", &v["phase"]);
+            s.fact("workload", &v["workload_id"]);
+            s.fact("scope decision", &v["decision"]);
+            s.fact("fuel used", &v["evidence"]["fuel_used"]);
+            s.line(
+                "next",
+                "nothing was admitted; the grant does not cover this workload",
+            );
+            s
+        }
+        _ => generic(v),
+    }
+}
+
+/// `bundle verify`, `bundle activate` and `verify-bundle`.
+fn bundle(kind: &str, v: &Value) -> Summary {
+    if v["verified"] == false {
+        let mut s = Summary::new(Verdict::Refused, clean(&v["error"]));
+        s.line("next", "nothing was trusted or activated");
+        return s;
+    }
+    if kind == "verify-bundle" {
+        let mut s = Summary::new(Verdict::Done, "verified");
+        if let Value::Object(map) = &v["outcome"] {
+            for (k, value) in map.iter().filter(|(_, x)| !x.is_object() && !x.is_array()) {
+                s.fact(&k.replace('_', " "), value);
+            }
+        }
+        return s;
+    }
+    let activated = v["activated"] == true;
+    let e = if activated {
+        &v["evidence"]["bundle"]
+    } else {
+        &v["evidence"]
+    };
+    let mut s = Summary::new(
+        Verdict::Done,
+        if activated { "activated" } else { "verified" },
+    );
+    s.line(
+        "bundle",
+        format!(
+            "{} {}",
+            clean(&e["bundle"]["name"]),
+            clean(&e["bundle"]["version"])
+        ),
+    );
+    s.fact("manifest", &e["manifest_sha256"]);
+    s.line(
+        "signatures",
+        format!(
+            "{} of threshold {}",
+            e["signers"].as_array().map_or(0, Vec::len),
+            clean(&e["threshold"])
+        ),
+    );
+    for c in e["components"].as_array().into_iter().flatten() {
+        s.fact(&format!("component {}", clean(&c["kind"])), &c["sha256"]);
+    }
+    if activated {
+        let ev = &v["evidence"];
+        for t in ev["tables"].as_array().into_iter().flatten() {
+            s.line(
+                &format!("table {}", clean(&t["kind"])),
+                format!(
+                    "{} of {} rows agreed",
+                    clean(&t["agreed"]),
+                    clean(&t["rows"])
+                ),
+            );
+        }
+        for t in ev["host_conformance"]["tables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            s.line(
+                &format!("conformance {}", clean(&t["kind"])),
+                format!(
+                    "{} passed, {} failed",
+                    clean(&t["passed"]),
+                    clean(&t["failed"])
+                ),
+            );
+        }
+        if let Some(d) = v.get("decision").filter(|d| !d.is_null()) {
+            s.line("decision", decision_outcome(&d["decision"]));
+        }
+    }
+    s
+}
+
 /// Any other command: a verdict from its usual fields, then its top-level scalar facts.
 fn generic(v: &Value) -> Summary {
     let word = ["result", "status", "outcome", "verdict"]
@@ -595,6 +940,51 @@ mod tests {
         let v =
             json!({"passed": 3, "rows": 4, "failed": 1, "conformance_failed": 0, "kind": "guard"});
         assert!(render("policy test", &v, false).starts_with("refused: 1 of 4 rows failed\n"));
+    }
+
+    #[test]
+    fn resolve_campaign_and_bundle_summaries_lead_with_their_verdict() {
+        let v = json!({"route": "clickhouse_cluster_publication", "command": "resolve", "workload": "w",
+            "resolve": {"outcome": "proposed", "resolution": "abort", "from": "STAGING", "to": "ABORTED",
+                        "members": [{"reachable": true}, {"reachable": false}], "recovery": "resolve_apply"}});
+        let text = render("resolve", &v, false);
+        assert!(
+            text.starts_with("done: proposed abort STAGING -> ABORTED\n"),
+            "{text}"
+        );
+        assert!(text.contains("  members   1 of 2 reachable\n"), "{text}");
+        assert!(text.contains("run again with --apply"), "{text}");
+        let v = json!({"resolve": {"outcome": "refused", "code": "DPONE_X", "retryable": true, "recovery": "wait"}});
+        assert!(render("resolve", &v, false).starts_with("not finished: DPONE_X\n"));
+
+        let v = json!({"result": "history", "registration": {"grant_id": "g", "phase": "execution",
+                "original_trust": {"revision": 1}}, "current_trust": {"revision": 2},
+            "current_authority": {"admits_new_work": false, "revoked": true, "expired": false},
+            "pool": {"attempts": 2, "unresolved": 1, "reserved_source_rows": 10, "reserved_source_bytes": 20,
+                     "measured_source_rows": 5, "measured_source_bytes": 6, "measured_http_bytes": 7},
+            "reservations": [{}, {}], "probed": []});
+        let text = render("campaign status", &v, false);
+        assert!(
+            text.starts_with("refused: revoked: admits no new work\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("attempts        2 (1 unresolved)\n"),
+            "{text}"
+        );
+        assert!(text.contains("campaign settle"), "{text}");
+
+        let v = json!({"verified": false, "manifest": {}});
+        assert!(
+            render("bundle inspect", &v, false)
+                .starts_with("done: inspected (no trust decision)\n")
+        );
+        let v = json!({"verified": false, "error": "DPONE_BUNDLE_X"});
+        assert!(render("bundle verify", &v, false).starts_with("refused: DPONE_BUNDLE_X\n"));
+        let v = json!({"verified": true, "outcome": {"kind": "certificate"}});
+        assert!(render("verify-bundle", &v, false).starts_with("done: verified\n"));
+        let v = json!({"result": "refused", "code": "DPONE_SCOPE_Y", "decision": "deny"});
+        assert!(render("campaign verify", &v, false).starts_with("refused: DPONE_SCOPE_Y\n"));
     }
 
     #[test]

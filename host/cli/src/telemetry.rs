@@ -163,7 +163,7 @@ pub fn init() -> Telemetry {
                 .build(),
             rows_applied: m
                 .u64_counter("dpone.rows.applied")
-                .with_description("rows the target transaction wrote")
+                .with_description("rows applied to the target: written by the transaction (xmin), published (clickhouse, once per publication)")
                 .build(),
             failures: m
                 .u64_counter("dpone.failures")
@@ -324,7 +324,8 @@ pub fn decide<T>(
 }
 
 /// Counts what a run read and applied (`route`: the route's kind, an identifier).
-/// `rows_applied`: rows the target transaction wrote, where the route has one (XMin).
+/// `rows_applied`: XMin, the rows the target transaction wrote; ClickHouse, the published
+/// artifact's rows, once per publication (by the run that completed it).
 pub fn record_io(route: &'static str, rows_read: u64, bytes_read: u64, rows_applied: Option<u64>) {
     if let Some(i) = INSTRUMENTS.get() {
         let attrs = [KeyValue::new("route", route)];

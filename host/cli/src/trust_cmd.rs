@@ -8,7 +8,7 @@
 //! runtime (`bundle activate`), 5 internal error. Usage errors are clap's (2).
 
 use crate::activation;
-use crate::exit::{self, Failure, print_json};
+use crate::exit::{Failure, print_json};
 use crate::input::{InputKind, read as read_input};
 use crate::shipped;
 use clap::{ArgGroup, Args, Subcommand};
@@ -23,7 +23,6 @@ use dpone_trust::{Sha256Digest, TrustError};
 use serde_json::{Value, json};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// `dpone-host bundle` subcommands.
 #[derive(Subcommand, Debug)]
@@ -182,22 +181,22 @@ pub struct VerifyBundleArgs {
     pub artifact: String,
 }
 
-/// Prints the result; a refused verification also prints `{"verified": false, "error": CODE}` on
-/// stdout, so scripts that read only stdout see the refusal too.
-fn finish(result: Result<Value, Failure>, verifying: bool) -> ExitCode {
-    let result = result
+/// Prints the result (through [`print_json`], so a terminal gets the human summary); a refused
+/// verification also prints `{"verified": false, "error": CODE}` on stdout, so scripts that read
+/// only stdout see the refusal too. The failure is returned for the caller to report.
+fn finish(result: Result<Value, Failure>, verifying: bool) -> Result<(), Failure> {
+    result
         .and_then(|value| print_json(&value))
         .inspect_err(|failure| {
             if verifying {
                 // Best effort: the exit status and stderr carry the outcome regardless.
                 let _ = print_json(&json!({"verified": false, "error": failure.code}));
             }
-        });
-    exit::finish(result)
+        })
 }
 
 /// Runs a `bundle` subcommand.
-pub fn run_bundle(cmd: BundleCommand) -> ExitCode {
+pub fn run_bundle(cmd: BundleCommand) -> Result<(), Failure> {
     let verifying = matches!(
         cmd,
         BundleCommand::Verify { .. } | BundleCommand::Activate { .. }
@@ -206,7 +205,7 @@ pub fn run_bundle(cmd: BundleCommand) -> ExitCode {
 }
 
 /// Runs `verify-bundle` (Sigstore conformance client protocol). Exit 0 only on success.
-pub fn run_verify_bundle(args: VerifyBundleArgs) -> ExitCode {
+pub fn run_verify_bundle(args: VerifyBundleArgs) -> Result<(), Failure> {
     finish(verify_bundle(args), true)
 }
 

@@ -101,6 +101,12 @@ impl Scenario {
     }
 
     fn run(&self) -> (Output, tempfile::TempDir) {
+        let (mut command, dir) = self.command();
+        (command.output().expect("run dpone-host"), dir)
+    }
+
+    /// The `campaign verify` command of this scenario (its files in the returned directory).
+    fn command(&self) -> (Command, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let grant = self.grant_bytes();
@@ -151,12 +157,9 @@ impl Scenario {
         let (cache, key) = cache();
         args.push("--cache-dir".into());
         args.push(cache.display().to_string());
-        let out = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
-            .env("DPONE_CACHE_KEY", key)
-            .args(&args)
-            .output()
-            .expect("run dpone-host");
-        (out, dir)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dpone-host"));
+        command.env("DPONE_CACHE_KEY", key).args(&args);
+        (command, dir)
     }
 }
 
@@ -876,4 +879,113 @@ fn inspect_prints_the_canonical_summary_without_a_trust_decision() {
         assert_eq!(out.status.code(), Some(3));
         assert!(out.stdout.is_empty());
     }
+}
+
+/// Runs `command` on a pseudo-terminal (util-linux `script`) with `NO_COLOR`, `--output auto`:
+/// its exit status and what the terminal showed (`\r\n` made `\n`).
+fn at_terminal(command: &Command) -> (i32, String) {
+    let quoted: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', "'\\''")))
+        .collect();
+    let mut pty = Command::new("script");
+    pty.args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("NO_COLOR", "1");
+    for (key, value) in command.get_envs() {
+        if let Some(v) = value {
+            pty.env(key, v);
+        }
+    }
+    let out = pty.output().expect("util-linux `script` runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"),
+    )
+}
+
+/// The value of the summary's fact `key` (a line `  KEY  VALUE`, aligned).
+fn fact(shown: &str, key: &str) -> Option<String> {
+    shown.lines().find_map(|l| {
+        let rest = l.strip_prefix("  ")?.strip_prefix(key)?;
+        rest.starts_with("  ").then(|| rest.trim().to_owned())
+    })
+}
+
+#[test]
+fn at_a_terminal_verify_leads_with_its_verdict_and_off_one_prints_the_same_json() {
+    let s = execution();
+    let (command, _dir) = s.command();
+    let (rc, shown) = at_terminal(&command);
+    eprintln!("{shown}");
+    assert_eq!(rc, 0, "{shown}");
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(
+        lines[0], "done: verified, 3 workload(s) in scope",
+        "{shown}"
+    );
+    assert_eq!(
+        fact(&shown, "phase").as_deref(),
+        Some("execution"),
+        "{shown}"
+    );
+    // Values are capped at 100 characters on a terminal.
+    let shown_signer = fact(&shown, "signer").expect("signer");
+    assert!(
+        c::identity()
+            .signer_identity()
+            .starts_with(shown_signer.trim_end_matches('…')),
+        "{shown}"
+    );
+    for w in ["dbt-orders-mart", "export-orders-mart", "pg-customers"] {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("  workload {w} ")))
+            .unwrap_or_else(|| panic!("{w}: {shown}"));
+        assert!(
+            line.contains("admit (DPONE_SCOPE_ADMITTED, fuel "),
+            "{line}"
+        );
+    }
+    assert!(!shown.contains('{') && !shown.contains('\u{1b}'), "{shown}");
+    // Off a terminal: the JSON, the same bytes as with --output json.
+    let (out, _) = s.run();
+    let mut json = s.clone();
+    json.extra = vec!["--output".into(), "json".into()];
+    let (explicit, _) = json.run();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&explicit.stdout)
+    );
+    assert_verified(
+        &out,
+        "execution",
+        &["dbt-orders-mart", "export-orders-mart", "pg-customers"],
+    );
+
+    // A scope denial: refused with the component's code, its evidence still JSON off a terminal.
+    let mut swapped = execution().unsealed(|d| {
+        d.request["execution_grant_digest"] = c::digest(&d.qgrant).into();
+    });
+    swapped.grant = Some(c::canon(&swapped.docs.qgrant));
+    swapped.now = Q_NOW;
+    swapped.release_set = false;
+    let (command, _dir) = swapped.command();
+    let (rc, shown) = at_terminal(&command);
+    eprintln!("{shown}");
+    assert_eq!(rc, 1, "{shown}");
+    assert!(
+        shown.starts_with("refused: DPONE_SCOPE_PHASE_MISMATCH\n"),
+        "{shown}"
+    );
+    assert_eq!(
+        fact(&shown, "scope decision").as_deref(),
+        Some("deny"),
+        "{shown}"
+    );
+    assert!(
+        fact(&shown, "next").is_some_and(|n| n.starts_with("nothing was admitted")),
+        "{shown}"
+    );
+    let (out, _) = swapped.run();
+    assert_eq!(stdout_json(&out)["decision"], "deny");
 }

@@ -162,6 +162,54 @@ async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
     assert_eq!(st["pool"]["members"], 3);
     assert_eq!(st["reservations"][0]["reservation_id"], rid.as_str());
     assert_eq!(st["current_authority"]["revoked"], false);
+    // At a terminal: the verdict first, then the pool's charges; off one, the same JSON as
+    // with --output json.
+    let status_args = || {
+        [
+            "status",
+            "--grant-id",
+            grant_id.as_str(),
+            "--phase",
+            "execution",
+        ]
+        .map(str::to_owned)
+    };
+    let (rc, shown) = at_terminal(&run.command(&status_args()));
+    eprintln!("{shown}");
+    assert_eq!(rc, 0, "{shown}");
+    assert!(shown.starts_with("done: admits new work\n"), "{shown}");
+    assert_eq!(fact(&shown, "grant").as_deref(), Some(grant_id.as_str()));
+    assert_eq!(
+        fact(&shown, "attempts").as_deref(),
+        Some("1 (0 unresolved)")
+    );
+    assert_eq!(
+        fact(&shown, "reserved").as_deref(),
+        Some("1000 rows, 4096 bytes")
+    );
+    assert_eq!(
+        fact(&shown, "measured").as_deref(),
+        Some("900 rows, 4000 bytes, 5000 http bytes")
+    );
+    assert!(
+        !shown.contains(&store.url) && !shown.contains('{'),
+        "{shown}"
+    );
+    let piped = run.cli(&status_args());
+    let explicit = run.cli(&[
+        "status".to_owned(),
+        "--grant-id".to_owned(),
+        grant_id.clone(),
+        "--phase".to_owned(),
+        "execution".to_owned(),
+        "--output".to_owned(),
+        "json".to_owned(),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&piped.stdout),
+        String::from_utf8_lossy(&explicit.stdout)
+    );
+    assert_eq!(ok(&piped)["result"], "history");
 
     // Revocation: a new trust revision with a higher epoch.
     let rev = ok(&run.policy_register(&docs, Some(4)));
@@ -185,6 +233,17 @@ async fn execution_journey_admits_settles_and_keeps_history_after_revocation() {
     assert_eq!(st["current_trust"]["revision"], 2);
     assert_eq!(st["current_authority"]["revoked"], true);
     assert_eq!(st["current_authority"]["admits_new_work"], false);
+    let (rc, shown) = at_terminal(&run.command(&status_args()));
+    eprintln!("{shown}");
+    assert_eq!(rc, 0, "a revoked grant's history still reads: {shown}");
+    assert!(
+        shown.starts_with("refused: revoked: admits no new work\n"),
+        "{shown}"
+    );
+    assert_eq!(
+        fact(&shown, "trust revision").as_deref(),
+        Some("1 registered, 2 current")
+    );
     assert_eq!(st["pool"]["attempts"], 1, "charges survive revocation");
     // New admission verifies current authority: revoked.
     let after = run.admit(&docs, true, &grant, "pg-customers", "a3", 1, 1);

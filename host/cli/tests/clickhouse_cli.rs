@@ -1147,6 +1147,41 @@ impl LiveRoute {
         self.cmd_env(command, invocation, extra, &[])
     }
 
+    /// `dpone-host COMMAND` of this route on a pseudo-terminal (util-linux `script`, `NO_COLOR`,
+    /// `--output auto`): its exit status and what the terminal showed (`\r\n` made `\n`).
+    fn at_terminal(&self, command: &str, invocation: Option<&str>) -> (i32, String) {
+        let artifacts = self.dir.path().join("artifacts");
+        let mut a = vec![
+            env!("CARGO_BIN_EXE_dpone-host"),
+            command,
+            "--manifest",
+            s(&self.manifest),
+            "--connections",
+            s(&self.registry),
+            "--artifact-dir",
+            s(&artifacts),
+        ];
+        if let Some(i) = invocation {
+            a.extend(["--invocation", i]);
+        }
+        let quoted: Vec<String> = a
+            .iter()
+            .map(|x| format!("'{}'", x.replace('\'', "'\\''")))
+            .collect();
+        let out = Command::new("script")
+            .current_dir(root())
+            .args(["-qec", &quoted.join(" "), "/dev/null"])
+            .env("NO_COLOR", "1")
+            .env("DPONE_CLICKHOUSE_PASSWORD", &self.ch_password)
+            .env("DPONE_PG_SOURCE_PASSWORD", &self.pg_password)
+            .output()
+            .expect("util-linux `script` runs");
+        let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+        assert!(!shown.contains(&self.ch_url), "endpoint in output");
+        assert!(!shown.contains(s(self.dir.path())), "local path in output");
+        (out.status.code().unwrap_or(-1), shown)
+    }
+
     /// [`Self::cmd`] with more environment variables.
     fn cmd_env(
         &self,
@@ -1326,6 +1361,48 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let rj = stdout_json(&res);
     assert_eq!(rj["resolve"]["outcome"], "refused");
     assert_eq!(rj["resolve"]["recovery"], "none");
+    // The same refusal at a terminal: the verdict first (then what was observed per member).
+    let (rc, shown) = route.at_terminal("resolve", Some("live-cli-1"));
+    eprintln!("{shown}");
+    assert_eq!(rc, 1, "{shown}");
+    assert!(
+        shown.starts_with("refused: DPONE_CLICKHOUSE_CLUSTER_RESOLVE_NOT_NEEDED\n"),
+        "{shown}"
+    );
+    let next = shown
+        .lines()
+        .find(|l| l.starts_with("  next "))
+        .unwrap_or_else(|| panic!("a next line: {shown}"));
+    assert_eq!(
+        next.split_whitespace().collect::<Vec<_>>(),
+        ["next", "none"]
+    );
+    assert!(
+        shown.contains("\nresolve: workload "),
+        "the per-member report follows: {shown}"
+    );
+    // `--output text --json`: the summary alone; `--json` off a terminal stays the JSON.
+    let text = route.cmd(
+        "resolve",
+        Some("live-cli-1"),
+        &["--json", "--output", "text"],
+    );
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.starts_with("refused: DPONE_CLICKHOUSE_CLUSTER_RESOLVE_NOT_NEEDED\n")
+            && !text.contains("resolve: workload"),
+        "{text}"
+    );
+    let explicit = route.cmd(
+        "resolve",
+        Some("live-cli-1"),
+        &["--apply", "--json", "--output", "json"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&explicit.stdout),
+        String::from_utf8_lossy(&res.stdout),
+        "--json off a terminal is the JSON"
+    );
 }
 
 #[test]
@@ -1601,10 +1678,33 @@ fn live_publication_exports_its_protocol_steps_decisions_and_counts_over_otlp() 
         ),
         1
     );
+    // Rows applied: the publication's rows, once per publication (not per member).
+    let published = run["receipt"]["artifact"]["row_count"]
+        .as_u64()
+        .expect("row count");
+    assert_eq!(published, source["rows"].as_u64().expect("rows"));
+    assert_eq!(
+        sum(&metrics, "dpone.rows.applied", &[("route", "clickhouse")]),
+        published
+    );
 
-    // The retry's human summary (`--output text`): converged, published.
-    let out = route.cmd("run", Some("otlp-1"), &["--output", "text"]);
+    // The retry's human summary (`--output text`): converged, published. It found the
+    // publication completed, so it applied nothing and counts nothing applied.
+    let again = Receiver::start();
+    let env = otel_env(&again);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = route.cmd_env("run", Some("otlp-1"), &["--output", "text"], &env);
     assert_eq!(out.status.code(), Some(0));
+    let retried = again.metrics();
+    assert!(
+        retried.contains_key("dpone.decisions"),
+        "the retry exported its metrics: {:?}",
+        retried.keys()
+    );
+    assert!(
+        !retried.contains_key("dpone.rows.applied"),
+        "a retry of a completed publication applies nothing"
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     eprintln!("{text}");
     assert!(text.starts_with("done: published\n"), "{text}");

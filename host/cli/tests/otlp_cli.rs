@@ -13,6 +13,9 @@ mod support;
 #[path = "support/otlp.rs"]
 mod otlp;
 
+#[path = "support/mod.rs"]
+mod cli;
+
 use opentelemetry_proto::tonic::trace::v1::Span;
 use otlp::{Receiver, histogram, int_attr, otel_env, str_attr, sum};
 use serde_json::Value;
@@ -461,4 +464,299 @@ async fn an_xmin_run_exports_its_phases_decisions_and_counts_and_no_secrets() {
             "an endpoint ({endpoint}) was exported"
         );
     }
+}
+
+/// Every bytes `receivers` got, as text.
+fn received(receivers: &[&Receiver]) -> String {
+    receivers
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.raw()).into_owned())
+        .collect()
+}
+
+/// The one span named `name`.
+fn only<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one {name} span: {:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    found[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn the_nonproduction_authority_exports_admit_decide_and_settle_and_no_secrets() {
+    use cli::campaign as c;
+    use cli::np_store::{Run, Store, id, live_docs, ok, refused};
+
+    const WORKLOAD: &str = "pg-customers";
+    let store = Store::new().await;
+    let Some(f) = support::Fixture::new("otlp_np", support::Options::default()).await else {
+        panic!("the configured PostgreSQL server is not usable");
+    };
+    f.src_sql("INSERT INTO public.items SELECT g, 'secret-row-' || g, g % 7, g * 1.25 FROM generate_series(1, 120) g").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = write(
+        dir.path(),
+        "pg-customers.yaml",
+        &f.manifest_yaml
+            .replace("name: items_to_dwh", &format!("name: {WORKLOAD}")),
+    );
+    let registry = write(dir.path(), "registry.yaml", &f.registry_yaml);
+    let pack = dpone_engine_nonproduction::fields::Digest::of(
+        &std::fs::read(&manifest).expect("the manifest"),
+    )
+    .as_str()
+    .to_owned();
+    let run = Run::new(&store);
+    let mut docs = live_docs();
+    docs.set_pack(WORKLOAD, &pack);
+    let grant = c::canon(&docs.egrant);
+    ok(&run.policy_register(&docs, None));
+    ok(&run.grant_register(&docs, true, &grant));
+    let scope_pin = pin("scope");
+
+    // `campaign admit`: the `admit` phase under the command, every scope decision under it.
+    let admitted = Receiver::start();
+    let otel = otel_env(&admitted);
+    let out = run
+        .command(&run.admit_args(&docs, true, &grant, WORKLOAD, "a1", 1000, 1_000_000))
+        .envs(otel.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .expect("dpone-host runs");
+    let a = ok(&out);
+    assert_eq!(a["result"], "admitted");
+    let committed = &a["evidence"]["scope"]["evidence"];
+    let (spans, _) = admitted.spans();
+    let command = only(&spans, "campaign admit");
+    assert!(command.parent_span_id.is_empty(), "the command is the root");
+    let admit = only(&spans, "admit");
+    assert_eq!(
+        admit.parent_span_id, command.span_id,
+        "admit under the command"
+    );
+    assert_eq!(admit.trace_id, command.trace_id);
+    assert_eq!(str_attr(&admit.attributes, "phase"), Some("admit"));
+    let mut decisions: Vec<&Span> = spans.iter().filter(|s| s.name == "decide").collect();
+    decisions.sort_by_key(|s| s.start_time_unix_nano);
+    // The verification's stateless scope decision (in the revision bracket) and the decision
+    // inside the admission transaction, on the pool it read: no contention, one try.
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    let mut fuel_total = 0;
+    for d in &decisions {
+        assert_eq!(d.parent_span_id, admit.span_id, "a decision inside admit");
+        assert_eq!(d.trace_id, command.trace_id);
+        assert_eq!(str_attr(&d.attributes, "policy.kind"), Some("scope"));
+        assert_eq!(str_attr(&d.attributes, "policy.function"), Some("decide"));
+        assert_eq!(str_attr(&d.attributes, "policy.outcome"), Some("admit"));
+        assert_eq!(
+            str_attr(&d.attributes, "policy.component_sha256"),
+            Some(scope_pin.as_str())
+        );
+        assert!(d.start_time_unix_nano >= admit.start_time_unix_nano);
+        assert!(d.end_time_unix_nano <= admit.end_time_unix_nano);
+        fuel_total += int_attr(&d.attributes, "policy.fuel_used").expect("fuel");
+    }
+    // The last decision is the one committed with the reservation: its fuel is the evidence's.
+    assert_eq!(
+        int_attr(&decisions[1].attributes, "policy.fuel_used"),
+        committed["fuel_used"].as_i64(),
+        "{committed}"
+    );
+    let metrics = admitted.metrics();
+    assert_eq!(
+        sum(
+            &metrics,
+            "dpone.decisions",
+            &[
+                ("policy.kind", "scope"),
+                ("policy.function", "decide"),
+                ("policy.outcome", "admit")
+            ]
+        ),
+        2
+    );
+    let (count, fuel) = histogram(&metrics, "dpone.decision.fuel", &[("policy.kind", "scope")]);
+    assert_eq!((count, fuel), (2, fuel_total as f64));
+    let (count, seconds) = histogram(&metrics, "dpone.phase.duration", &[("phase", "admit")]);
+    assert_eq!(count, 1);
+    assert!(seconds > 0.0);
+    assert!(!metrics.contains_key("dpone.failures"));
+
+    // A refused admission: the scope component denies inside the transaction; the refusal is
+    // counted by its code.
+    let denied = Receiver::start();
+    let otel = otel_env(&denied);
+    let out = run
+        .command(&run.admit_args(&docs, true, &grant, "export-orders-mart", "b1", 50_001, 10))
+        .envs(otel.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .expect("dpone-host runs");
+    let code = refused(&out, &store, 1);
+    assert_eq!(code, "DPONE_SCOPE_RESERVATION_EXCEEDS_LIMIT");
+    let (spans, _) = denied.spans();
+    let command = only(&spans, "campaign admit");
+    assert_eq!(
+        str_attr(&command.attributes, "error.code"),
+        Some(code.as_str())
+    );
+    let admit = only(&spans, "admit");
+    assert_eq!(admit.parent_span_id, command.span_id);
+    let mut decisions: Vec<&Span> = spans.iter().filter(|s| s.name == "decide").collect();
+    decisions.sort_by_key(|s| s.start_time_unix_nano);
+    let last = decisions.last().expect("a decision");
+    assert_eq!(last.parent_span_id, admit.span_id);
+    assert_eq!(str_attr(&last.attributes, "policy.outcome"), Some("deny"));
+    assert!(int_attr(&last.attributes, "policy.fuel_used").is_some_and(|f| f > 0));
+    let metrics = denied.metrics();
+    assert_eq!(
+        sum(
+            &metrics,
+            "dpone.decisions",
+            &[("policy.kind", "scope"), ("policy.outcome", "deny")]
+        ),
+        1
+    );
+    assert_eq!(
+        sum(&metrics, "dpone.failures", &[("error.code", code.as_str())]),
+        1
+    );
+
+    // `run --np-reservation`: the run's phases, then `settle` under the command.
+    let rid = id(&a["reservation"]["reservation_id"]);
+    let ran = Receiver::start();
+    let otel = otel_env(&ran);
+    let out = host(
+        &otel
+            .iter()
+            .map(|(k, v)| (*k, v.as_str()))
+            .collect::<Vec<_>>(),
+    )
+    .envs(&f.env)
+    .env("DPONE_NP_STORE_URL", &store.url)
+    .arg("run")
+    .arg("--manifest")
+    .arg(&manifest)
+    .arg("--connections")
+    .arg(&registry)
+    .arg("--artifact-dir")
+    .arg(dir.path().join("artifacts"))
+    .args(["--invocation", "otlp-np-1", "--np-reservation", &rid])
+    .args(store.args())
+    .output()
+    .expect("dpone-host runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        v["np_reservation"]["settlement"]["result"], "recorded",
+        "{v}"
+    );
+    let (spans, _) = ran.spans();
+    let command = only(&spans, "run");
+    let settle = only(&spans, "settle");
+    assert_eq!(
+        settle.parent_span_id, command.span_id,
+        "settle under the run"
+    );
+    assert_eq!(str_attr(&settle.attributes, "phase"), Some("settle"));
+    assert!(
+        only(&spans, "commit").end_time_unix_nano <= settle.start_time_unix_nano,
+        "settled after the commit"
+    );
+    let metrics = ran.metrics();
+    assert_eq!(sum(&metrics, "dpone.rows.read", &[("route", "xmin")]), 120);
+    assert_eq!(
+        histogram(&metrics, "dpone.phase.duration", &[("phase", "settle")]).0,
+        1
+    );
+
+    // `campaign settle` of a second attempt: its own `settle` span.
+    let b = ok(&run.admit(&docs, true, &grant, WORKLOAD, "a2", 10, 10));
+    let rid2 = id(&b["reservation"]["reservation_id"]);
+    let settled = Receiver::start();
+    let otel = otel_env(&settled);
+    let out = run
+        .command(&[
+            "settle".to_owned(),
+            "--reservation".to_owned(),
+            rid2,
+            "--source-rows".to_owned(),
+            "5".to_owned(),
+            "--source-bytes".to_owned(),
+            "5".to_owned(),
+            "--http-bytes".to_owned(),
+            "0".to_owned(),
+            "--outcome".to_owned(),
+            "succeeded".to_owned(),
+        ])
+        .envs(otel.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .expect("dpone-host runs");
+    assert_eq!(ok(&out)["result"], "recorded");
+    let (spans, _) = settled.spans();
+    let command = only(&spans, "campaign settle");
+    let settle = only(&spans, "settle");
+    assert_eq!(settle.parent_span_id, command.span_id);
+    assert_eq!(
+        histogram(
+            &settled.metrics(),
+            "dpone.phase.duration",
+            &[("phase", "settle")]
+        )
+        .0,
+        1
+    );
+
+    // Identifiers and codes only: no connection string, endpoint, path, credential or row
+    // value in anything the four commands exported.
+    let raw = received(&[&admitted, &denied, &ran, &settled]);
+    assert!(!raw.is_empty());
+    assert!(!raw.contains("secret-row-"), "a row value was exported");
+    assert!(!raw.contains(&store.url), "the store's URL was exported");
+    assert!(
+        !raw.contains(&store.schema),
+        "the store's schema was exported"
+    );
+    for (key, value) in &f.env {
+        assert!(
+            !raw.contains(value.as_str()),
+            "the value of {key} was exported"
+        );
+    }
+    for path in [
+        dir.path().to_path_buf(),
+        run.dir.path().to_path_buf(),
+        root().canonicalize().expect("root"),
+    ] {
+        assert!(
+            !raw.contains(path.to_string_lossy().as_ref()),
+            "a local path was exported"
+        );
+    }
+    for endpoint in [
+        admitted.endpoint.as_str(),
+        "127.0.0.1",
+        "localhost",
+        "postgres://",
+        "postgresql://",
+        "host=",
+        "password",
+    ] {
+        assert!(
+            !raw.contains(endpoint),
+            "an endpoint or credential ({endpoint}) was exported"
+        );
+    }
+    store.drop_schema().await;
 }

@@ -21,7 +21,8 @@
 //!    (the original backend is ended first); the outcome returned says so
 //!    (`resolved_by_probe`).
 //!
-//! Pure: no driver and no runtime; the futures are the store's.
+//! Pure: no driver and no runtime; the futures are the store's. The whole admission runs in
+//! one `admit` phase span (target `dpone::phase`, see [`crate::phase_span`]).
 
 use crate::control_store::{
     self as store, Admission, AdmissionRequest, ControlStorePort, PoolStatus, StoreError,
@@ -33,6 +34,7 @@ use crate::{ActivationRequest, Authority, AuthorityPolicy, Composition};
 use dpone_policy_model::scope::{Limits, ScopeDecision, ScopeFacts};
 use dpone_policy_model::types::Reason;
 use std::sync::Mutex;
+use tracing::Instrument as _;
 
 /// The grant's verification under a trust revision (signature, reopen, stateless scope): the
 /// signature adapter and the pinned component, filled by the composition root.
@@ -255,6 +257,24 @@ where
 /// Admits one attempt: validate, authenticate in the bracket, then read, decide and reserve in
 /// one transaction (see the module docs).
 pub async fn admit<S, V, D>(
+    store: &S,
+    verifier: &V,
+    decider: &D,
+    i: &AdmitInputs<'_>,
+) -> Result<Admitted<V::Evidence, D::Evidence>, AdmitError<V::Refusal, D::Failure>>
+where
+    S: ControlStorePort + Sync,
+    V: Verifier + Sync,
+    D: ScopeDecider + Sync,
+{
+    // One `admit` phase span over the whole admission (the bracket and the transaction); every
+    // decision made inside it, a serialization retry's included, is a span of its own under it.
+    admit_in_phase(store, verifier, decider, i)
+        .instrument(crate::phase_span("admit"))
+        .await
+}
+
+async fn admit_in_phase<S, V, D>(
     store: &S,
     verifier: &V,
     decider: &D,

@@ -45,6 +45,13 @@ pub mod release_set;
 pub mod reopen;
 pub mod reservation_run;
 
+/// The span of one protocol phase (target `dpone::phase`, named by its `otel.name`): the cli
+/// turns these into trace spans and phase-duration metrics when telemetry is configured; with
+/// no subscriber interested they cost a disabled callsite check.
+pub fn phase_span(name: &'static str) -> tracing::Span {
+    tracing::info_span!(target: "dpone::phase", "phase", otel.name = name, phase = name)
+}
+
 pub use activation::ActivationRequest;
 pub use any::AnyDocument;
 pub use authority::Authority;

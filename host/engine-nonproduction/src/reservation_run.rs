@@ -30,6 +30,7 @@ use crate::control_store::{
 };
 use crate::fields::Digest;
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 /// A reservation opened for a run: what bounds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +152,10 @@ pub async fn settle<S: ControlStorePort>(
             Outcome::Incomplete => AttemptOutcome::Incomplete,
         },
     };
-    let recorded = store.settle(&settlement).await;
+    let recorded = store
+        .settle(&settlement)
+        .instrument(crate::phase_span("settle"))
+        .await;
     (plan, recorded)
 }
 

@@ -16,7 +16,7 @@ use dpone_engine_nonproduction::{
     codes,
 };
 use dpone_policy_model::scope::{Phase, PoolUsage, ScopeDecision};
-use dpone_policy_runtime::{LoadedPolicy, PolicyError};
+use dpone_policy_runtime::{LoadedPolicy, PolicyError, PolicyKind};
 use dpone_trust::nonproduction_signature::{self, SignaturePins};
 use dpone_trust::{ErrorClass, TrustError};
 use serde_json::{Value, json};
@@ -308,7 +308,9 @@ pub fn verify(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Value, Refusa
             current_epoch,
         )
         .map_err(|e| np("scope facts", &e))?;
-        let decided = scope.scope_decide(&facts).map_err(|e| policy_error(&e))?;
+        let decided =
+            crate::telemetry::decide(PolicyKind::Scope, "decide", || scope.scope_decide(&facts))
+                .map_err(|e| policy_error(&e))?;
         let evidence = serde_json::to_value(&decided.evidence)
             .map_err(|e| Refusal::new("DPONE_CLI_OUTPUT", e.to_string(), Class::Internal))?;
         match decided.decision {

@@ -249,17 +249,26 @@ pub fn resolve(args: &ResolveArgs) -> Result<(), Failure> {
             },
         )
         .map_err(|e| wiring::engine_failure(&e))?;
+    let output = ResolveOutput {
+        route: ROUTE,
+        command: "resolve",
+        workload: &m.name,
+        resolve: &report,
+    };
     if args.json {
-        print_json(&ResolveOutput {
-            route: ROUTE,
-            command: "resolve",
-            workload: &m.name,
-            resolve: &report,
-        })?;
+        print_json(&output)?;
     } else {
+        // The verdict-first summary (the renderer's, as for every command), then what was
+        // observed member by member.
+        let value = serde_json::to_value(&output)
+            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
         #[allow(clippy::print_stdout)]
         {
-            print!("{}", text(&m.name, &report));
+            print!(
+                "{}\n{}",
+                crate::render::summary(&value),
+                text(&m.name, &report)
+            );
         }
     }
     failure(&report).map_or(Ok(()), Err)

@@ -94,8 +94,11 @@ impl ArtifactSource for NoArtifacts {
 
 /// Per-member progress on stderr, only when stderr is a terminal (never when piped, so a piped
 /// stderr carries nothing but the one JSON error line).
+/// It also remembers the first phase this run held, so the run that brings a publication to
+/// `COMPLETED` (and only that run) counts its rows as applied.
 pub struct TerminalProgress {
     enabled: bool,
+    first: std::sync::OnceLock<Phase>,
 }
 
 impl TerminalProgress {
@@ -103,7 +106,15 @@ impl TerminalProgress {
     pub fn detect() -> Self {
         Self {
             enabled: std::io::stderr().is_terminal(),
+            first: std::sync::OnceLock::new(),
         }
+    }
+
+    /// True when this run held the operation before it was `COMPLETED`: the authority's
+    /// version-checked transition into `COMPLETED` was this run's. A retry of a completed
+    /// publication starts at `COMPLETED` and did not publish anything.
+    pub fn completed_here(&self) -> bool {
+        self.first.get().is_some_and(|p| *p != Phase::Completed)
     }
 }
 
@@ -115,6 +126,7 @@ impl ProgressObserver for TerminalProgress {
     }
 
     fn phase(&self, phase: Phase) {
+        let _ = self.first.set(phase);
         if self.enabled {
             eprintln!("dpone: phase {}", phase.as_str());
         }

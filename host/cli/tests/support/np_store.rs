@@ -385,3 +385,33 @@ pub fn refused(out: &Output, store: &Store, exit: i32) -> String {
 pub fn id(v: &Value) -> String {
     v.as_str().expect("a string").to_owned()
 }
+
+/// Runs `command` on a pseudo-terminal (util-linux `script`) with `NO_COLOR`, `--output auto`:
+/// its exit status and what the terminal showed (`\r\n` made `\n`).
+pub fn at_terminal(command: &Command) -> (i32, String) {
+    let quoted: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| format!("'{}'", a.to_string_lossy().replace('\'', "'\\''")))
+        .collect();
+    let mut pty = Command::new("script");
+    pty.args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("NO_COLOR", "1");
+    for (key, value) in command.get_envs() {
+        if let Some(v) = value {
+            pty.env(key, v);
+        }
+    }
+    let out = pty.output().expect("util-linux `script` runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"),
+    )
+}
+
+/// The value of a summary's fact `key` (a line `  KEY  VALUE`, aligned).
+pub fn fact(shown: &str, key: &str) -> Option<String> {
+    shown.lines().find_map(|l| {
+        let rest = l.strip_prefix("  ")?.strip_prefix(key)?;
+        rest.starts_with("  ").then(|| rest.trim().to_owned())
+    })
+}
