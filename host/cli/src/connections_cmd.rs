@@ -224,10 +224,7 @@ pub fn check(args: &CheckArgs) -> Result<(), Failure> {
     if args.json {
         print_json(&report)?;
     } else {
-        #[allow(clippy::print_stdout)]
-        {
-            print!("{}", render_table(&report));
-        }
+        crate::exit::write_stdout(&render_table(&report))?;
     }
     verdict(&report)
 }

@@ -181,11 +181,22 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
         serde_json::to_string_pretty(value)
             .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?
     };
-    #[allow(clippy::print_stdout)]
-    {
-        println!("{text}");
+    write_stdout(&format!("{text}\n"))
+}
+
+/// Writes a command's output to stdout. A reader that went away (`dpone-host plan | head`, a
+/// closed pipe) is not a failure of the command: the rest is dropped and the command's own
+/// result stands. Any other write error is `DPONE_CLI_OUTPUT`.
+pub fn write_stdout(text: &str) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::internal(
+            "DPONE_CLI_OUTPUT",
+            format!("cannot write the output: {}", e.kind()),
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -324,3 +324,25 @@ fn an_xmin_manifest_parse_error_is_bad_input() {
     );
     assert!(stderr.contains("line 21"), "{stderr}");
 }
+
+/// A reader that goes away (`dpone-host demo | head -1`, a closed pipe) is not a failure of the
+/// command: the output is cut, the command ends with its own status, and nothing panics.
+#[test]
+fn a_closed_stdout_pipe_ends_the_output_not_the_command() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpone-host"))
+        .current_dir(root())
+        .args(["--output", "json", "demo"])
+        .env_remove("DPONE_TRUST_POLICY")
+        .env_remove("DPONE_POLICY_BUNDLE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dpone-host runs");
+    // The read end closes before the demo has decided anything, so every write meets EPIPE.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

@@ -262,14 +262,11 @@ pub fn resolve(args: &ResolveArgs) -> Result<(), Failure> {
         // observed member by member.
         let value = serde_json::to_value(&output)
             .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
-        #[allow(clippy::print_stdout)]
-        {
-            print!(
-                "{}\n{}",
-                crate::render::summary(&value),
-                text(&m.name, &report)
-            );
-        }
+        crate::exit::write_stdout(&format!(
+            "{}\n{}",
+            crate::render::summary(&value),
+            text(&m.name, &report)
+        ))?;
     }
     failure(&report).map_or(Ok(()), Err)
 }
