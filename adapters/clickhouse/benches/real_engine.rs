@@ -4,7 +4,11 @@
 //!   per-member create and load, canonical content digest read back from each member, one
 //!   fenced `ON CLUSTER` RENAME, commit — against the baseline of loading the same artifact into
 //!   one member by hand with `INSERT … FORMAT RowBinary`; reports the ratio;
-//! - member read throughput: streaming the published table back as `RowBinary`.
+//! - member read throughput: streaming the published table back as `RowBinary`;
+//! - the same end-to-end publication twice in one run, members served one after another
+//!   (`member_parallelism = 1`, the engine's behaviour before members were served concurrently)
+//!   and concurrently (the default), each with the run's phase breakdown
+//!   ([`Coordinator::timings`]).
 //!
 //! `eval "$(bash .ci/start-clickhouse | tail -n 1 | sed 's/^/export /')"`, then
 //! `cargo bench -p dpone-adapter-clickhouse --bench real_engine` (`DPONE_BENCH_ROWS` overrides
@@ -21,7 +25,7 @@ use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
 use dpone_engine_clickhouse::contracts::{Digest, Schema, member_id};
 use dpone_engine_clickhouse::ports::{
-    ArtifactSource, MemberCatalog, NoProgress, PortError, SystemEnvironment,
+    ArtifactSource, InventoryPort, MemberCatalog, NoProgress, PortError, SystemEnvironment,
 };
 use dpone_engine_clickhouse::synthetic::FnGate;
 use dpone_engine_clickhouse::{
@@ -190,54 +194,107 @@ fn main() {
         .drop_exact(&member1, &database, &hand_table, uuid)
         .expect("drop");
 
-    // End to end through the engine: seal, two members, digests, publication, commit.
+    // End to end through the engine: seal, every member, digests, publication, commit; once
+    // with members one after another, once concurrently.
     let gate = FnGate::new(
         "native-policy-core",
         dpone_policy_admission::admit_static,
         dpone_policy_admission::admit_runtime,
     );
     let env = SystemEnvironment;
-    let coordinator = Coordinator::new(
-        Ports {
-            authority: &cluster,
-            inventory: &cluster,
-            catalog: &cluster,
-            ddl: &cluster,
-            artifacts: &source,
-            admission: &gate,
-            env: &env,
-            progress: &NoProgress,
-        },
-        CoordinatorConfig::default(),
-    );
-    let req = OperationRequest {
+    let coordinator = |member_parallelism| {
+        Coordinator::new(
+            Ports {
+                authority: &cluster,
+                inventory: &cluster,
+                catalog: &cluster,
+                ddl: &cluster,
+                artifacts: &source,
+                admission: &gate,
+                env: &env,
+                progress: &NoProgress,
+            },
+            CoordinatorConfig {
+                member_parallelism,
+                ..CoordinatorConfig::default()
+            },
+        )
+    };
+    let request = |label: &str| OperationRequest {
         static_facts: StaticFacts {
-            cluster_name,
+            cluster_name: cluster_name.clone(),
             ddl_scope: Some("cluster".into()),
             replication_mode: Some("external".into()),
             engine: "MergeTree".into(),
             max_source_bytes: Some(4 << 30),
             target_database: database.clone(),
-            staging_database: database,
+            staging_database: database.clone(),
             access_table_engine: None,
         },
-        target_table: format!("bench_e2e_{tag}"),
-        scheduler_invocation: format!("bench-{tag}"),
+        target_table: format!("bench_e2e_{label}_{tag}"),
+        scheduler_invocation: format!("bench-{label}-{tag}"),
         plan_digest: Digest::of(b"bench plan"),
         schema: schema(),
         order_by: vec!["id".into()],
     };
-    let started = Instant::now();
-    let outcome = coordinator.run(&req).expect("publication");
-    let e2e = started.elapsed().as_secs_f64();
-    assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    let member_count = cluster
+        .observe(&cluster_name)
+        .map(|(rows, _)| rows.len())
+        .unwrap_or(0);
+    let mut runs = Vec::new();
+    for (label, parallelism) in [("sequential", 1), ("concurrent", 0)] {
+        let c = coordinator(if parallelism == 0 {
+            CoordinatorConfig::default().member_parallelism
+        } else {
+            parallelism
+        });
+        let req = request(label);
+        let started = Instant::now();
+        let outcome = c.run(&req).expect("publication");
+        let e2e = started.elapsed().as_secs_f64();
+        assert!(matches!(outcome, RunOutcome::Completed { .. }));
+        let timings = c.timings();
+        eprintln!("{label}: {e2e:.3} s end to end; {}", breakdown(&timings));
+        runs.push(format!(
+            "{{\"members_served\":\"{label}\",\"end_to_end_s\":{e2e:.3},\"ratio_end_to_end_over_hand\":{:.2},\"phase_timings\":{}}}",
+            e2e / hand,
+            serde_json::to_string(&timings).expect("timings encode")
+        ));
+    }
     println!(
         "{{\"bench\":\"clickhouse_real_engine\",\"rows\":{rows},\"columns\":8,\"artifact_bytes\":{},\
-\"members\":2,\"end_to_end_s\":{e2e:.3},\"hand_load_one_member_s\":{hand:.3},\
-\"ratio_end_to_end_over_hand\":{:.2},\"seal_s\":{seal:.3},\"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0}}}",
+\"members\":{member_count},\"hand_load_one_member_s\":{hand:.3},\"seal_s\":{seal:.3},\
+\"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0},\"runs\":[{}]}}",
         identity.byte_size,
-        e2e / hand,
         read_bytes as f64 / read / 1e6,
-        rows as f64 / read
+        rows as f64 / read,
+        runs.join(",")
     );
+}
+
+/// One line: each phase, then each member's steps, in seconds.
+fn breakdown(t: &dpone_engine_clickhouse::RunTimings) -> String {
+    let mut out = format!(
+        "seal {:.3}, artifact digest {:.3}, baseline {:.3}, stage {:.3}, authorize {:.3}, publish {:.3} (commit {:.3}), cleanup {:.3}",
+        t.seal_s,
+        t.artifact_digest_s,
+        t.baseline_s,
+        t.stage_s,
+        t.authorize_s,
+        t.publish_s,
+        t.commit_s,
+        t.cleanup_s
+    );
+    for m in &t.members {
+        out.push_str(&format!(
+            "; member {}: create {:.3}, load {:.3}, candidate proof {:.3}, authorize proof {:.3}, target proof {:.3}",
+            m.member.0.hex_prefix(8),
+            m.create_s,
+            m.load_s,
+            m.candidate_proof_s,
+            m.authorize_proof_s,
+            m.target_proof_s
+        ));
+    }
+    out
 }

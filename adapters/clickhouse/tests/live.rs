@@ -28,7 +28,7 @@ use support::{
 /// One `run` with a fresh artifact store.
 fn run(
     cluster: &ClickHouseCluster,
-    source: &dyn Extract,
+    source: &(dyn Extract + Sync),
     req: &OperationRequest,
 ) -> Result<RunOutcome, dpone_engine_clickhouse::EngineError> {
     let dir = tempfile::tempdir().expect("tempdir");

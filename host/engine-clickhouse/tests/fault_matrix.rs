@@ -695,12 +695,13 @@ fn a_tampered_artifact_is_never_loaded_and_aborts_after_exact_cleanup() {
     // Tier: engine fault matrix on in-process ports.
     let p = profile();
     let w = World::new(&p, 2, true);
-    // Stop right after the first member (in member-id order) loaded; the other is still to load.
+    // Stop right after the first member (in member-id order) loaded; the other is still to load
+    // (members served one after another, so the second has not started).
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
-    assert!(w.coordinator().run(&p.request()).is_err());
+    assert!(w.coordinator_with(1).run(&p.request()).is_err());
     let loads = w.cluster.metrics().loads;
     assert!(loads >= 1);
     w.artifacts.tamper();

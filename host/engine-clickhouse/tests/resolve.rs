@@ -40,7 +40,7 @@ struct Operator<'w> {
     w: &'w World,
     env: SyntheticEnv,
     artifacts: Option<SyntheticArtifacts>,
-    authority: Option<&'w dyn AuthorityStore>,
+    authority: Option<&'w (dyn AuthorityStore + Sync)>,
 }
 
 impl<'w> Operator<'w> {
@@ -590,25 +590,25 @@ fn the_pure_decision_reads_queue_evidence_and_the_quiet_period_exactly() {
 /// An authority store that lets another writer land at a chosen point: on the `nth` read
 /// (1-based), or else just before resolve's own update.
 struct Racing<'a> {
-    inner: &'a dyn AuthorityStore,
+    inner: &'a (dyn AuthorityStore + Sync),
     on_read: Option<u32>,
-    reads: std::cell::Cell<u32>,
-    raced: std::cell::Cell<bool>,
+    reads: std::sync::atomic::AtomicU32,
+    raced: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Racing<'a> {
-    fn new(inner: &'a dyn AuthorityStore, on_read: Option<u32>) -> Self {
+    fn new(inner: &'a (dyn AuthorityStore + Sync), on_read: Option<u32>) -> Self {
         Self {
             inner,
             on_read,
-            reads: std::cell::Cell::new(0),
-            raced: std::cell::Cell::new(false),
+            reads: std::sync::atomic::AtomicU32::new(0),
+            raced: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Another writer: same content, next version.
     fn race(&self, key: &TargetKey) -> Result<(), PortError> {
-        if !self.raced.replace(true)
+        if !self.raced.swap(true, std::sync::atomic::Ordering::SeqCst)
             && let Some(current) = self.inner.read(key)?
         {
             self.inner.update(key, current.version, &current.value)?;
@@ -619,8 +619,8 @@ impl<'a> Racing<'a> {
 
 impl AuthorityStore for Racing<'_> {
     fn read(&self, key: &TargetKey) -> Result<Option<Versioned>, PortError> {
-        self.reads.set(self.reads.get() + 1);
-        if self.on_read == Some(self.reads.get()) {
+        let n = self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if self.on_read == Some(n) {
             self.race(key)?;
         }
         self.inner.read(key)

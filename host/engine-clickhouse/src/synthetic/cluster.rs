@@ -1028,8 +1028,8 @@ impl Environment for SyntheticEnv {
     }
 }
 
-type StaticFn = dyn Fn(&StaticFacts) -> StaticDecision;
-type RuntimeFn = dyn Fn(&RuntimeFacts) -> RuntimeDecision;
+type StaticFn = dyn Fn(&StaticFacts) -> StaticDecision + Send + Sync;
+type RuntimeFn = dyn Fn(&RuntimeFacts) -> RuntimeDecision + Send + Sync;
 
 /// An [`AdmissionGate`] over two plain functions (the native policy core in tests; the
 /// composition root wraps the WebAssembly component instead).
@@ -1043,8 +1043,8 @@ impl FnGate {
     /// A gate labelled `label` (recorded as the component digest field).
     pub fn new(
         label: &str,
-        static_fn: impl Fn(&StaticFacts) -> StaticDecision + 'static,
-        runtime_fn: impl Fn(&RuntimeFacts) -> RuntimeDecision + 'static,
+        static_fn: impl Fn(&StaticFacts) -> StaticDecision + Send + Sync + 'static,
+        runtime_fn: impl Fn(&RuntimeFacts) -> RuntimeDecision + Send + Sync + 'static,
     ) -> Self {
         Self {
             label: label.into(),
