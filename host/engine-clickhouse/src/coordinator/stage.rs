@@ -1,6 +1,9 @@
 //! Artifact sealing, baseline binding and per-member staging (spec sections 3 and 4).
 
+use std::io::Read;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use sha2::{Digest as _, Sha256};
 
 use super::authority::Held;
 use super::timing::{MemberStep, RunPhase};
@@ -30,6 +33,55 @@ struct Staging {
     held: Held,
     stopped: bool,
     first: Option<EngineError>,
+}
+
+/// The artifact's revalidation verdict for one staging run: the first load revalidates, every
+/// later load of the run reuses the verdict (and every load verifies the bytes it streams).
+type Revalidated = Mutex<Option<Result<(), PortError>>>;
+
+/// The artifact bytes as a load streams them, hashed on the way: at the end of the stream the
+/// SHA-256 and the length must be the sealed identity's, else the read fails (so the load never
+/// ends cleanly from other bytes) and `tampered` is set. A stream longer than the identity
+/// fails as soon as it is.
+struct Verifying<'r> {
+    inner: Box<dyn Read + 'r>,
+    hasher: Option<Sha256>,
+    seen: u64,
+    expected: ArtifactIdentity,
+    tampered: bool,
+}
+
+impl Verifying<'_> {
+    fn refuse(&mut self) -> std::io::Error {
+        self.tampered = true;
+        std::io::Error::other("the artifact bytes do not match their sealed identity")
+    }
+}
+
+impl Read for Verifying<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.tampered {
+            return Err(self.refuse());
+        }
+        let n = self.inner.read(buf)?;
+        self.seen += n as u64;
+        if self.seen > self.expected.byte_size {
+            return Err(self.refuse());
+        }
+        if n > 0 {
+            if let Some(h) = self.hasher.as_mut() {
+                h.update(&buf[..n]);
+            }
+            return Ok(n);
+        }
+        if let Some(h) = self.hasher.take() {
+            let sha: [u8; 32] = h.finalize().into();
+            if sha != self.expected.sha256.0 || self.seen != self.expected.byte_size {
+                return Err(self.refuse());
+            }
+        }
+        Ok(0)
+    }
 }
 
 fn lock(shared: &Mutex<Staging>) -> MutexGuard<'_, Staging> {
@@ -320,8 +372,9 @@ impl Coordinator<'_> {
             stopped: false,
             first: None,
         });
+        let revalidated: Revalidated = Mutex::new(None);
         self.for_members(&op.members, |(id, _, _)| {
-            if let Err(e) = self.stage_member(op, &shared, id, &artifact) {
+            if let Err(e) = self.stage_member(op, &shared, &revalidated, id, &artifact) {
                 let mut g = lock(&shared);
                 g.stopped = true;
                 g.first.get_or_insert(e);
@@ -505,6 +558,7 @@ impl Coordinator<'_> {
         &self,
         op: &Op<'_>,
         shared: &Mutex<Staging>,
+        revalidated: &Revalidated,
         id: &MemberId,
         artifact: &ArtifactIdentity,
     ) -> Result<(), EngineError> {
@@ -584,7 +638,7 @@ impl Coordinator<'_> {
                     if fresh && o.row_count == 0 && artifact.row_count > 0 {
                         fresh = false;
                         self.clock.member(id, MemberStep::Load, || {
-                            self.load(op, &held, id, u, artifact)
+                            self.load(op, &held, revalidated, id, u, artifact)
                         })?;
                         continue;
                     }
@@ -641,24 +695,45 @@ impl Coordinator<'_> {
 
     /// Exactly one load of the revalidated artifact. An error is not retried here: the next
     /// observation decides (exact → READY, incomplete → rebuild).
+    ///
+    /// The artifact is revalidated (re-hashed by its store) once per staging run, before the
+    /// run's first load; every load then hashes the bytes it streams and checks them against
+    /// the identity at the end ([`Verifying`]), so no separate pass re-reads the artifact per
+    /// load and bytes altered after the revalidation still never complete a load: the load
+    /// fails and the run aborts with exact cleanup, as when the revalidation fails.
     fn load(
         &self,
         op: &Op<'_>,
         held: &Held,
+        revalidated: &Revalidated,
         id: &MemberId,
         uuid: Uuid,
         artifact: &ArtifactIdentity,
     ) -> Result<(), EngineError> {
-        self.ports.artifacts.revalidate(artifact).map_err(|e| {
+        let tampered =
+            || EngineError::ArtifactInvalid("the sealed artifact no longer matches its identity");
+        let verdict = {
+            let mut g = revalidated.lock().unwrap_or_else(PoisonError::into_inner);
+            g.get_or_insert_with(|| self.ports.artifacts.revalidate(artifact))
+                .clone()
+        };
+        verdict.map_err(|e| {
             if e.class == crate::ports::ARTIFACT_TAMPERED {
-                EngineError::ArtifactInvalid("the sealed artifact no longer matches its identity")
+                tampered()
             } else {
                 super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
             }
         })?;
-        let mut reader = self.ports.artifacts.open(artifact).map_err(|e| {
+        let inner = self.ports.artifacts.open(artifact).map_err(|e| {
             super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
         })?;
+        let mut reader = Verifying {
+            inner,
+            hasher: Some(Sha256::new()),
+            seen: 0,
+            expected: *artifact,
+            tampered: false,
+        };
         let generation = held
             .record
             .generation_id
@@ -666,7 +741,7 @@ impl Coordinator<'_> {
         let rebuilds = held.record.member(id).map_or(0, |m| m.rebuilds);
         let (query_id, dedup_token) = contracts::load_tokens(&generation, id, rebuilds);
         self.ports.progress.member_step(id, "load");
-        match self.ports.catalog.load(
+        let sent = self.ports.catalog.load(
             id,
             op.database,
             &op.candidate,
@@ -676,7 +751,11 @@ impl Coordinator<'_> {
                 query_id,
                 dedup_token,
             },
-        ) {
+        );
+        if reader.tampered {
+            return Err(tampered());
+        }
+        match sent {
             Ok(()) => Ok(()),
             Err(e) if e.kind == crate::ports::PortErrorKind::Interrupted => {
                 Err(EngineError::Interrupted { step: "load" })
