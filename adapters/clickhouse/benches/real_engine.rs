@@ -220,7 +220,7 @@ fn main() {
             },
         )
     };
-    let request = |label: &str| OperationRequest {
+    let request = |label: &str, path: &str| OperationRequest {
         static_facts: StaticFacts {
             cluster_name: cluster_name.clone(),
             ddl_scope: Some("cluster".into()),
@@ -232,7 +232,7 @@ fn main() {
             access_table_engine: None,
         },
         target_table: format!("bench_e2e_{label}_{tag}"),
-        scheduler_invocation: format!("bench-{label}-{tag}"),
+        scheduler_invocation: format!("bench-{label}-{path}-{tag}"),
         plan_digest: Digest::of(b"bench plan"),
         schema: schema(),
         order_by: vec!["id".into()],
@@ -248,18 +248,33 @@ fn main() {
         } else {
             parallelism
         });
-        let req = request(label);
-        let started = Instant::now();
-        let outcome = c.run(&req).expect("publication");
-        let e2e = started.elapsed().as_secs_f64();
-        assert!(matches!(outcome, RunOutcome::Completed { .. }));
-        let timings = c.timings();
-        eprintln!("{label}: {e2e:.3} s end to end; {}", breakdown(&timings));
-        runs.push(format!(
-            "{{\"members_served\":\"{label}\",\"end_to_end_s\":{e2e:.3},\"ratio_end_to_end_over_hand\":{:.2},\"phase_timings\":{}}}",
-            e2e / hand,
-            serde_json::to_string(&timings).expect("timings encode")
-        ));
+        // First publication (target absent: RENAME), then a second operation on the same
+        // target (EXCHANGE, then the predecessor's cleanup).
+        for path in ["rename", "exchange"] {
+            let req = request(label, path);
+            let started = Instant::now();
+            let outcome = c.run(&req).expect("publication");
+            let e2e = started.elapsed().as_secs_f64();
+            let RunOutcome::Completed { receipt } = outcome else {
+                panic!("the publication did not complete");
+            };
+            let expected = if path == "rename" {
+                dpone_engine_clickhouse::contracts::DdlKind::Rename
+            } else {
+                dpone_engine_clickhouse::contracts::DdlKind::Exchange
+            };
+            assert_eq!(receipt.publication.kind, expected);
+            let timings = c.timings();
+            eprintln!(
+                "{label} {path}: {e2e:.3} s end to end; {}",
+                breakdown(&timings)
+            );
+            runs.push(format!(
+                "{{\"members_served\":\"{label}\",\"path\":\"{path}\",\"end_to_end_s\":{e2e:.3},\"ratio_end_to_end_over_hand\":{:.2},\"phase_timings\":{}}}",
+                e2e / hand,
+                serde_json::to_string(&timings).expect("timings encode")
+            ));
+        }
     }
     println!(
         "{{\"bench\":\"clickhouse_real_engine\",\"rows\":{rows},\"columns\":8,\"artifact_bytes\":{},\
