@@ -307,13 +307,13 @@ fn a_missing_artifact_on_this_worker_aborts_after_dropping_exact_owned_candidate
     let p = profile();
     let req = p.request();
     let w = World::new(&p, 2, true);
-    // Worker A loads the first member (in member-id order) and stops; worker B, without A's
-    // artifact store, cannot replay the artifact into the second.
+    // Worker A loads the first member (in member-id order, members one after another) and
+    // stops; worker B, without A's artifact store, cannot replay the artifact into the second.
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
-    assert!(w.coordinator().run(&req).is_err());
+    assert!(w.coordinator_with(1).run(&req).is_err());
     let b = Operator::new(&w, 0).elsewhere(&p);
     let e = b.coordinator().run(&req).expect_err("no artifact here");
     assert_eq!(e.code(), engine::ARTIFACT_UNAVAILABLE);
@@ -670,9 +670,10 @@ fn an_authority_change_before_the_drops_drops_nothing() {
     let w = World::new(&p, 2, true);
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
+    // Members one after another: the run stops with only the first loaded.
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
-    assert!(w.coordinator().run(&req).is_err());
+    assert!(w.coordinator_with(1).run(&req).is_err());
     let drops = w.cluster.metrics().exact_drops;
     // Read 1 observes the record; the other writer lands before read 2, the pre-drop check.
     let racing = Racing::new(&w.cluster, Some(2));

@@ -140,6 +140,15 @@ pub struct Coordinator<'a> {
     ports: Ports<'a>,
     config: CoordinatorConfig,
     clock: timing::Clock,
+    /// This run's content proofs by exact table (member, UUID), each with the table's physical
+    /// fingerprint, identical before and after the proof's read ([`Coordinator::reprove`]).
+    /// Never survives a run.
+    proven: std::sync::Mutex<
+        std::collections::BTreeMap<
+            (MemberId, contracts::Uuid),
+            (Digest, crate::canonical::ContentSummary),
+        >,
+    >,
 }
 
 /// The admitted, derived context of one run.
@@ -202,6 +211,7 @@ impl<'a> Coordinator<'a> {
             ports,
             config,
             clock: timing::Clock::default(),
+            proven: std::sync::Mutex::default(),
         }
     }
 
@@ -237,6 +247,10 @@ impl<'a> Coordinator<'a> {
     /// Runs (or resumes) the operation until it completes, waits on the cluster, or stops.
     pub fn run(&self, req: &OperationRequest) -> Result<RunOutcome, EngineError> {
         self.clock.reset();
+        self.proven
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         let started = std::time::Instant::now();
         let out = self.run_phases(req);
         self.clock.add_total(started.elapsed());

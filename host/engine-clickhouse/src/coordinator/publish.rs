@@ -163,7 +163,7 @@ impl Coordinator<'_> {
             let s = self
                 .clock
                 .member(&m.member_id, MemberStep::AuthorizeProof, || {
-                    self.digest_table(op, &m.member_id, &op.candidate, cand_uuid)
+                    self.reprove(op, &m.member_id, &op.candidate, cand_uuid)
                 })?;
             if Some(s.digest) != content || m.candidate_content_digest != content {
                 return Err(missing());
@@ -251,7 +251,7 @@ impl Coordinator<'_> {
             let s = self
                 .clock
                 .member(&m.member_id, MemberStep::TargetProof, || {
-                    self.digest_table(op, &m.member_id, op.target, uuid)
+                    self.reprove(op, &m.member_id, op.target, uuid)
                 })?;
             Ok((uuid, s))
         });

@@ -156,6 +156,71 @@ impl Coordinator<'_> {
         })
     }
 
+    fn fingerprint(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<Option<Digest>, EngineError> {
+        self.ports
+            .catalog
+            .parts_fingerprint(member, op.database, name, uuid)
+            .map_err(Self::member_err(member, "fingerprint"))
+    }
+
+    /// [`Self::digest_table`], remembering the proof for this run when the table's physical
+    /// fingerprint is the same before and after the read: the proof then covers exactly the
+    /// table in that physical state.
+    pub(crate) fn prove_table(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<canonical::ContentSummary, EngineError> {
+        let before = self.fingerprint(op, member, name, uuid)?;
+        let summary = self.digest_table(op, member, name, uuid)?;
+        let after = self.fingerprint(op, member, name, uuid)?;
+        let mut proven = self.proven.lock().unwrap_or_else(PoisonError::into_inner);
+        match (before, after) {
+            (Some(b), Some(a)) if a == b => {
+                proven.insert((*member, uuid), (b, summary));
+            }
+            _ => {
+                proven.remove(&(*member, uuid));
+            }
+        }
+        Ok(summary)
+    }
+
+    /// The content of the exact table (member, UUID) again. When this run proved it and its
+    /// physical fingerprint is unchanged since, the table is the very table whose content was
+    /// proven and nothing was written to it since (every write that changes what a read
+    /// returns changes the fingerprint), so that proof stands without a second full read (a
+    /// rename or exchange moves the table with its parts and keeps the fingerprint). Otherwise
+    /// (another run, a changed or unavailable fingerprint) a full read proves it.
+    pub(crate) fn reprove(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<canonical::ContentSummary, EngineError> {
+        let remembered = self
+            .proven
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(*member, uuid))
+            .copied();
+        if let Some((fingerprint, summary)) = remembered
+            && self.fingerprint(op, member, name, uuid)? == Some(fingerprint)
+        {
+            return Ok(summary);
+        }
+        self.prove_table(op, member, name, uuid)
+    }
+
     fn artifact_digest(
         &self,
         op: &Op<'_>,
@@ -476,7 +541,7 @@ impl Coordinator<'_> {
             return Ok(Content::Divergent);
         }
         let s = self.clock.member(id, MemberStep::CandidateProof, || {
-            self.digest_table(op, id, &op.candidate, obs.uuid)
+            self.prove_table(op, id, &op.candidate, obs.uuid)
         })?;
         if s.row_count == artifact.row_count
             && Some(s.digest) == held.record.artifact_content_digest
