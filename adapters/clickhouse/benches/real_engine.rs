@@ -5,10 +5,11 @@
 //!   fenced `ON CLUSTER` RENAME, commit — against the baseline of loading the same artifact into
 //!   one member by hand with `INSERT … FORMAT RowBinary`; reports the ratio;
 //! - member read throughput: streaming the published table back as `RowBinary`;
-//! - the same end-to-end publication twice in one run, members served one after another
-//!   (`member_parallelism = 1`, the engine's behaviour before members were served concurrently)
-//!   and concurrently (the default), each with the run's phase breakdown
-//!   ([`Coordinator::timings`]).
+//! - the same end-to-end publication (RENAME, then EXCHANGE on the same target) three ways in
+//!   one run: every proof a full read with members one after another (the engine's behaviour
+//!   before physical fingerprints and concurrent members), then with fingerprints one after
+//!   another (`member_parallelism = 1`), then with fingerprints and members concurrently (the
+//!   default) — each with the run's phase breakdown ([`Coordinator::timings`]).
 //!
 //! `eval "$(bash .ci/start-clickhouse | tail -n 1 | sed 's/^/export /')"`, then
 //! `cargo bench -p dpone-adapter-clickhouse --bench real_engine` (`DPONE_BENCH_ROWS` overrides
@@ -202,12 +203,13 @@ fn main() {
         dpone_policy_admission::admit_runtime,
     );
     let env = SystemEnvironment;
-    let coordinator = |member_parallelism| {
+    let full_reads = FullReads(&cluster);
+    let coordinator = |member_parallelism, fingerprints: bool| {
         Coordinator::new(
             Ports {
                 authority: &cluster,
                 inventory: &cluster,
-                catalog: &cluster,
+                catalog: if fingerprints { &cluster } else { &full_reads },
                 ddl: &cluster,
                 artifacts: &source,
                 admission: &gate,
@@ -242,12 +244,13 @@ fn main() {
         .map(|(rows, _)| rows.len())
         .unwrap_or(0);
     let mut runs = Vec::new();
-    for (label, parallelism) in [("sequential", 1), ("concurrent", 0)] {
-        let c = coordinator(if parallelism == 0 {
-            CoordinatorConfig::default().member_parallelism
-        } else {
-            parallelism
-        });
+    let concurrent = CoordinatorConfig::default().member_parallelism;
+    for (label, parallelism, fingerprints) in [
+        ("full_reads_sequential", 1, false),
+        ("sequential", 1, true),
+        ("concurrent", concurrent, true),
+    ] {
+        let c = coordinator(parallelism, fingerprints);
         // First publication (target absent: RENAME), then a second operation on the same
         // target (EXCHANGE, then the predecessor's cleanup).
         for path in ["rename", "exchange"] {
@@ -285,6 +288,71 @@ fn main() {
         rows as f64 / read,
         runs.join(",")
     );
+}
+
+/// The adapter without physical fingerprints: every content proof reads the table in full
+/// (the engine's behaviour before fingerprints), for a before/after in the same run.
+struct FullReads<'a>(&'a ClickHouseCluster);
+
+impl MemberCatalog for FullReads<'_> {
+    fn probe(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        target: &str,
+    ) -> Result<dpone_engine_clickhouse::ports::MemberProbe, PortError> {
+        self.0.probe(member, database, target)
+    }
+
+    fn observe_table(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+    ) -> Result<Option<dpone_engine_clickhouse::ports::TableObservation>, PortError> {
+        self.0.observe_table(member, database, name)
+    }
+
+    fn read_rows<'a>(
+        &'a self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+        uuid: dpone_engine_clickhouse::contracts::Uuid,
+        schema: &Schema,
+    ) -> Result<Box<dyn Read + 'a>, PortError> {
+        self.0.read_rows(member, database, name, uuid, schema)
+    }
+
+    fn create_candidate(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        spec: &dpone_engine_clickhouse::ports::CandidateSpec<'_>,
+    ) -> Result<(), PortError> {
+        self.0.create_candidate(member, spec)
+    }
+
+    fn load(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+        uuid: dpone_engine_clickhouse::contracts::Uuid,
+        artifact: &mut dyn Read,
+        tokens: &dpone_engine_clickhouse::ports::LoadTokens,
+    ) -> Result<(), PortError> {
+        self.0.load(member, database, name, uuid, artifact, tokens)
+    }
+
+    fn drop_exact(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+        uuid: dpone_engine_clickhouse::contracts::Uuid,
+    ) -> Result<(), PortError> {
+        self.0.drop_exact(member, database, name, uuid)
+    }
 }
 
 /// One line: each phase, then each member's steps, in seconds.
