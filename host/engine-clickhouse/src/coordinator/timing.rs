@@ -147,7 +147,7 @@ impl Clock {
                 Some(i) => i,
                 None => {
                     t.members.push(MemberTimings::new(*member));
-                    t.members.sort_by(|a, b| a.member.cmp(&b.member));
+                    t.members.sort_by_key(|a| a.member);
                     t.members
                         .iter()
                         .position(|m| m.member == *member)
