@@ -4,7 +4,12 @@
 //!   per-member create and load, canonical content digest read back from each member, one
 //!   fenced `ON CLUSTER` RENAME, commit — against the baseline of loading the same artifact into
 //!   one member by hand with `INSERT … FORMAT RowBinary`; reports the ratio;
-//! - member read throughput: streaming the published table back as `RowBinary`.
+//! - member read throughput: streaming the published table back as `RowBinary`;
+//! - the same end-to-end publication (RENAME, then EXCHANGE on the same target) three ways in
+//!   one run: every proof a full read with members one after another (the engine's behaviour
+//!   before physical fingerprints and concurrent members), then with fingerprints one after
+//!   another (`member_parallelism = 1`), then with fingerprints and members concurrently (the
+//!   default) — each with the run's phase breakdown ([`Coordinator::timings`]).
 //!
 //! `eval "$(bash .ci/start-clickhouse | tail -n 1 | sed 's/^/export /')"`, then
 //! `cargo bench -p dpone-adapter-clickhouse --bench real_engine` (`DPONE_BENCH_ROWS` overrides
@@ -21,7 +26,7 @@ use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
 use dpone_engine_clickhouse::contracts::{Digest, Schema, member_id};
 use dpone_engine_clickhouse::ports::{
-    ArtifactSource, MemberCatalog, NoProgress, PortError, SystemEnvironment,
+    ArtifactSource, InventoryPort, MemberCatalog, NoProgress, PortError, SystemEnvironment,
 };
 use dpone_engine_clickhouse::synthetic::FnGate;
 use dpone_engine_clickhouse::{
@@ -190,54 +195,189 @@ fn main() {
         .drop_exact(&member1, &database, &hand_table, uuid)
         .expect("drop");
 
-    // End to end through the engine: seal, two members, digests, publication, commit.
+    // End to end through the engine: seal, every member, digests, publication, commit; once
+    // with members one after another, once concurrently.
     let gate = FnGate::new(
         "native-policy-core",
         dpone_policy_admission::admit_static,
         dpone_policy_admission::admit_runtime,
     );
     let env = SystemEnvironment;
-    let coordinator = Coordinator::new(
-        Ports {
-            authority: &cluster,
-            inventory: &cluster,
-            catalog: &cluster,
-            ddl: &cluster,
-            artifacts: &source,
-            admission: &gate,
-            env: &env,
-            progress: &NoProgress,
-        },
-        CoordinatorConfig::default(),
-    );
-    let req = OperationRequest {
+    let full_reads = FullReads(&cluster);
+    let coordinator = |member_parallelism, fingerprints: bool| {
+        Coordinator::new(
+            Ports {
+                authority: &cluster,
+                inventory: &cluster,
+                catalog: if fingerprints { &cluster } else { &full_reads },
+                ddl: &cluster,
+                artifacts: &source,
+                admission: &gate,
+                env: &env,
+                progress: &NoProgress,
+            },
+            CoordinatorConfig {
+                member_parallelism,
+                ..CoordinatorConfig::default()
+            },
+        )
+    };
+    let request = |label: &str, path: &str| OperationRequest {
         static_facts: StaticFacts {
-            cluster_name,
+            cluster_name: cluster_name.clone(),
             ddl_scope: Some("cluster".into()),
             replication_mode: Some("external".into()),
             engine: "MergeTree".into(),
             max_source_bytes: Some(4 << 30),
             target_database: database.clone(),
-            staging_database: database,
+            staging_database: database.clone(),
             access_table_engine: None,
         },
-        target_table: format!("bench_e2e_{tag}"),
-        scheduler_invocation: format!("bench-{tag}"),
+        target_table: format!("bench_e2e_{label}_{tag}"),
+        scheduler_invocation: format!("bench-{label}-{path}-{tag}"),
         plan_digest: Digest::of(b"bench plan"),
         schema: schema(),
         order_by: vec!["id".into()],
     };
-    let started = Instant::now();
-    let outcome = coordinator.run(&req).expect("publication");
-    let e2e = started.elapsed().as_secs_f64();
-    assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    let member_count = cluster
+        .observe(&cluster_name)
+        .map(|(rows, _)| rows.len())
+        .unwrap_or(0);
+    let mut runs = Vec::new();
+    let concurrent = CoordinatorConfig::default().member_parallelism;
+    for (label, parallelism, fingerprints) in [
+        ("full_reads_sequential", 1, false),
+        ("sequential", 1, true),
+        ("concurrent", concurrent, true),
+    ] {
+        let c = coordinator(parallelism, fingerprints);
+        // First publication (target absent: RENAME), then a second operation on the same
+        // target (EXCHANGE, then the predecessor's cleanup).
+        for path in ["rename", "exchange"] {
+            let req = request(label, path);
+            let started = Instant::now();
+            let outcome = c.run(&req).expect("publication");
+            let e2e = started.elapsed().as_secs_f64();
+            let RunOutcome::Completed { receipt } = outcome else {
+                panic!("the publication did not complete");
+            };
+            let expected = if path == "rename" {
+                dpone_engine_clickhouse::contracts::DdlKind::Rename
+            } else {
+                dpone_engine_clickhouse::contracts::DdlKind::Exchange
+            };
+            assert_eq!(receipt.publication.kind, expected);
+            let timings = c.timings();
+            eprintln!(
+                "{label} {path}: {e2e:.3} s end to end; {}",
+                breakdown(&timings)
+            );
+            runs.push(format!(
+                "{{\"members_served\":\"{label}\",\"path\":\"{path}\",\"end_to_end_s\":{e2e:.3},\"ratio_end_to_end_over_hand\":{:.2},\"phase_timings\":{}}}",
+                e2e / hand,
+                serde_json::to_string(&timings).expect("timings encode")
+            ));
+        }
+    }
     println!(
         "{{\"bench\":\"clickhouse_real_engine\",\"rows\":{rows},\"columns\":8,\"artifact_bytes\":{},\
-\"members\":2,\"end_to_end_s\":{e2e:.3},\"hand_load_one_member_s\":{hand:.3},\
-\"ratio_end_to_end_over_hand\":{:.2},\"seal_s\":{seal:.3},\"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0}}}",
+\"members\":{member_count},\"hand_load_one_member_s\":{hand:.3},\"seal_s\":{seal:.3},\
+\"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0},\"runs\":[{}]}}",
         identity.byte_size,
-        e2e / hand,
         read_bytes as f64 / read / 1e6,
-        rows as f64 / read
+        rows as f64 / read,
+        runs.join(",")
     );
+}
+
+/// The adapter without physical fingerprints: every content proof reads the table in full
+/// (the engine's behaviour before fingerprints), for a before/after in the same run.
+struct FullReads<'a>(&'a ClickHouseCluster);
+
+impl MemberCatalog for FullReads<'_> {
+    fn probe(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        target: &str,
+    ) -> Result<dpone_engine_clickhouse::ports::MemberProbe, PortError> {
+        self.0.probe(member, database, target)
+    }
+
+    fn observe_table(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+    ) -> Result<Option<dpone_engine_clickhouse::ports::TableObservation>, PortError> {
+        self.0.observe_table(member, database, name)
+    }
+
+    fn read_rows<'a>(
+        &'a self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+        uuid: dpone_engine_clickhouse::contracts::Uuid,
+        schema: &Schema,
+    ) -> Result<Box<dyn Read + 'a>, PortError> {
+        self.0.read_rows(member, database, name, uuid, schema)
+    }
+
+    fn create_candidate(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        spec: &dpone_engine_clickhouse::ports::CandidateSpec<'_>,
+    ) -> Result<(), PortError> {
+        self.0.create_candidate(member, spec)
+    }
+
+    fn load(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+        uuid: dpone_engine_clickhouse::contracts::Uuid,
+        artifact: &mut dyn Read,
+        tokens: &dpone_engine_clickhouse::ports::LoadTokens,
+    ) -> Result<(), PortError> {
+        self.0.load(member, database, name, uuid, artifact, tokens)
+    }
+
+    fn drop_exact(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+        uuid: dpone_engine_clickhouse::contracts::Uuid,
+    ) -> Result<(), PortError> {
+        self.0.drop_exact(member, database, name, uuid)
+    }
+}
+
+/// One line: each phase, then each member's steps, in seconds.
+fn breakdown(t: &dpone_engine_clickhouse::RunTimings) -> String {
+    let mut out = format!(
+        "seal {:.3}, artifact digest {:.3}, baseline {:.3}, stage {:.3}, authorize {:.3}, publish {:.3} (commit {:.3}), cleanup {:.3}",
+        t.seal_s,
+        t.artifact_digest_s,
+        t.baseline_s,
+        t.stage_s,
+        t.authorize_s,
+        t.publish_s,
+        t.commit_s,
+        t.cleanup_s
+    );
+    for m in &t.members {
+        out.push_str(&format!(
+            "; member {}: create {:.3}, load {:.3}, candidate proof {:.3}, authorize proof {:.3}, target proof {:.3}",
+            m.member.0.hex_prefix(8),
+            m.create_s,
+            m.load_s,
+            m.candidate_proof_s,
+            m.authorize_proof_s,
+            m.target_proof_s
+        ));
+    }
+    out
 }

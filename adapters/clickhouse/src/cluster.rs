@@ -165,6 +165,13 @@ struct TableRow {
 }
 
 #[derive(clickhouse::Row, Deserialize)]
+struct PartRow {
+    name: String,
+    hash: String,
+    rows: u64,
+}
+
+#[derive(clickhouse::Row, Deserialize)]
 struct ColumnRow {
     name: String,
     #[serde(rename = "type")]
@@ -578,6 +585,39 @@ impl MemberCatalog for ClickHouseCluster {
             }
             Some(_) => Err(PortError::rejected(class::UUID_MISMATCH)),
         }
+    }
+
+    fn parts_fingerprint(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<Option<Digest>, PortError> {
+        let c = self.member(member)?;
+        let exact = |found: Option<(Uuid, String)>| {
+            found.is_some_and(|(u, engine)| u == uuid && engine.ends_with("MergeTree"))
+        };
+        if !exact(self.table_uuid(&c.read, database, name)?) {
+            return Ok(None);
+        }
+        let pending = sql::table_pending_mutations(database, name);
+        let before = self.scalar_u64(&c.read, &pending)?;
+        let parts: Vec<PartRow> = self.fetch(&c.read, &sql::table_parts(database, name))?;
+        let after = self.scalar_u64(&c.read, &pending)?;
+        // Still the same table, and no mutation that a read might already apply on the fly.
+        if !exact(self.table_uuid(&c.read, database, name)?) || before != 0 || after != 0 {
+            return Ok(None);
+        }
+        let mut h = dpone_engine_clickhouse::contracts::IdentityHasher::new(
+            "dpone.clickhouse.parts-fingerprint.v1",
+        )
+        .str(&uuid.to_string())
+        .u64(parts.len() as u64);
+        for p in &parts {
+            h = h.str(&p.name).str(&p.hash).u64(p.rows);
+        }
+        Ok(Some(h.finish()))
     }
 }
 

@@ -192,6 +192,28 @@ pub fn table_info(database: &str, table: &str) -> Statement {
     .param("table", table)
 }
 
+/// The active data parts of one table: name, checksum of all files, rows, in name order.
+pub fn table_parts(database: &str, table: &str) -> Statement {
+    Statement::new(
+        "SELECT name, toString(hash_of_all_files) AS hash, rows FROM system.parts \
+         WHERE database = {database:String} AND table = {table:String} AND active ORDER BY name"
+            .into(),
+    )
+    .param("database", database)
+    .param("table", table)
+}
+
+/// How many mutations of one table are not finished.
+pub fn table_pending_mutations(database: &str, table: &str) -> Statement {
+    Statement::new(
+        "SELECT count() AS n FROM system.mutations \
+         WHERE database = {database:String} AND table = {table:String} AND NOT is_done"
+            .into(),
+    )
+    .param("database", database)
+    .param("table", table)
+}
+
 /// Columns of one table in table order.
 pub fn table_columns(database: &str, table: &str) -> Statement {
     Statement::new(

@@ -28,7 +28,7 @@ use support::{
 /// One `run` with a fresh artifact store.
 fn run(
     cluster: &ClickHouseCluster,
-    source: &dyn Extract,
+    source: &(dyn Extract + Sync),
     req: &OperationRequest,
 ) -> Result<RunOutcome, dpone_engine_clickhouse::EngineError> {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -411,4 +411,78 @@ fn the_manifest_spelling_rule_matches_what_the_engine_reports() {
         tier.member(1),
         &format!("DROP TABLE `{}`.`{table}` SYNC", tier.database),
     );
+}
+
+/// `a + b` mod 2^256, both 32 bytes little-endian.
+fn add_le_256(a: &mut [u8; 32], b: &[u8; 32]) {
+    let mut carry = 0u16;
+    for (x, y) in a.iter_mut().zip(b) {
+        let s = u16::from(*x) + u16::from(*y) + carry;
+        *x = s as u8;
+        carry = s >> 8;
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn a_member_computes_the_order_independent_row_hash_sum_of_the_artifact_bytes_for_every_profile_type()
+ {
+    // The measured basis for a member-side content proof (not used by the protocol yet): each
+    // member re-serializes every row of every profile type to exactly the artifact's
+    // `RowBinary` row bytes, and sums SHA-256 of each row as a little-endian UInt256 modulo
+    // 2^256 exactly as the host does (a 64-row sum of 256-bit values wraps).
+    let tier = Tier::from_env();
+    let c = tier.cluster();
+    let target = unique("live_rowsum");
+    let req = request(&tier, &target, &unique("inv"), all_types_schema());
+    completed(run(&c, &AllTypes, &req).expect("run"));
+    let schema = all_types_schema();
+    let mut bytes = Vec::new();
+    AllTypes
+        .extract(&schema, &mut bytes)
+        .expect("artifact bytes");
+    let types = column_types(&schema).expect("profile");
+    let ends = dpone_engine_clickhouse::canonical::rowbinary::row_ends(&types, &bytes)
+        .expect("rows decode");
+    assert_eq!(ends.len(), 64);
+    let mut sum = [0u8; 32];
+    let mut start = 0;
+    let mut wrapped = false;
+    for end in ends {
+        let h = contracts::Digest::of(&bytes[start..end]).0;
+        let before = sum;
+        add_le_256(&mut sum, &h);
+        // A wrap leaves the sum below the previous one (compare most significant first).
+        wrapped |= sum.iter().rev().lt(before.iter().rev());
+        start = end;
+    }
+    assert!(wrapped, "the fixture's sum wraps modulo 2^256");
+    // `reinterpretAsFixedString` drops trailing zero bytes (the most significant ones).
+    let significant = sum.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    let host: String = sum[..significant]
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    let columns: Vec<String> = schema
+        .columns
+        .iter()
+        .map(|col| format!("`{}`", col.name))
+        .collect();
+    for replica in [1, 2] {
+        let out = tier.sql(
+            tier.member(replica),
+            &format!(
+                "SELECT count(), hex(reinterpretAsFixedString(sum(reinterpretAsUInt256(SHA256(\
+                 formatRowNoNewline('RowBinary', {})))))) FROM `{}`.`{target}`",
+                columns.join(", "),
+                tier.database
+            ),
+        );
+        let cols: Vec<&str> = out.trim().split('\t').collect();
+        assert_eq!(cols[0], "64", "member {replica}");
+        assert_eq!(cols[1], host, "member {replica}: row hash sum");
+    }
 }

@@ -41,7 +41,7 @@ use dpone_engine_clickhouse::contracts::{
 use dpone_engine_clickhouse::ports::{AuthorityStore, InventoryPort, SystemEnvironment};
 use dpone_engine_clickhouse::{
     Coordinator, CoordinatorConfig, EngineError, OperationRequest, Ports, RecoveryAction,
-    RunOutcome, StatusReport,
+    RunOutcome, RunTimings, StatusReport,
 };
 use dpone_engine_nonproduction::reservation_run::{Read, RunEnd};
 use dpone_policy_model::admission::ReplicationDecision;
@@ -348,6 +348,11 @@ struct RunReport<'a> {
     /// nothing was read or sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     measurements: Option<Measurements>,
+    /// Wall time of each phase of this run (seal, artifact digest, baseline, staging,
+    /// authorization, publication, commit, cleanup) and of each member's steps (create, load,
+    /// content proofs), in seconds; absent when the coordinator did not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phase_timings: Option<RunTimings>,
     /// `run --np-reservation`: the reservation and what was settled ([`crate::np_run`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     np_reservation: Option<Value>,
@@ -416,6 +421,7 @@ impl<'a> RunReport<'a> {
             operation_id: None,
             bundle: None,
             measurements: None,
+            phase_timings: None,
             np_reservation: None,
         }
     }
@@ -477,6 +483,7 @@ fn fail_closed(
     e: &EngineError,
     source_detail: Option<String>,
     measurements: Option<Measurements>,
+    phase_timings: Option<RunTimings>,
     np_reservation: Option<Value>,
 ) -> Result<(), Failure> {
     let blockers: Vec<Blocker> = match e {
@@ -505,6 +512,7 @@ fn fail_closed(
         target_key: Some(key),
         operation_id: operation,
         measurements,
+        phase_timings,
         np_reservation,
         ..RunReport::new(m)
     })?;
@@ -641,7 +649,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             .with_deadline(a.deadline);
     }
     let deadline_authority = admitted.map(|a| DeadlineAuthority::new(&cluster, a.deadline));
-    let authority: &dyn AuthorityStore = match &deadline_authority {
+    let authority: &(dyn AuthorityStore + Sync) = match &deadline_authority {
         Some(d) => d,
         None => &cluster,
     };
@@ -662,6 +670,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     );
     let req = request(&m, invocation);
     let outcome = coordinator.run(&req);
+    let phase_timings = Some(coordinator.timings());
     // Rows applied: the publication's rows, counted once per publication, by the run that
     // brought it to COMPLETED (every member then serves the same artifact; not per member).
     let applied = match &outcome {
@@ -708,6 +717,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 receipt: Some(&receipt),
                 bundle: source.bundle_evidence(),
                 measurements: measurements(&pg_source, &cluster),
+                phase_timings,
                 np_reservation,
                 ..RunReport::new(&m)
             })?;
@@ -720,6 +730,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 waiting: Some(&waiting),
                 recovery: Some(RecoveryAction::WaitThenResume),
                 measurements: measurements(&pg_source, &cluster),
+                phase_timings,
                 np_reservation,
                 ..RunReport::new(&m)
             })?;
@@ -746,6 +757,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 &e,
                 detail,
                 measurements(&pg_source, &cluster),
+                phase_timings,
                 np_reservation,
             );
             if stopped {

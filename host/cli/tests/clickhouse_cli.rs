@@ -1441,6 +1441,31 @@ fn live_check_plan_run_status_then_exchange_then_an_empty_source_on_two_real_mem
         );
         assert_eq!(s["complete"], true, "{first}");
     }
+    // Phase timings: every phase the run executed, and each member's steps.
+    let timings = &first["phase_timings"];
+    for phase in [
+        "seal_s",
+        "artifact_digest_s",
+        "stage_s",
+        "authorize_s",
+        "publish_s",
+    ] {
+        assert!(
+            timings[phase].as_f64().is_some_and(|t| t > 0.0),
+            "{phase}: {first}"
+        );
+    }
+    assert!(
+        timings["total_s"].as_f64() >= timings["stage_s"].as_f64(),
+        "{first}"
+    );
+    let per_member = timings["members"].as_array().expect("members");
+    assert_eq!(per_member.len(), 2, "{first}");
+    for m in per_member {
+        for step in ["create_s", "load_s", "candidate_proof_s", "target_proof_s"] {
+            assert!(m[step].as_f64().is_some_and(|t| t > 0.0), "{step}: {first}");
+        }
+    }
     let members = route.members();
     assert_eq!(members.len(), 2);
     assert!(members[0].0.starts_with("1000\t"), "{members:?}");

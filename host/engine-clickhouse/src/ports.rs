@@ -217,6 +217,22 @@ pub trait MemberCatalog {
         name: &str,
         uuid: Uuid,
     ) -> Result<(), PortError>;
+    /// The physical fingerprint of `database.name` with UUID `uuid`: a digest of the table's
+    /// UUID and its complete set of active data parts (each part's name, checksum of all its
+    /// files and rows), such that every write that changes what a `SELECT` returns (an insert,
+    /// a mutation, a lightweight delete, an attached or replaced part) changes it. `None` when
+    /// the adapter cannot give one that strong: the table is absent or another UUID, a
+    /// mutation is still unfinished (it may already apply on read), or the engine is not
+    /// supported. The engine then proves content by a full read. Default: `None`.
+    fn parts_fingerprint(
+        &self,
+        _member: &MemberId,
+        _database: &str,
+        _name: &str,
+        _uuid: Uuid,
+    ) -> Result<Option<Digest>, PortError> {
+        Ok(None)
+    }
 }
 
 /// The correlation bound to one cluster DDL.

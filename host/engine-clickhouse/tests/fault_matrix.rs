@@ -691,16 +691,62 @@ fn load_tokens_are_deterministic_per_generation_member_and_rebuild() {
 }
 
 #[test]
+fn bytes_altered_after_the_revalidation_never_complete_a_load_and_abort_after_exact_cleanup() {
+    // Tier: engine fault matrix on in-process ports. The artifact is revalidated once per
+    // staging run and every load verifies the bytes it streams: bytes that change between the
+    // revalidation and a load fail that load at its end.
+    let p = profile();
+    for parallelism in [1, 4] {
+        let w = World::new(&p, 2, true);
+        let c = w.coordinator_with(parallelism);
+        let req = p.request();
+        // Seal and bind (the process stops once STAGING is written), then every later open
+        // serves altered bytes while the stored copy stays intact.
+        w.cluster.arm(Fault::CrashAfterPhase(Phase::Staging));
+        assert!(c.run(&req).is_err());
+        w.artifacts.alter_after_revalidation(u64::MAX);
+        let e = c.run(&req).expect_err("altered bytes refused");
+        assert_eq!(
+            e.code(),
+            codes::ARTIFACT_INVALID,
+            "parallelism {parallelism}"
+        );
+        assert_eq!(
+            w.cluster.metrics().loads,
+            0,
+            "no load completed from altered bytes"
+        );
+        let key = target_key(&p.cluster, &p.database, &p.target);
+        let op = operation_id(&req.scheduler_invocation, &key, &req.plan_digest);
+        let cand = candidate_name(&p.target, &op);
+        for i in 0..2 {
+            assert!(
+                w.cluster.snapshot(i, &p.database, &cand).is_none(),
+                "owned candidate dropped"
+            );
+            assert!(
+                w.cluster.snapshot(i, &p.database, &p.target).is_some(),
+                "target untouched"
+            );
+        }
+        let e = c.run(&req).expect_err("aborted");
+        assert_eq!(e.code(), codes::OPERATION_ABORTED);
+        assert_eq!(w.cluster.metrics().publication_dispatches, 0);
+    }
+}
+
+#[test]
 fn a_tampered_artifact_is_never_loaded_and_aborts_after_exact_cleanup() {
     // Tier: engine fault matrix on in-process ports.
     let p = profile();
     let w = World::new(&p, 2, true);
-    // Stop right after the first member (in member-id order) loaded; the other is still to load.
+    // Stop right after the first member (in member-id order) loaded; the other is still to load
+    // (members served one after another, so the second has not started).
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
-    assert!(w.coordinator().run(&p.request()).is_err());
+    assert!(w.coordinator_with(1).run(&p.request()).is_err());
     let loads = w.cluster.metrics().loads;
     assert!(loads >= 1);
     w.artifacts.tamper();

@@ -149,7 +149,7 @@ fn a_rejected_load_stops_after_one_load_and_aborts_after_exact_cleanup() {
 }
 
 /// The cluster's DDL port, except that the queue answers with a response that does not decode.
-struct UndecodableQueue<'a>(&'a dyn ClusterDdl);
+struct UndecodableQueue<'a>(&'a (dyn ClusterDdl + Sync));
 
 impl ClusterDdl for UndecodableQueue<'_> {
     fn dispatch(

@@ -40,7 +40,7 @@ struct Operator<'w> {
     w: &'w World,
     env: SyntheticEnv,
     artifacts: Option<SyntheticArtifacts>,
-    authority: Option<&'w dyn AuthorityStore>,
+    authority: Option<&'w (dyn AuthorityStore + Sync)>,
 }
 
 impl<'w> Operator<'w> {
@@ -307,13 +307,13 @@ fn a_missing_artifact_on_this_worker_aborts_after_dropping_exact_owned_candidate
     let p = profile();
     let req = p.request();
     let w = World::new(&p, 2, true);
-    // Worker A loads the first member (in member-id order) and stops; worker B, without A's
-    // artifact store, cannot replay the artifact into the second.
+    // Worker A loads the first member (in member-id order, members one after another) and
+    // stops; worker B, without A's artifact store, cannot replay the artifact into the second.
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
-    assert!(w.coordinator().run(&req).is_err());
+    assert!(w.coordinator_with(1).run(&req).is_err());
     let b = Operator::new(&w, 0).elsewhere(&p);
     let e = b.coordinator().run(&req).expect_err("no artifact here");
     assert_eq!(e.code(), engine::ARTIFACT_UNAVAILABLE);
@@ -590,25 +590,25 @@ fn the_pure_decision_reads_queue_evidence_and_the_quiet_period_exactly() {
 /// An authority store that lets another writer land at a chosen point: on the `nth` read
 /// (1-based), or else just before resolve's own update.
 struct Racing<'a> {
-    inner: &'a dyn AuthorityStore,
+    inner: &'a (dyn AuthorityStore + Sync),
     on_read: Option<u32>,
-    reads: std::cell::Cell<u32>,
-    raced: std::cell::Cell<bool>,
+    reads: std::sync::atomic::AtomicU32,
+    raced: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Racing<'a> {
-    fn new(inner: &'a dyn AuthorityStore, on_read: Option<u32>) -> Self {
+    fn new(inner: &'a (dyn AuthorityStore + Sync), on_read: Option<u32>) -> Self {
         Self {
             inner,
             on_read,
-            reads: std::cell::Cell::new(0),
-            raced: std::cell::Cell::new(false),
+            reads: std::sync::atomic::AtomicU32::new(0),
+            raced: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Another writer: same content, next version.
     fn race(&self, key: &TargetKey) -> Result<(), PortError> {
-        if !self.raced.replace(true)
+        if !self.raced.swap(true, std::sync::atomic::Ordering::SeqCst)
             && let Some(current) = self.inner.read(key)?
         {
             self.inner.update(key, current.version, &current.value)?;
@@ -619,8 +619,8 @@ impl<'a> Racing<'a> {
 
 impl AuthorityStore for Racing<'_> {
     fn read(&self, key: &TargetKey) -> Result<Option<Versioned>, PortError> {
-        self.reads.set(self.reads.get() + 1);
-        if self.on_read == Some(self.reads.get()) {
+        let n = self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if self.on_read == Some(n) {
             self.race(key)?;
         }
         self.inner.read(key)
@@ -670,9 +670,10 @@ fn an_authority_change_before_the_drops_drops_nothing() {
     let w = World::new(&p, 2, true);
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
+    // Members one after another: the run stops with only the first loaded.
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
-    assert!(w.coordinator().run(&req).is_err());
+    assert!(w.coordinator_with(1).run(&req).is_err());
     let drops = w.cluster.metrics().exact_drops;
     // Read 1 observes the record; the other writer lands before read 2, the pre-drop check.
     let racing = Racing::new(&w.cluster, Some(2));

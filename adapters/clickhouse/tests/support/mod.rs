@@ -323,7 +323,7 @@ pub fn request(tier: &Tier, target: &str, invocation: &str, schema: Schema) -> O
 /// The engine over the real adapter: `cluster` serves authority, inventory, catalog and DDL.
 pub fn coordinator<'a>(
     cluster: &'a ClickHouseCluster,
-    artifacts: &'a dyn ArtifactSource,
+    artifacts: &'a (dyn ArtifactSource + Sync),
     gate: &'a FnGate,
     env: &'a SystemEnvironment,
 ) -> Coordinator<'a> {

@@ -204,14 +204,14 @@ impl<S: TargetSession> TargetSession for DeadlineSession<S> {
 
 /// The ClickHouse authority store under the attempt's deadline.
 pub struct DeadlineAuthority<'a> {
-    inner: &'a dyn AuthorityStore,
+    inner: &'a (dyn AuthorityStore + Sync),
     deadline: Instant,
     refused: AtomicBool,
 }
 
 impl<'a> DeadlineAuthority<'a> {
     /// Wraps `inner`.
-    pub fn new(inner: &'a dyn AuthorityStore, deadline: Instant) -> Self {
+    pub fn new(inner: &'a (dyn AuthorityStore + Sync), deadline: Instant) -> Self {
         Self {
             inner,
             deadline,
@@ -253,21 +253,21 @@ impl AuthorityStore for DeadlineAuthority<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::Cell;
+    use std::sync::atomic::AtomicU32;
     use std::time::Duration;
 
-    struct Counting(Cell<u32>);
+    struct Counting(AtomicU32);
 
     impl AuthorityStore for Counting {
         fn read(&self, _: &TargetKey) -> Result<Option<Versioned>, PortError> {
             Ok(None)
         }
         fn insert(&self, _: &TargetKey, _: &str) -> Result<(), PortError> {
-            self.0.set(self.0.get() + 1);
+            self.0.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
         fn update(&self, _: &TargetKey, _: u64, _: &str) -> Result<(), PortError> {
-            self.0.set(self.0.get() + 1);
+            self.0.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
     }
@@ -276,19 +276,19 @@ mod tests {
     fn no_authority_write_is_sent_after_the_deadline() {
         // Tier: unit (pure wrapper over an in-memory port).
         let key = dpone_engine_clickhouse::contracts::target_key("c", "d", "t");
-        let inner = Counting(Cell::new(0));
+        let inner = Counting(AtomicU32::new(0));
         let open = DeadlineAuthority::new(&inner, Instant::now() + Duration::from_secs(60));
         open.insert(&key, "v").expect("before the deadline");
         open.update(&key, 1, "v").expect("before the deadline");
         assert!(!open.refused());
-        assert_eq!(inner.0.get(), 2);
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2);
         let passed = DeadlineAuthority::new(&inner, Instant::now());
         let e = passed.update(&key, 2, "v").expect_err("after the deadline");
         assert_eq!(e.kind, PortErrorKind::Interrupted);
         assert_eq!(e.class, AUTHORITY_DEADLINE);
         assert!(passed.insert(&key, "v").is_err());
         assert!(passed.refused());
-        assert_eq!(inner.0.get(), 2, "nothing was sent");
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2, "nothing was sent");
         assert_eq!(passed.read(&key).expect("reads stay available"), None);
     }
 }

@@ -10,6 +10,7 @@ mod publish;
 pub mod resolve;
 mod stage;
 mod status;
+mod timing;
 
 use dpone_policy_model::admission::{
     ColumnFacts, MemberFacts, ReplicationDecision, ReplicationMode, RuntimeDecision, RuntimeFacts,
@@ -28,26 +29,28 @@ use crate::ports::{
 };
 
 pub use status::{ExternalSlot, MemberObservation, SlotStatus, StatusReport};
+pub use timing::{MemberTimings, RunTimings};
 
-/// The ports a coordinator drives; the composition root fills them.
+/// The ports a coordinator drives; the composition root fills them. Every port is `Sync`:
+/// members are served concurrently ([`CoordinatorConfig::member_parallelism`]).
 #[derive(Clone, Copy)]
 pub struct Ports<'a> {
     /// KeeperMap authority.
-    pub authority: &'a dyn AuthorityStore,
+    pub authority: &'a (dyn AuthorityStore + Sync),
     /// `system.clusters` inventory.
-    pub inventory: &'a dyn InventoryPort,
+    pub inventory: &'a (dyn InventoryPort + Sync),
     /// Member-local staging catalog.
-    pub catalog: &'a dyn MemberCatalog,
+    pub catalog: &'a (dyn MemberCatalog + Sync),
     /// Cluster DDL and queue observation.
-    pub ddl: &'a dyn ClusterDdl,
+    pub ddl: &'a (dyn ClusterDdl + Sync),
     /// Replayable artifact.
-    pub artifacts: &'a dyn ArtifactSource,
+    pub artifacts: &'a (dyn ArtifactSource + Sync),
     /// Admission policy.
-    pub admission: &'a dyn AdmissionGate,
+    pub admission: &'a (dyn AdmissionGate + Sync),
     /// Clock and randomness.
-    pub env: &'a dyn Environment,
+    pub env: &'a (dyn Environment + Sync),
     /// Per-member progress.
-    pub progress: &'a dyn ProgressObserver,
+    pub progress: &'a (dyn ProgressObserver + Sync),
 }
 
 /// Budgets.
@@ -57,6 +60,9 @@ pub struct CoordinatorConfig {
     pub digest_sort_budget: u64,
     /// Observe/act iterations per member per run before giving up (retryable).
     pub member_step_limit: u32,
+    /// Members served at once (loads, content proofs, observations); 1 serves them one after
+    /// another in member-id order.
+    pub member_parallelism: usize,
 }
 
 impl Default for CoordinatorConfig {
@@ -64,6 +70,7 @@ impl Default for CoordinatorConfig {
         Self {
             digest_sort_budget: 1 << 30,
             member_step_limit: 12,
+            member_parallelism: 4,
         }
     }
 }
@@ -132,6 +139,16 @@ pub enum RecoveryAction {
 pub struct Coordinator<'a> {
     ports: Ports<'a>,
     config: CoordinatorConfig,
+    clock: timing::Clock,
+    /// This run's content proofs by exact table (member, UUID), each with the table's physical
+    /// fingerprint, identical before and after the proof's read ([`Coordinator::reprove`]).
+    /// Never survives a run.
+    proven: std::sync::Mutex<
+        std::collections::BTreeMap<
+            (MemberId, contracts::Uuid),
+            (Digest, crate::canonical::ContentSummary),
+        >,
+    >,
 }
 
 /// The admitted, derived context of one run.
@@ -190,7 +207,17 @@ pub(crate) fn port_failure(
 impl<'a> Coordinator<'a> {
     /// A coordinator over `ports`.
     pub fn new(ports: Ports<'a>, config: CoordinatorConfig) -> Self {
-        Self { ports, config }
+        Self {
+            ports,
+            config,
+            clock: timing::Clock::default(),
+            proven: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The wall-clock phase timings of the last [`Self::run`] (zeros before any run).
+    pub fn timings(&self) -> RunTimings {
+        self.clock.snapshot()
     }
 
     /// Static admission (`check` / `plan`): the replication decision, never a fallback.
@@ -219,6 +246,18 @@ impl<'a> Coordinator<'a> {
 
     /// Runs (or resumes) the operation until it completes, waits on the cluster, or stops.
     pub fn run(&self, req: &OperationRequest) -> Result<RunOutcome, EngineError> {
+        self.clock.reset();
+        self.proven
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        let started = std::time::Instant::now();
+        let out = self.run_phases(req);
+        self.clock.add_total(started.elapsed());
+        out
+    }
+
+    fn run_phases(&self, req: &OperationRequest) -> Result<RunOutcome, EngineError> {
         let op = phase_span("admit").in_scope(|| self.admit(req))?;
         let mut held = phase_span("lock").in_scope(|| self.lock(&op))?;
         let mut cleanup_reauthorized = false;
@@ -233,19 +272,32 @@ impl<'a> Coordinator<'a> {
                 Phase::Completed | Phase::Aborted => "settle",
             });
             let _entered = span.enter();
+            use timing::RunPhase;
             held = match held.record.phase {
                 Phase::Locked => self.bind_stage(&op, held)?,
-                Phase::Staging => self.stage_all(&op, held)?,
-                Phase::Staged => self.authorize_publication(&op, held)?,
-                Phase::PublicationDispatching => match self.reconcile_publication(&op, held)? {
+                Phase::Staging => self
+                    .clock
+                    .phase(RunPhase::Stage, || self.stage_all(&op, held))?,
+                Phase::Staged => self.clock.phase(RunPhase::Authorize, || {
+                    self.authorize_publication(&op, held)
+                })?,
+                Phase::PublicationDispatching => match self
+                    .clock
+                    .phase(RunPhase::Publish, || self.reconcile_publication(&op, held))?
+                {
                     Ok(next) => next,
                     Err(wait) => return Ok(wait),
                 },
-                Phase::Committed => self.start_cleanup(&op, held)?,
+                Phase::Committed => self
+                    .clock
+                    .phase(RunPhase::Cleanup, || self.start_cleanup(&op, held))?,
                 Phase::CleanupDispatching => {
                     let may = !cleanup_reauthorized;
                     cleanup_reauthorized = true;
-                    match self.reconcile_cleanup(&op, held, may)? {
+                    match self
+                        .clock
+                        .phase(RunPhase::Cleanup, || self.reconcile_cleanup(&op, held, may))?
+                    {
                         Ok(next) => next,
                         Err(wait) => return Ok(wait),
                     }
@@ -463,6 +515,47 @@ impl<'a> Coordinator<'a> {
                 EngineError::InventoryUnavailable,
             )),
         }
+    }
+
+    /// Runs `f` for every item, at most [`CoordinatorConfig::member_parallelism`] at once, and
+    /// returns the results in item order (a caller that stops at the first error still reports
+    /// the first in member-id order). With a bound of 1, or one item, it runs inline.
+    pub(crate) fn for_members<T, R, F>(&self, items: &[T], f: F) -> Vec<R>
+    where
+        T: Sync,
+        R: Send,
+        F: Fn(&T) -> R + Sync,
+    {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::{Mutex, PoisonError};
+        let workers = self.config.member_parallelism.max(1).min(items.len());
+        if workers <= 1 {
+            return items.iter().map(f).collect();
+        }
+        let next = AtomicUsize::new(0);
+        let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+        let span = tracing::Span::current();
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                let span = span.clone();
+                let (next, slots, f) = (&next, &slots, &f);
+                s.spawn(move || {
+                    let _entered = span.enter();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        let r = f(item);
+                        *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
+                    }
+                });
+            }
+        });
+        // A worker that panicked re-raised its panic when the scope ended, so every slot is
+        // filled here.
+        slots
+            .into_iter()
+            .filter_map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+            .collect()
     }
 
     /// Re-observes the inventory and requires the bound digest (drift fences the operation).

@@ -1,6 +1,7 @@
 //! Fenced one-shot publication, reconciliation, commit and cleanup (spec sections 5 and 6).
 
 use super::authority::Held;
+use super::timing::{MemberStep, RunPhase};
 use super::{Coordinator, Op, RunOutcome};
 use crate::contracts::{
     self, ClusterStatement, DdlBinding, EXTERNAL_RECEIPT_SCHEMA, ExternalReceipt, MemberCleanup,
@@ -104,8 +105,7 @@ impl Coordinator<'_> {
         op: &Op<'_>,
         held: &Held,
     ) -> Result<Vec<(MemberId, PairState)>, EngineError> {
-        let mut out = Vec::new();
-        for m in &held.record.members {
+        self.for_members(&held.record.members, |m| {
             let cand = m
                 .candidate_uuid
                 .ok_or(EngineError::AuthorityMismatch("no candidate uuid"))?;
@@ -121,9 +121,10 @@ impl Coordinator<'_> {
             } else {
                 PairState::Foreign
             };
-            out.push((m.member_id, state));
-        }
-        Ok(out)
+            Ok((m.member_id, state))
+        })
+        .into_iter()
+        .collect()
     }
 
     /// STAGED → PUBLICATION_DISPATCHING, then one dispatch.
@@ -139,7 +140,9 @@ impl Coordinator<'_> {
             .record
             .artifact
             .ok_or(EngineError::AuthorityMismatch("no artifact"))?;
-        for m in &held.record.members {
+        // Members are re-observed and proven concurrently (reads only); the first failure in
+        // member-id order is reported.
+        let checked = self.for_members(&held.record.members, |m| {
             let short = m.member_id.0.hex_prefix(16);
             let target = self.observe(op, &m.member_id, op.target)?;
             if target.as_ref().map(|t| t.uuid) != m.predecessor.map(|p| p.uuid) {
@@ -157,11 +160,17 @@ impl Coordinator<'_> {
             if cand.uuid != cand_uuid || cand.row_count != artifact.row_count {
                 return Err(missing());
             }
-            let s = self.digest_table(op, &m.member_id, &op.candidate, cand_uuid)?;
+            let s = self
+                .clock
+                .member(&m.member_id, MemberStep::AuthorizeProof, || {
+                    self.reprove(op, &m.member_id, &op.candidate, cand_uuid)
+                })?;
             if Some(s.digest) != content || m.candidate_content_digest != content {
                 return Err(missing());
             }
-        }
+            Ok(())
+        });
+        checked.into_iter().collect::<Result<(), EngineError>>()?;
         let present = held.record.target_present.unwrap_or(false);
         let statement = Self::statement(op, present);
         let mut next = held.record.clone();
@@ -233,12 +242,22 @@ impl Coordinator<'_> {
             .record
             .artifact_content_digest
             .ok_or(EngineError::AuthorityMismatch("no content digest"))?;
-        let mut members = Vec::new();
-        for m in &held.record.members {
+        // Every member's published target is proven concurrently; the results are judged in
+        // member-id order, exactly as one after another.
+        let proofs = self.for_members(&held.record.members, |m| {
             let uuid = m
                 .candidate_uuid
                 .ok_or(EngineError::AuthorityMismatch("no candidate uuid"))?;
-            let s = self.digest_table(op, &m.member_id, op.target, uuid)?;
+            let s = self
+                .clock
+                .member(&m.member_id, MemberStep::TargetProof, || {
+                    self.reprove(op, &m.member_id, op.target, uuid)
+                })?;
+            Ok((uuid, s))
+        });
+        let mut members = Vec::new();
+        for (m, proof) in held.record.members.iter().zip(proofs) {
+            let (uuid, s) = proof?;
             if s.digest != content || s.row_count != artifact.row_count {
                 return fail(EngineError::PublicationTerminalMixed);
             }
@@ -275,7 +294,9 @@ impl Coordinator<'_> {
             members,
             committed_at: self.ports.env.now_unix(),
         });
-        let held = self.cas(op, &held, next)?;
+        let held = self
+            .clock
+            .phase(RunPhase::Commit, || self.cas(op, &held, next))?;
         Ok(Ok(held))
     }
 
@@ -285,8 +306,7 @@ impl Coordinator<'_> {
         op: &Op<'_>,
         held: &Held,
     ) -> Result<Vec<(MemberId, CleanupState)>, EngineError> {
-        let mut out = Vec::new();
-        for m in &held.record.members {
+        self.for_members(&held.record.members, |m| {
             let pred: Option<Uuid> = m.predecessor.map(|p| p.uuid);
             let obs = self
                 .observe(op, &m.member_id, &op.candidate)?
@@ -296,9 +316,10 @@ impl Coordinator<'_> {
                 (Some(u), Some(p)) if u == p => CleanupState::Present,
                 _ => CleanupState::Foreign,
             };
-            out.push((m.member_id, state));
-        }
-        Ok(out)
+            Ok((m.member_id, state))
+        })
+        .into_iter()
+        .collect()
     }
 
     /// COMMITTED → CLEANUP_DISPATCHING (exact predecessors) or COMPLETED (nothing to drop).

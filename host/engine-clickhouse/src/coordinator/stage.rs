@@ -1,6 +1,12 @@
 //! Artifact sealing, baseline binding and per-member staging (spec sections 3 and 4).
 
+use std::io::Read;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use sha2::{Digest as _, Sha256};
+
 use super::authority::Held;
+use super::timing::{MemberStep, RunPhase};
 use super::{Coordinator, Op};
 use crate::canonical::{self, DigestError};
 use crate::contracts::{
@@ -19,6 +25,67 @@ fn digest_error(e: DigestError) -> EngineError {
         }
         DigestError::Decode(_) => EngineError::ContentDecode("malformed typed row stream"),
     }
+}
+
+/// The staging run's shared view: the record as this run last read or wrote it, and whether
+/// some member failed (then every other member stops at its next step).
+struct Staging {
+    held: Held,
+    stopped: bool,
+    first: Option<EngineError>,
+}
+
+/// The artifact's revalidation verdict for one staging run: the first load revalidates, every
+/// later load of the run reuses the verdict (and every load verifies the bytes it streams).
+type Revalidated = Mutex<Option<Result<(), PortError>>>;
+
+/// The artifact bytes as a load streams them, hashed on the way: at the end of the stream the
+/// SHA-256 and the length must be the sealed identity's, else the read fails (so the load never
+/// ends cleanly from other bytes) and `tampered` is set. A stream longer than the identity
+/// fails as soon as it is.
+struct Verifying<'r> {
+    inner: Box<dyn Read + 'r>,
+    hasher: Option<Sha256>,
+    seen: u64,
+    expected: ArtifactIdentity,
+    tampered: bool,
+}
+
+impl Verifying<'_> {
+    fn refuse(&mut self) -> std::io::Error {
+        self.tampered = true;
+        std::io::Error::other("the artifact bytes do not match their sealed identity")
+    }
+}
+
+impl Read for Verifying<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.tampered {
+            return Err(self.refuse());
+        }
+        let n = self.inner.read(buf)?;
+        self.seen += n as u64;
+        if self.seen > self.expected.byte_size {
+            return Err(self.refuse());
+        }
+        if n > 0 {
+            if let Some(h) = self.hasher.as_mut() {
+                h.update(&buf[..n]);
+            }
+            return Ok(n);
+        }
+        if let Some(h) = self.hasher.take() {
+            let sha: [u8; 32] = h.finalize().into();
+            if sha != self.expected.sha256.0 || self.seen != self.expected.byte_size {
+                return Err(self.refuse());
+            }
+        }
+        Ok(0)
+    }
+}
+
+fn lock(shared: &Mutex<Staging>) -> MutexGuard<'_, Staging> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What staging found for one member's owned candidate.
@@ -87,6 +154,71 @@ impl Coordinator<'_> {
             }
             other => digest_error(other),
         })
+    }
+
+    fn fingerprint(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<Option<Digest>, EngineError> {
+        self.ports
+            .catalog
+            .parts_fingerprint(member, op.database, name, uuid)
+            .map_err(Self::member_err(member, "fingerprint"))
+    }
+
+    /// [`Self::digest_table`], remembering the proof for this run when the table's physical
+    /// fingerprint is the same before and after the read: the proof then covers exactly the
+    /// table in that physical state.
+    pub(crate) fn prove_table(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<canonical::ContentSummary, EngineError> {
+        let before = self.fingerprint(op, member, name, uuid)?;
+        let summary = self.digest_table(op, member, name, uuid)?;
+        let after = self.fingerprint(op, member, name, uuid)?;
+        let mut proven = self.proven.lock().unwrap_or_else(PoisonError::into_inner);
+        match (before, after) {
+            (Some(b), Some(a)) if a == b => {
+                proven.insert((*member, uuid), (b, summary));
+            }
+            _ => {
+                proven.remove(&(*member, uuid));
+            }
+        }
+        Ok(summary)
+    }
+
+    /// The content of the exact table (member, UUID) again. When this run proved it and its
+    /// physical fingerprint is unchanged since, the table is the very table whose content was
+    /// proven and nothing was written to it since (every write that changes what a read
+    /// returns changes the fingerprint), so that proof stands without a second full read (a
+    /// rename or exchange moves the table with its parts and keeps the fingerprint). Otherwise
+    /// (another run, a changed or unavailable fingerprint) a full read proves it.
+    pub(crate) fn reprove(
+        &self,
+        op: &Op<'_>,
+        member: &MemberId,
+        name: &str,
+        uuid: Uuid,
+    ) -> Result<canonical::ContentSummary, EngineError> {
+        let remembered = self
+            .proven
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(*member, uuid))
+            .copied();
+        if let Some((fingerprint, summary)) = remembered
+            && self.fingerprint(op, member, name, uuid)? == Some(fingerprint)
+        {
+            return Ok(summary);
+        }
+        self.prove_table(op, member, name, uuid)
     }
 
     fn artifact_digest(
@@ -179,7 +311,9 @@ impl Coordinator<'_> {
     /// LOCKED → STAGING: seal the artifact, observe the baseline, bind both (or ABORT when the
     /// artifact is unsupported; nothing has been mutated yet).
     pub(crate) fn bind_stage(&self, op: &Op<'_>, held: Held) -> Result<Held, EngineError> {
-        let artifact = self.ports.artifacts.seal(&op.req.schema, op.max_bytes);
+        let artifact = self.clock.phase(RunPhase::Seal, || {
+            self.ports.artifacts.seal(&op.req.schema, op.max_bytes)
+        });
         let artifact = match artifact {
             Ok(a) => a,
             Err(e) if e.class == crate::ports::ARTIFACT_TOO_LARGE => {
@@ -205,7 +339,9 @@ impl Coordinator<'_> {
         if artifact.schema_digest != op.schema_digest {
             return Err(self.abort(op, &held, EngineError::ArtifactInvalid("schema digest")));
         }
-        let content = match self.artifact_digest(op, &artifact) {
+        let content = match self.clock.phase(RunPhase::ArtifactDigest, || {
+            self.artifact_digest(op, &artifact)
+        }) {
             Ok(c) => c,
             Err(e @ (EngineError::ArtifactUnavailable(_) | EngineError::Interrupted { .. })) => {
                 return Err(e);
@@ -216,31 +352,38 @@ impl Coordinator<'_> {
             return Err(self.abort(op, &held, EngineError::ArtifactInvalid("row count")));
         }
 
-        // Baseline: every member's target, adopted only when all are equal.
-        let mut baseline: Vec<Option<PhysicalTable>> = Vec::new();
-        for (id, _, _) in &op.members {
-            if self.observe(op, id, &op.candidate)?.is_some() {
-                return Err(EngineError::CandidateForeign {
-                    member: id.0.hex_prefix(16),
-                });
-            }
-            baseline.push(match self.observe(op, id, op.target)? {
-                None => None,
-                Some(t) => {
-                    if t.columns != op.req.schema.columns {
-                        return Err(EngineError::TargetDivergent {
-                            member: id.0.hex_prefix(16),
-                        });
-                    }
-                    let s = self.digest_table(op, id, op.target, t.uuid)?;
-                    Some(PhysicalTable {
-                        uuid: t.uuid,
-                        row_count: s.row_count,
-                        content_digest: s.digest,
-                    })
+        // Baseline: every member's target, adopted only when all are equal. Members are
+        // observed concurrently (reads only); the first failure in member-id order is reported.
+        let baseline = self.clock.phase(RunPhase::Baseline, || {
+            self.for_members(&op.members, |(id, _, _)| {
+                if self.observe(op, id, &op.candidate)?.is_some() {
+                    return Err(EngineError::CandidateForeign {
+                        member: id.0.hex_prefix(16),
+                    });
                 }
-            });
-        }
+                Ok(match self.observe(op, id, op.target)? {
+                    None => None,
+                    Some(t) => {
+                        if t.columns != op.req.schema.columns {
+                            return Err(EngineError::TargetDivergent {
+                                member: id.0.hex_prefix(16),
+                            });
+                        }
+                        let s = self.clock.member(id, MemberStep::BaselineProof, || {
+                            self.digest_table(op, id, op.target, t.uuid)
+                        })?;
+                        Some(PhysicalTable {
+                            uuid: t.uuid,
+                            row_count: s.row_count,
+                            content_digest: s.digest,
+                        })
+                    }
+                })
+            })
+        });
+        let baseline = baseline
+            .into_iter()
+            .collect::<Result<Vec<Option<PhysicalTable>>, EngineError>>()?;
         let present = baseline.iter().filter(|b| b.is_some()).count();
         if present != 0 && present != baseline.len() {
             return Err(EngineError::TargetPresenceMixed);
@@ -277,16 +420,36 @@ impl Coordinator<'_> {
         self.cas(op, &held, next)
     }
 
-    /// STAGING → STAGED: every member in member-id order, then the barrier.
-    pub(crate) fn stage_all(&self, op: &Op<'_>, mut held: Held) -> Result<Held, EngineError> {
+    /// STAGING → STAGED: every member (concurrently, bounded by
+    /// [`super::CoordinatorConfig::member_parallelism`]), then the barrier.
+    ///
+    /// Members share one view of the authority record: every re-read and every member update
+    /// is one CAS under a lock, so this run's own writes never race each other and any other
+    /// writer still fails the version check. The first member failure (in time) stops the
+    /// other members at their next step and is handled exactly as a sequential run handles it.
+    pub(crate) fn stage_all(&self, op: &Op<'_>, held: Held) -> Result<Held, EngineError> {
         let artifact = held
             .record
             .artifact
             .ok_or(EngineError::AuthorityMismatch("staging without artifact"))?;
-        for (id, _, _) in &op.members {
-            held = match self.stage_member(op, held.clone(), id, &artifact) {
-                Ok(h) => h,
-                Err(e @ EngineError::ArtifactInvalid(_)) => {
+        let shared = Mutex::new(Staging {
+            held,
+            stopped: false,
+            first: None,
+        });
+        let revalidated: Revalidated = Mutex::new(None);
+        self.for_members(&op.members, |(id, _, _)| {
+            if let Err(e) = self.stage_member(op, &shared, &revalidated, id, &artifact) {
+                let mut g = lock(&shared);
+                g.stopped = true;
+                g.first.get_or_insert(e);
+            }
+        });
+        let Staging { held, first, .. } =
+            shared.into_inner().unwrap_or_else(PoisonError::into_inner);
+        if let Some(err) = first {
+            match err {
+                e @ EngineError::ArtifactInvalid(_) => {
                     // The sealed artifact cannot be replayed: before publication only, drop
                     // every exact owned candidate, prove absence, then ABORT.
                     return Err(match self.current(op) {
@@ -294,12 +457,12 @@ impl Coordinator<'_> {
                         None => e,
                     });
                 }
-                Err(EngineError::StatementRejected {
+                EngineError::StatementRejected {
                     scope,
                     step,
                     source,
                     ..
-                }) => {
+                } => {
                     // A member refused a statement deterministically (a bad type, engine or
                     // syntax, data that does not parse, access denied): retrying would fail
                     // the same way. Before publication only, drop every exact owned candidate,
@@ -328,7 +491,7 @@ impl Coordinator<'_> {
                         },
                     );
                 }
-                Err(e) => {
+                e => {
                     if !e.is_retryable()
                         && let Some(current) = self.current(op)
                     {
@@ -336,7 +499,7 @@ impl Coordinator<'_> {
                     }
                     return Err(e);
                 }
-            };
+            }
         }
         if held
             .record
@@ -377,7 +540,9 @@ impl Coordinator<'_> {
         if obs.row_count > artifact.row_count {
             return Ok(Content::Divergent);
         }
-        let s = self.digest_table(op, id, &op.candidate, obs.uuid)?;
+        let s = self.clock.member(id, MemberStep::CandidateProof, || {
+            self.prove_table(op, id, &op.candidate, obs.uuid)
+        })?;
         if s.row_count == artifact.row_count
             && Some(s.digest) == held.record.artifact_content_digest
         {
@@ -404,22 +569,73 @@ impl Coordinator<'_> {
         self.cas(op, held, next)
     }
 
-    /// Stages one member: observe, then exactly one safe step, until READY.
+    /// [`Self::set_member`] on the staging run's shared record. A failed write stops every
+    /// member before the lock is released, so no other member acts on (or misreports) a
+    /// record this run can no longer vouch for. Nothing is written once stopped.
+    fn set_shared(
+        &self,
+        op: &Op<'_>,
+        shared: &Mutex<Staging>,
+        id: &MemberId,
+        f: impl FnOnce(&mut contracts::MemberRecord),
+    ) -> Result<(), EngineError> {
+        let mut g = lock(shared);
+        if g.stopped {
+            return Ok(());
+        }
+        match self.set_member(op, &g.held, id, f) {
+            Ok(next) => {
+                g.held = next;
+                Ok(())
+            }
+            Err(e) => {
+                g.stopped = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::reread`] on the staging run's shared record; `None` once some member failed.
+    fn reread_shared(
+        &self,
+        op: &Op<'_>,
+        shared: &Mutex<Staging>,
+    ) -> Result<Option<Held>, EngineError> {
+        let mut g = lock(shared);
+        if g.stopped {
+            return Ok(None);
+        }
+        match self.reread(op, &g.held) {
+            Ok(now) => {
+                g.held = now.clone();
+                Ok(Some(now))
+            }
+            Err(e) => {
+                g.stopped = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Stages one member: observe, then exactly one safe step, until READY (or until another
+    /// member's failure stops staging).
     fn stage_member(
         &self,
         op: &Op<'_>,
-        held: Held,
+        shared: &Mutex<Staging>,
+        revalidated: &Revalidated,
         id: &MemberId,
         artifact: &ArtifactIdentity,
-    ) -> Result<Held, EngineError> {
+    ) -> Result<(), EngineError> {
         let foreign = || EngineError::CandidateForeign {
             member: id.0.hex_prefix(16),
         };
-        let mut held = held;
         // True right after this run created the candidate: its emptiness is then not ambiguous.
         let mut fresh = false;
         for _ in 0..self.config.member_step_limit {
-            held = self.reread(op, &held)?;
+            let Some(held) = self.reread_shared(op, shared)? else {
+                return Ok(());
+            };
             if held.record.phase != Phase::Staging {
                 return Err(EngineError::AuthorityMismatch("staging outside STAGING"));
             }
@@ -429,7 +645,7 @@ impl Coordinator<'_> {
                 .cloned()
                 .ok_or(EngineError::AuthorityMismatch("member not bound"))?;
             if rec.stage == StageState::Ready {
-                return Ok(held);
+                return Ok(());
             }
             let obs = self.observe(op, id, &op.candidate)?;
             match (rec.stage, rec.candidate_uuid, obs) {
@@ -437,7 +653,7 @@ impl Coordinator<'_> {
                 (StageState::Pending, _, None) => {
                     let u = Uuid::from_random(self.ports.env.random16());
                     self.ports.progress.member_step(id, "candidate intent");
-                    held = self.set_member(op, &held, id, |m| {
+                    self.set_shared(op, shared, id, |m| {
                         m.stage = StageState::Intent;
                         m.candidate_uuid = Some(u);
                     })?;
@@ -458,9 +674,10 @@ impl Coordinator<'_> {
                         engine: op.engine,
                         order_by: &op.req.order_by,
                     };
-                    self.ports
-                        .catalog
-                        .create_candidate(id, &spec)
+                    self.clock
+                        .member(id, MemberStep::Create, || {
+                            self.ports.catalog.create_candidate(id, &spec)
+                        })
                         .map_err(Self::member_err(id, "create candidate"))?;
                 }
                 (StageState::Intent, Some(_), Some(o)) => {
@@ -470,13 +687,13 @@ impl Coordinator<'_> {
                         });
                     }
                     fresh = o.row_count == 0;
-                    held = self.set_member(op, &held, id, |m| m.stage = StageState::Created)?;
+                    self.set_shared(op, shared, id, |m| m.stage = StageState::Created)?;
                 }
                 (StageState::Created, Some(_), None) => {
                     // The owned, unpublished candidate is gone (e.g. a rebuild dropped it and
                     // the run stopped): reserve a new UUID and rebuild.
                     let u = Uuid::from_random(self.ports.env.random16());
-                    held = self.set_member(op, &held, id, |m| {
+                    self.set_shared(op, shared, id, |m| {
                         m.stage = StageState::Intent;
                         m.candidate_uuid = Some(u);
                         m.rebuilds += 1;
@@ -485,14 +702,16 @@ impl Coordinator<'_> {
                 (StageState::Created, Some(u), Some(o)) => {
                     if fresh && o.row_count == 0 && artifact.row_count > 0 {
                         fresh = false;
-                        self.load(op, &held, id, u, artifact)?;
+                        self.clock.member(id, MemberStep::Load, || {
+                            self.load(op, &held, revalidated, id, u, artifact)
+                        })?;
                         continue;
                     }
                     fresh = false;
                     match self.classify(op, &held, id, &o)? {
                         Content::Exact(digest) => {
                             self.ports.progress.member_step(id, "ready");
-                            held = self.set_member(op, &held, id, |m| {
+                            self.set_shared(op, shared, id, |m| {
                                 m.stage = StageState::Ready;
                                 m.candidate_content_digest = Some(digest);
                             })?;
@@ -516,7 +735,7 @@ impl Coordinator<'_> {
                                 });
                             }
                             let u2 = Uuid::from_random(self.ports.env.random16());
-                            held = self.set_member(op, &held, id, |m| {
+                            self.set_shared(op, shared, id, |m| {
                                 m.stage = StageState::Intent;
                                 m.candidate_uuid = Some(u2);
                                 m.rebuilds += 1;
@@ -529,7 +748,7 @@ impl Coordinator<'_> {
                         }
                     }
                 }
-                (StageState::Ready, _, _) => return Ok(held),
+                (StageState::Ready, _, _) => return Ok(()),
             }
         }
         Err(EngineError::MemberUnavailable {
@@ -541,24 +760,45 @@ impl Coordinator<'_> {
 
     /// Exactly one load of the revalidated artifact. An error is not retried here: the next
     /// observation decides (exact → READY, incomplete → rebuild).
+    ///
+    /// The artifact is revalidated (re-hashed by its store) once per staging run, before the
+    /// run's first load; every load then hashes the bytes it streams and checks them against
+    /// the identity at the end ([`Verifying`]), so no separate pass re-reads the artifact per
+    /// load and bytes altered after the revalidation still never complete a load: the load
+    /// fails and the run aborts with exact cleanup, as when the revalidation fails.
     fn load(
         &self,
         op: &Op<'_>,
         held: &Held,
+        revalidated: &Revalidated,
         id: &MemberId,
         uuid: Uuid,
         artifact: &ArtifactIdentity,
     ) -> Result<(), EngineError> {
-        self.ports.artifacts.revalidate(artifact).map_err(|e| {
+        let tampered =
+            || EngineError::ArtifactInvalid("the sealed artifact no longer matches its identity");
+        let verdict = {
+            let mut g = revalidated.lock().unwrap_or_else(PoisonError::into_inner);
+            g.get_or_insert_with(|| self.ports.artifacts.revalidate(artifact))
+                .clone()
+        };
+        verdict.map_err(|e| {
             if e.class == crate::ports::ARTIFACT_TAMPERED {
-                EngineError::ArtifactInvalid("the sealed artifact no longer matches its identity")
+                tampered()
             } else {
                 super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
             }
         })?;
-        let mut reader = self.ports.artifacts.open(artifact).map_err(|e| {
+        let inner = self.ports.artifacts.open(artifact).map_err(|e| {
             super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
         })?;
+        let mut reader = Verifying {
+            inner,
+            hasher: Some(Sha256::new()),
+            seen: 0,
+            expected: *artifact,
+            tampered: false,
+        };
         let generation = held
             .record
             .generation_id
@@ -566,7 +806,7 @@ impl Coordinator<'_> {
         let rebuilds = held.record.member(id).map_or(0, |m| m.rebuilds);
         let (query_id, dedup_token) = contracts::load_tokens(&generation, id, rebuilds);
         self.ports.progress.member_step(id, "load");
-        match self.ports.catalog.load(
+        let sent = self.ports.catalog.load(
             id,
             op.database,
             &op.candidate,
@@ -576,7 +816,11 @@ impl Coordinator<'_> {
                 query_id,
                 dedup_token,
             },
-        ) {
+        );
+        if reader.tampered {
+            return Err(tampered());
+        }
+        match sent {
             Ok(()) => Ok(()),
             Err(e) if e.kind == crate::ports::PortErrorKind::Interrupted => {
                 Err(EngineError::Interrupted { step: "load" })

@@ -916,6 +916,8 @@ pub struct SyntheticArtifacts {
     source: Vec<u8>,
     rows: u64,
     sealed: Mutex<Option<(ArtifactIdentity, Vec<u8>)>>,
+    /// Opens that serve altered bytes while the stored copy stays intact.
+    altered_opens: AtomicU64,
     /// How many times the source was extracted.
     pub extractions: AtomicU64,
 }
@@ -927,8 +929,16 @@ impl SyntheticArtifacts {
             source: bytes,
             rows,
             sealed: Mutex::new(None),
+            altered_opens: AtomicU64::new(0),
             extractions: AtomicU64::new(0),
         }
+    }
+
+    /// The next `opens` opens serve the sealed bytes with their last byte flipped, while the
+    /// stored copy (and so every revalidation) stays intact: bytes altered between the
+    /// revalidation and a load.
+    pub fn alter_after_revalidation(&self, opens: u64) {
+        self.altered_opens.store(opens, Ordering::SeqCst);
     }
 
     /// Flips one byte of the sealed copy (tamper).
@@ -979,7 +989,17 @@ impl ArtifactSource for SyntheticArtifacts {
     fn open<'a>(&'a self, identity: &ArtifactIdentity) -> Result<Box<dyn Read + 'a>, PortError> {
         let g = self.sealed.lock().unwrap_or_else(|p| p.into_inner());
         match g.as_ref() {
-            Some((id, b)) if id == identity => Ok(Box::new(Cursor::new(b.clone()))),
+            Some((id, b)) if id == identity => {
+                let mut b = b.clone();
+                let altered = self
+                    .altered_opens
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                if altered && let Some(x) = b.last_mut() {
+                    *x ^= 0xff;
+                }
+                Ok(Box::new(Cursor::new(b)))
+            }
             _ => Err(PortError::unavailable("DPONE_ARTIFACT_NOT_FOUND")),
         }
     }
@@ -1028,8 +1048,8 @@ impl Environment for SyntheticEnv {
     }
 }
 
-type StaticFn = dyn Fn(&StaticFacts) -> StaticDecision;
-type RuntimeFn = dyn Fn(&RuntimeFacts) -> RuntimeDecision;
+type StaticFn = dyn Fn(&StaticFacts) -> StaticDecision + Send + Sync;
+type RuntimeFn = dyn Fn(&RuntimeFacts) -> RuntimeDecision + Send + Sync;
 
 /// An [`AdmissionGate`] over two plain functions (the native policy core in tests; the
 /// composition root wraps the WebAssembly component instead).
@@ -1043,8 +1063,8 @@ impl FnGate {
     /// A gate labelled `label` (recorded as the component digest field).
     pub fn new(
         label: &str,
-        static_fn: impl Fn(&StaticFacts) -> StaticDecision + 'static,
-        runtime_fn: impl Fn(&RuntimeFacts) -> RuntimeDecision + 'static,
+        static_fn: impl Fn(&StaticFacts) -> StaticDecision + Send + Sync + 'static,
+        runtime_fn: impl Fn(&RuntimeFacts) -> RuntimeDecision + Send + Sync + 'static,
     ) -> Self {
         Self {
             label: label.into(),

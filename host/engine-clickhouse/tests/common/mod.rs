@@ -141,6 +141,13 @@ impl World {
     }
 
     pub fn coordinator(&self) -> Coordinator<'_> {
+        self.coordinator_with(CoordinatorConfig::default().member_parallelism)
+    }
+
+    /// A coordinator serving at most `member_parallelism` members at once (1: one after
+    /// another in member-id order).
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn coordinator_with(&self, member_parallelism: usize) -> Coordinator<'_> {
         Coordinator::new(
             Ports {
                 authority: &self.cluster,
@@ -152,7 +159,10 @@ impl World {
                 env: &self.env,
                 progress: &NoProgress,
             },
-            CoordinatorConfig::default(),
+            CoordinatorConfig {
+                member_parallelism,
+                ..CoordinatorConfig::default()
+            },
         )
     }
 }
