@@ -101,13 +101,9 @@ impl CacheKey {
                     getrandom::fill(&mut key).map_err(|_| {
                         PolicyError::CacheIo("no randomness for the key".to_owned())
                     })?;
-                    match open_no_follow(path, true) {
-                        Ok(mut file) => {
-                            file.write_all(&key).map_err(|e| io_error(&e))?;
-                            file.sync_all().map_err(|e| io_error(&e))?;
-                            return Ok(Self(key));
-                        }
-                        // Another process created it first: read theirs.
+                    match publish_key(parent, path, &key) {
+                        Ok(()) => return Ok(Self(key)),
+                        // Another process published one first: read theirs.
                         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                         Err(e) => return Err(io_error(&e)),
                     }
@@ -214,6 +210,26 @@ fn effective_uid() -> u32 {
     unsafe {
         libc::geteuid()
     }
+}
+
+/// Publishes a new key at `path` whole: written and synced under a fresh name beside it
+/// (`create_new`, mode 0600), then hard-linked to `path`, which fails with `AlreadyExists`
+/// instead of replacing anything. A concurrent reader sees no key or the whole key, never a
+/// file still being written.
+fn publish_key(dir: &Path, path: &Path, key: &[u8; KEY_LEN]) -> std::io::Result<()> {
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|_| std::io::Error::other("no randomness"))?;
+    let staged = dir.join(format!(
+        ".dpone-key-{}.tmp",
+        nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ));
+    let written = open_no_follow(&staged, true).and_then(|mut file| {
+        file.write_all(key)?;
+        file.sync_all()
+    });
+    let linked = written.and_then(|()| std::fs::hard_link(&staged, path));
+    let _ = std::fs::remove_file(&staged);
+    linked
 }
 
 fn open_no_follow(path: &Path, create: bool) -> std::io::Result<File> {
@@ -383,7 +399,34 @@ impl PrecompiledCache {
 
 #[cfg(test)]
 mod tests {
-    use super::hmac_sha256;
+    use super::{CacheKey, hmac_sha256};
+
+    /// Processes that start at once (a scheduler's fan-out) and find no key: exactly one key is
+    /// published and every one of them reads it whole. Before keys were published by a hard
+    /// link, a reader could open the file between its creation and its write and refuse it as
+    /// "not 32 bytes".
+    #[test]
+    fn concurrent_first_uses_all_get_the_one_published_key() {
+        for round in 0..40 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join(format!("key-{round}"));
+            let keys: Vec<_> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| s.spawn(|| CacheKey::load_or_create(&path)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("thread").expect("the key loads"))
+                    .collect()
+            });
+            assert!(keys.windows(2).all(|w| w[0].0 == w[1].0), "one key");
+            let names: Vec<_> = std::fs::read_dir(dir.path())
+                .expect("dir")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            assert_eq!(names.len(), 1, "no staged file is left behind: {names:?}");
+        }
+    }
 
     #[test]
     fn hmac_matches_an_independent_implementation() {

@@ -36,9 +36,14 @@ impl Receiver {
         let received: Received = Arc::default();
         let keep = received.clone();
         std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if let Some(request) = read_request(stream) {
+            for mut stream in listener.incoming().flatten() {
+                // Recorded before the answer: the exporting process may exit as soon as it has
+                // its 200, and the test reads what was received right after.
+                if let Some(request) = read_request(&mut stream) {
                     keep.lock().expect("lock").push(request);
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
                 }
             }
         });
@@ -97,7 +102,7 @@ impl Receiver {
     }
 }
 
-fn read_request(mut stream: TcpStream) -> Option<(String, Vec<u8>)> {
+fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut raw = Vec::new();
     let mut buf = [0u8; 8192];
     let (head_end, length) = loop {
@@ -125,7 +130,6 @@ fn read_request(mut stream: TcpStream) -> Option<(String, Vec<u8>)> {
     }
     let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
     let path = head.split(' ').nth(1)?.to_owned();
-    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     Some((
         path,
         raw[head_end..head_end + length.min(raw.len() - head_end)].to_vec(),
