@@ -459,3 +459,60 @@ fn the_decision_deadline_is_set_by_its_variable_and_a_bad_value_is_refused_befor
         assert_eq!(stdout_json(&out)["evidence"]["kind"], "guard");
     }
 }
+
+/// The precompiled cache and its key are shared by every process of a host: eight `demo`
+/// processes started together on a fresh cache directory and no key all succeed (one key is
+/// published whole, none reads it half-written), and a later run takes every component from
+/// the cache their records filled, authenticated with that one key.
+#[test]
+fn concurrent_first_runs_share_one_cache_key() {
+    use std::process::Stdio;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let cache = scratch.path().join("cache");
+    let key = scratch.path().join("cache.key");
+    let demo = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dpone-host"));
+        cmd.current_dir(root()).env("DPONE_CACHE_KEY", &key).args([
+            "demo",
+            "--cache-dir",
+            cache.to_str().expect("utf-8"),
+        ]);
+        cmd
+    };
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            demo()
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("dpone-host runs")
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(std::fs::read(&key).expect("the key").len(), 32);
+    let leftovers = std::fs::read_dir(scratch.path())
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        })
+        .count();
+    assert_eq!(leftovers, 0, "no staged key file is left behind");
+    let again = stdout_json(&demo().output().expect("dpone-host runs"));
+    assert!(
+        again["pins_verified"]
+            .as_array()
+            .expect("loads")
+            .iter()
+            .all(|l| l["code_source"] == "cache"),
+        "{again}"
+    );
+}
