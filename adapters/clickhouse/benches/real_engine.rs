@@ -24,7 +24,7 @@ use dpone_adapter_clickhouse::{
 };
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
-use dpone_engine_clickhouse::contracts::{Digest, Schema, member_id};
+use dpone_engine_clickhouse::contracts::{ContentProof, Digest, Schema, member_id};
 use dpone_engine_clickhouse::ports::{
     ArtifactSource, InventoryPort, MemberCatalog, NoProgress, PortError, SystemEnvironment,
 };
@@ -204,7 +204,7 @@ fn main() {
     );
     let env = SystemEnvironment;
     let full_reads = FullReads(&cluster);
-    let coordinator = |member_parallelism, fingerprints: bool| {
+    let coordinator = |member_parallelism, fingerprints: bool, content_proof| {
         Coordinator::new(
             Ports {
                 authority: &cluster,
@@ -218,6 +218,7 @@ fn main() {
             },
             CoordinatorConfig {
                 member_parallelism,
+                content_proof,
                 ..CoordinatorConfig::default()
             },
         )
@@ -245,12 +246,18 @@ fn main() {
         .unwrap_or(0);
     let mut runs = Vec::new();
     let concurrent = CoordinatorConfig::default().member_parallelism;
-    for (label, parallelism, fingerprints) in [
-        ("full_reads_sequential", 1, false),
-        ("sequential", 1, true),
-        ("concurrent", concurrent, true),
+    for (label, parallelism, fingerprints, proof) in [
+        ("full_reads_sequential", 1, false, ContentProof::Canonical),
+        (
+            "canonical_concurrent",
+            concurrent,
+            true,
+            ContentProof::Canonical,
+        ),
+        ("rowset_sequential", 1, true, ContentProof::Rowset),
+        ("rowset_concurrent", concurrent, true, ContentProof::Rowset),
     ] {
-        let c = coordinator(parallelism, fingerprints);
+        let c = coordinator(parallelism, fingerprints, proof);
         // First publication (target absent: RENAME), then a second operation on the same
         // target (EXCHANGE, then the predecessor's cleanup).
         for path in ["rename", "exchange"] {
@@ -322,6 +329,17 @@ impl MemberCatalog for FullReads<'_> {
         schema: &Schema,
     ) -> Result<Box<dyn Read + 'a>, PortError> {
         self.0.read_rows(member, database, name, uuid, schema)
+    }
+
+    fn rowset_buckets(
+        &self,
+        member: &dpone_engine_clickhouse::contracts::MemberId,
+        database: &str,
+        name: &str,
+        uuid: dpone_engine_clickhouse::contracts::Uuid,
+        schema: &Schema,
+    ) -> Result<Vec<dpone_engine_clickhouse::canonical::BucketDigest>, PortError> {
+        self.0.rowset_buckets(member, database, name, uuid, schema)
     }
 
     fn create_candidate(

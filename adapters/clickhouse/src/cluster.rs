@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clickhouse::Client;
+use dpone_engine_clickhouse::canonical::BucketDigest;
 use dpone_engine_clickhouse::contracts::{
     ClusterStatement, Column, Digest, MemberId, Schema, TargetKey, Uuid, member_id,
 };
@@ -162,6 +163,13 @@ struct AuthorityRow {
 struct TableRow {
     uuid: String,
     engine: String,
+}
+
+#[derive(clickhouse::Row, Deserialize)]
+struct BucketRow {
+    bucket: u8,
+    rows: u64,
+    digest: String,
 }
 
 #[derive(clickhouse::Row, Deserialize)]
@@ -496,6 +504,39 @@ impl MemberCatalog for ClickHouseCluster {
             chunk: Bytes::new(),
             done: false,
         }))
+    }
+
+    fn rowset_buckets(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+        schema: &Schema,
+    ) -> Result<Vec<BucketDigest>, PortError> {
+        let c = self.member(member)?;
+        match self.table_uuid(&c.read, database, name)? {
+            Some((u, _)) if u == uuid => {}
+            _ => return Err(PortError::rejected(class::UUID_MISMATCH)),
+        }
+        let rows: Vec<BucketRow> =
+            self.fetch(&c.read, &stmt(sql::rowset_buckets(database, name, schema))?)?;
+        // 256 buckets at most; the engine checks order, emptiness and the total.
+        if rows.len() > 256 {
+            return Err(PortError::rejected(class::DECODE));
+        }
+        rows.into_iter()
+            .map(|r| {
+                let mut digest = [0u8; 32];
+                hex::decode_to_slice(&r.digest, &mut digest)
+                    .map_err(|_| PortError::rejected(class::DECODE))?;
+                Ok(BucketDigest {
+                    bucket: r.bucket,
+                    rows: r.rows,
+                    digest: Digest(digest),
+                })
+            })
+            .collect()
     }
 
     fn create_candidate(

@@ -262,6 +262,27 @@ pub fn read_rows(database: &str, table: &str, schema: &Schema) -> Result<Stateme
     )))
 }
 
+/// The rowset digest's buckets of a table (`dpone_engine_clickhouse::canonical::rowset`): each
+/// row's `RowBinary` bytes in declared column order, hashed with SHA-256, grouped by the hash's
+/// first byte; per bucket its rows and the SHA-256 of its hashes sorted bytewise and
+/// concatenated. `substring(…, 1, 32)` makes each hash a `String` of exactly 32 bytes (a
+/// `FixedString` converted to `String` loses trailing zero bytes).
+pub fn rowset_buckets(database: &str, table: &str, schema: &Schema) -> Result<Statement, SqlError> {
+    let mut cols = Vec::new();
+    for (i, c) in schema.columns.iter().enumerate() {
+        parse_type(&c.type_name).ok_or(SqlError::Type(i))?;
+        cols.push(ident(&c.name)?);
+    }
+    Ok(Statement::new(format!(
+        "SELECT toUInt8(reinterpretAsUInt8(substring(h, 1, 1))) AS bucket, toUInt64(count()) AS rows, \
+         hex(SHA256(arrayStringConcat(arraySort(groupArray(h))))) AS digest \
+         FROM (SELECT substring(SHA256(formatRowNoNewline('RowBinary', {})), 1, 32) AS h FROM {}) \
+         GROUP BY bucket ORDER BY bucket",
+        cols.join(", "),
+        qualified(database, table)?
+    )))
+}
+
 /// `CREATE TABLE … UUID` of a candidate with the exact UUID, profile-checked column types and
 /// an allow-listed engine; deduplication by token is enabled on the plain MergeTree.
 pub fn create_candidate(spec: &CandidateSpec<'_>) -> Result<Statement, SqlError> {

@@ -10,6 +10,8 @@ use std::io::Read;
 
 use dpone_policy_model::admission::{RuntimeDecision, RuntimeFacts, StaticDecision, StaticFacts};
 
+use crate::canonical::BucketDigest;
+
 use crate::contracts::{
     AdmissionEvidence, ArtifactIdentity, ClusterStatement, Column, Digest, MemberId, Schema,
     TargetKey, Token, Uuid,
@@ -193,6 +195,18 @@ pub trait MemberCatalog {
         uuid: Uuid,
         schema: &Schema,
     ) -> Result<Box<dyn Read + 'a>, PortError>;
+    /// The rowset digest's buckets of `database.name` ([`crate::canonical::rowset`]), computed
+    /// by the member over `schema`'s columns in declared order: one entry per non-empty
+    /// bucket, ascending. Refuses when the table's UUID is not `uuid`. The member sends 256
+    /// small rows instead of the table; the engine checks the reply's shape.
+    fn rowset_buckets(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+        schema: &Schema,
+    ) -> Result<Vec<BucketDigest>, PortError>;
     /// `CREATE TABLE … UUID` with the exact UUID.
     fn create_candidate(
         &self,

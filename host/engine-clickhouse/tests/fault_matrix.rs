@@ -13,14 +13,14 @@ mod common;
 
 use common::{Profile, World, profile, profile_digest};
 use dpone_engine_clickhouse::contracts::{
-    ClusterStatement, Digest, MemberId, Phase, candidate_name, load_tokens, member_id,
-    operation_id, target_key,
+    ClusterStatement, ContentProof, Digest, MemberId, Phase, candidate_name, load_tokens,
+    member_id, operation_id, target_key,
 };
 use dpone_engine_clickhouse::ports::{
     ArtifactSource, CandidateSpec, ClusterDdl, DdlCorrelation, LoadTokens, MemberCatalog,
 };
 use dpone_engine_clickhouse::synthetic::{Fault, WriteFault};
-use dpone_engine_clickhouse::{EngineError, RunOutcome, codes};
+use dpone_engine_clickhouse::{CoordinatorConfig, EngineError, RunOutcome, codes};
 use serde_json::{Value as Json, json};
 
 #[derive(Clone, Debug)]
@@ -319,7 +319,8 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
             Ok(RunOutcome::Completed { receipt }) => {
                 let digests = target_digests(p, &w, members);
                 let all_desired = digests.iter().all(|d| *d == Some(desired))
-                    && receipt.content_digest == desired
+                    && receipt.content_digest
+                        == p.digest_by(receipt.content_proof, &p.rows(1, p.artifact_rows))
                     && receipt.members.len() == members as usize;
                 if !all_desired {
                     false_successes += 1;
@@ -809,4 +810,60 @@ fn a_source_above_max_source_bytes_aborts_before_any_mutation() {
             .iter()
             .all(|n| !n.contains("__dpone_ext_"))
     );
+}
+
+#[test]
+fn an_operation_recorded_under_the_canonical_proof_finishes_under_it() {
+    // Tier: engine on in-process ports. Records written before proofs were versioned name no
+    // proof and are canonical; a host that now defaults to the rowset proof resumes them under
+    // the proof their record names, and its receipt says which.
+    let p = profile();
+    let want_canonical = p.digest_of(&p.rows(1, p.artifact_rows));
+    let want_rowset = p.digest_by(ContentProof::Rowset, &p.rows(1, p.artifact_rows));
+    assert_ne!(want_canonical, want_rowset);
+    for (first, expected) in [
+        (ContentProof::Canonical, want_canonical),
+        (ContentProof::Rowset, want_rowset),
+    ] {
+        let w = World::new(&p, 2, true);
+        let req = p.request();
+        w.cluster.arm(Fault::CrashAfterPhase(Phase::Staged));
+        let old = CoordinatorConfig {
+            content_proof: first,
+            ..CoordinatorConfig::default()
+        };
+        assert!(w.coordinator_config(old).run(&req).is_err());
+        let mut receipt = None;
+        for _ in 0..p.max_runs {
+            match w.coordinator().run(&req) {
+                Ok(RunOutcome::Completed { receipt: r }) => {
+                    receipt = Some(r);
+                    break;
+                }
+                Ok(RunOutcome::InProgress { .. }) => w.cluster.tick(),
+                Err(e) if e.is_retryable() => w.cluster.tick(),
+                Err(e) => panic!("{first:?}: {}", e.code()),
+            }
+        }
+        let receipt = receipt.expect("completed");
+        assert_eq!(receipt.content_proof, first);
+        assert_eq!(receipt.content_digest, expected, "{first:?}");
+        for m in &receipt.members {
+            assert_eq!(m.content_digest, expected, "{first:?}");
+        }
+        for i in 0..2 {
+            let t = w
+                .cluster
+                .snapshot(i, &p.database, &p.target)
+                .expect("target");
+            assert_eq!(p.digest_of(&t.data), want_canonical);
+        }
+        // A canonical receipt encodes exactly as before proofs were versioned: no field.
+        let text = serde_json::to_string(&*receipt).expect("receipt encodes");
+        assert_eq!(
+            text.contains("\"content_proof\""),
+            first == ContentProof::Rowset,
+            "{text}"
+        );
+    }
 }

@@ -49,6 +49,9 @@ pub enum DigestError {
         /// Budget in bytes.
         budget: u64,
     },
+    /// The rowset digest's temporary spill file failed.
+    #[error("the digest's temporary file failed ({0:?})")]
+    Spill(std::io::ErrorKind),
 }
 
 /// A content digest and the row count it covers.

@@ -3,6 +3,7 @@
 
 pub mod digest;
 pub mod rowbinary;
+pub mod rowset;
 pub mod types;
 
 pub use digest::{
@@ -10,4 +11,5 @@ pub use digest::{
     streamed_digest,
 };
 pub use rowbinary::{RowBinaryWriter, Value};
+pub use rowset::{BucketDigest, RowsetReplyInvalid, rowset_digest};
 pub use types::{ColumnType, Scalar, parse_type};

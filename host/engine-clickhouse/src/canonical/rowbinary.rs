@@ -147,6 +147,46 @@ impl<R: Read> RowReader<R> {
     }
 }
 
+impl<R: Read> RowReader<R> {
+    /// Decodes every row (so a malformed stream is refused exactly as [`Self::encode_rows`]
+    /// refuses it) and calls `on_row` with the row's own `RowBinary` bytes, as they arrived.
+    /// Returns the number of rows.
+    pub fn for_each_raw_row<F>(
+        &mut self,
+        types: &[ColumnType],
+        mut on_row: F,
+    ) -> Result<u64, DecodeError>
+    where
+        F: FnMut(&[u8]),
+    {
+        let mut scratch = Vec::with_capacity(256);
+        let mut rows = 0u64;
+        loop {
+            let buf = &self.buf[self.pos..self.end];
+            let mut p = 0;
+            while p < buf.len() {
+                let start = p;
+                scratch.clear();
+                if !encode_row_slice(buf, &mut p, types, &mut scratch)? {
+                    break;
+                }
+                rows += 1;
+                on_row(&buf[start..p]);
+            }
+            self.pos += p;
+            self.consumed += p as u64;
+            let have = self.end - self.pos;
+            if !self.more(have)? {
+                return if have == 0 {
+                    Ok(rows)
+                } else {
+                    Err(DecodeError::Truncated)
+                };
+            }
+        }
+    }
+}
+
 /// Bytes `p..p + n` of `buf`, or `None` when the row continues past the buffer.
 #[inline(always)]
 fn take<'b>(buf: &'b [u8], p: &mut usize, n: usize) -> Option<&'b [u8]> {

@@ -225,6 +225,36 @@ pub struct PreviousOperation {
     pub keeper_version: u64,
 }
 
+/// Which content proof every content digest of a record (and of its receipt) is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentProof {
+    /// The canonical content digest (`dpone.clickhouse.content.v1`, [`crate::canonical::digest`])
+    /// of the whole table read back by the host. Every record and receipt written before proofs
+    /// were versioned is this one (the field is absent there).
+    #[default]
+    Canonical,
+    /// The rowset digest (`dpone.clickhouse.rowset.v1`, [`crate::canonical::rowset`]), which each
+    /// member computes over its own table and returns as 256 bucket digests.
+    Rowset,
+}
+
+impl ContentProof {
+    /// True for [`Self::Canonical`] (the field is then omitted, so such records encode exactly
+    /// as before).
+    pub fn is_canonical(&self) -> bool {
+        *self == Self::Canonical
+    }
+
+    /// The stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Canonical => "canonical",
+            Self::Rowset => "rowset",
+        }
+    }
+}
+
 /// The external authority record (`dpone.clickhouse.cluster-external-full-refresh.v1`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -255,7 +285,10 @@ pub struct ExternalAuthorityRecord {
     pub previous: Option<PreviousOperation>,
     /// Artifact identity (from STAGING).
     pub artifact: Option<ArtifactIdentity>,
-    /// Canonical content digest of the artifact (from STAGING).
+    /// Which proof every content digest in this record is; omitted when canonical.
+    #[serde(default, skip_serializing_if = "ContentProof::is_canonical")]
+    pub content_proof: ContentProof,
+    /// Content digest of the artifact (from STAGING), of the record's [`ContentProof`].
     pub artifact_content_digest: Option<Digest>,
     /// Logical generation (from STAGING).
     pub generation_id: Option<GenerationId>,
@@ -327,7 +360,10 @@ pub struct ExternalReceipt {
     pub plan_digest: Digest,
     /// Artifact identity.
     pub artifact: ArtifactIdentity,
-    /// Canonical content digest every member holds.
+    /// Which proof the content digests are; omitted when canonical.
+    #[serde(default, skip_serializing_if = "ContentProof::is_canonical")]
+    pub content_proof: ContentProof,
+    /// Content digest every member holds, of the receipt's [`ContentProof`].
     pub content_digest: Digest,
     /// The publication DDL binding.
     pub publication: DdlBinding,

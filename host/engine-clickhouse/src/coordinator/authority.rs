@@ -130,6 +130,7 @@ impl Coordinator<'_> {
             admission: Some(op.admission.clone()),
             previous,
             artifact: None,
+            content_proof: self.config.content_proof,
             artifact_content_digest: None,
             generation_id: None,
             target_present: None,

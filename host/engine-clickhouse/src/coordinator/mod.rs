@@ -56,8 +56,14 @@ pub struct Ports<'a> {
 /// Budgets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CoordinatorConfig {
-    /// Memory bound of one canonical sort, in bytes.
+    /// Memory bound of one canonical sort, in bytes (canonical proofs only).
     pub digest_sort_budget: u64,
+    /// Row hashes the host keeps in memory while computing a rowset digest over the artifact,
+    /// in bytes; beyond it they spill to an anonymous temporary file.
+    pub rowset_memory_budget: u64,
+    /// The proof a new operation records and uses; an existing operation keeps the proof its
+    /// record names (a record without one is canonical).
+    pub content_proof: crate::contracts::ContentProof,
     /// Observe/act iterations per member per run before giving up (retryable).
     pub member_step_limit: u32,
     /// Members served at once (loads, content proofs, observations); 1 serves them one after
@@ -69,6 +75,8 @@ impl Default for CoordinatorConfig {
     fn default() -> Self {
         Self {
             digest_sort_budget: 1 << 30,
+            rowset_memory_budget: 64 << 20,
+            content_proof: crate::contracts::ContentProof::Rowset,
             member_step_limit: 12,
             member_parallelism: 4,
         }

@@ -163,7 +163,13 @@ impl Coordinator<'_> {
             let s = self
                 .clock
                 .member(&m.member_id, MemberStep::AuthorizeProof, || {
-                    self.reprove(op, &m.member_id, &op.candidate, cand_uuid)
+                    self.reprove(
+                        op,
+                        held.record.content_proof,
+                        &m.member_id,
+                        &op.candidate,
+                        cand_uuid,
+                    )
                 })?;
             if Some(s.digest) != content || m.candidate_content_digest != content {
                 return Err(missing());
@@ -251,7 +257,7 @@ impl Coordinator<'_> {
             let s = self
                 .clock
                 .member(&m.member_id, MemberStep::TargetProof, || {
-                    self.reprove(op, &m.member_id, op.target, uuid)
+                    self.reprove(op, held.record.content_proof, &m.member_id, op.target, uuid)
                 })?;
             Ok((uuid, s))
         });
@@ -289,6 +295,7 @@ impl Coordinator<'_> {
             inventory_digest: held.record.inventory_digest,
             plan_digest: held.record.plan_digest,
             artifact,
+            content_proof: held.record.content_proof,
             content_digest: content,
             publication: bound,
             members,

@@ -10,7 +10,8 @@ use super::timing::{MemberStep, RunPhase};
 use super::{Coordinator, Op};
 use crate::canonical::{self, DigestError};
 use crate::contracts::{
-    self, ArtifactIdentity, Digest, MemberCleanup, MemberId, Phase, PhysicalTable, StageState, Uuid,
+    self, ArtifactIdentity, ContentProof, Digest, MemberCleanup, MemberId, Phase, PhysicalTable,
+    StageState, Uuid,
 };
 use crate::error::EngineError;
 use crate::ports::{CandidateSpec, LoadTokens, PortError, TableObservation};
@@ -24,6 +25,7 @@ fn digest_error(e: DigestError) -> EngineError {
             EngineError::ContentDecode("the row stream failed while reading")
         }
         DigestError::Decode(_) => EngineError::ContentDecode("malformed typed row stream"),
+        DigestError::Spill(_) => EngineError::ContentDecode("the digest's temporary file failed"),
     }
 }
 
@@ -128,14 +130,26 @@ impl Coordinator<'_> {
             .map_err(Self::member_err(member, "observe"))
     }
 
-    /// Canonical content digest of one member table, read by exact UUID.
+    /// Content digest of one member table by exact UUID, of the record's proof: the member
+    /// computes a rowset digest's buckets, or (canonical) the host reads the table in full.
     pub(crate) fn digest_table(
         &self,
         op: &Op<'_>,
+        proof: ContentProof,
         member: &MemberId,
         name: &str,
         uuid: Uuid,
     ) -> Result<canonical::ContentSummary, EngineError> {
+        if proof == ContentProof::Rowset {
+            let buckets = self
+                .ports
+                .catalog
+                .rowset_buckets(member, op.database, name, uuid, &op.req.schema)
+                .map_err(Self::member_err(member, "rowset digest"))?;
+            return canonical::rowset::combine(&op.req.schema, &buckets).map_err(|_| {
+                EngineError::ContentDecode("the member's rowset digest reply is malformed")
+            });
+        }
         let open = || {
             self.ports
                 .catalog
@@ -175,12 +189,13 @@ impl Coordinator<'_> {
     pub(crate) fn prove_table(
         &self,
         op: &Op<'_>,
+        proof: ContentProof,
         member: &MemberId,
         name: &str,
         uuid: Uuid,
     ) -> Result<canonical::ContentSummary, EngineError> {
         let before = self.fingerprint(op, member, name, uuid)?;
-        let summary = self.digest_table(op, member, name, uuid)?;
+        let summary = self.digest_table(op, proof, member, name, uuid)?;
         let after = self.fingerprint(op, member, name, uuid)?;
         let mut proven = self.proven.lock().unwrap_or_else(PoisonError::into_inner);
         match (before, after) {
@@ -203,6 +218,7 @@ impl Coordinator<'_> {
     pub(crate) fn reprove(
         &self,
         op: &Op<'_>,
+        proof: ContentProof,
         member: &MemberId,
         name: &str,
         uuid: Uuid,
@@ -218,23 +234,45 @@ impl Coordinator<'_> {
         {
             return Ok(summary);
         }
-        self.prove_table(op, member, name, uuid)
+        self.prove_table(op, proof, member, name, uuid)
     }
 
     fn artifact_digest(
         &self,
         op: &Op<'_>,
+        proof: ContentProof,
         id: &ArtifactIdentity,
     ) -> Result<canonical::ContentSummary, EngineError> {
         self.ports.artifacts.revalidate(id).map_err(|e| {
             super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
         })?;
-        let open = || self.ports.artifacts.open(id);
-        canonical::content_digest_reopen(&op.req.schema, open, self.config.digest_sort_budget)
-            .map_err(|e| {
-                super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
-            })?
-            .map_err(digest_error)
+        let unavailable = |e: PortError| {
+            super::interrupted_or(e.kind, "artifact", || EngineError::ArtifactUnavailable(e))
+        };
+        match proof {
+            ContentProof::Rowset => {
+                let reader = self.ports.artifacts.open(id).map_err(unavailable)?;
+                canonical::rowset_digest(&op.req.schema, reader, self.config.rowset_memory_budget)
+                    .map_err(|e| match e {
+                        // Local disk trouble (full, unwritable temporary directory) is not the
+                        // artifact's fault: retryable, nothing aborted.
+                        DigestError::Spill(_) => EngineError::ArtifactUnavailable(
+                            PortError::unavailable("DPONE_CLICKHOUSE_DIGEST_SPILL_FAILED"),
+                        ),
+                        other => digest_error(other),
+                    })
+            }
+            ContentProof::Canonical => {
+                let open = || self.ports.artifacts.open(id);
+                canonical::content_digest_reopen(
+                    &op.req.schema,
+                    open,
+                    self.config.digest_sort_budget,
+                )
+                .map_err(unavailable)?
+                .map_err(digest_error)
+            }
+        }
     }
 
     fn abort(&self, op: &Op<'_>, held: &Held, err: EngineError) -> EngineError {
@@ -340,7 +378,7 @@ impl Coordinator<'_> {
             return Err(self.abort(op, &held, EngineError::ArtifactInvalid("schema digest")));
         }
         let content = match self.clock.phase(RunPhase::ArtifactDigest, || {
-            self.artifact_digest(op, &artifact)
+            self.artifact_digest(op, held.record.content_proof, &artifact)
         }) {
             Ok(c) => c,
             Err(e @ (EngineError::ArtifactUnavailable(_) | EngineError::Interrupted { .. })) => {
@@ -370,7 +408,7 @@ impl Coordinator<'_> {
                             });
                         }
                         let s = self.clock.member(id, MemberStep::BaselineProof, || {
-                            self.digest_table(op, id, op.target, t.uuid)
+                            self.digest_table(op, held.record.content_proof, id, op.target, t.uuid)
                         })?;
                         Some(PhysicalTable {
                             uuid: t.uuid,
@@ -541,7 +579,7 @@ impl Coordinator<'_> {
             return Ok(Content::Divergent);
         }
         let s = self.clock.member(id, MemberStep::CandidateProof, || {
-            self.prove_table(op, id, &op.candidate, obs.uuid)
+            self.prove_table(op, held.record.content_proof, id, &op.candidate, obs.uuid)
         })?;
         if s.row_count == artifact.row_count
             && Some(s.digest) == held.record.artifact_content_digest

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dpone_policy_model::admission::{RuntimeDecision, RuntimeFacts, StaticDecision, StaticFacts};
 
 use super::faults::{Fault, WriteFault};
-use crate::canonical::rowbinary::row_ends;
+use crate::canonical::BucketDigest;
+use crate::canonical::rowbinary::{RowReader, row_ends};
+use crate::canonical::rowset::RowsetHasher;
 use crate::canonical::{ColumnType, column_types};
 use crate::contracts::{
     self, AdmissionEvidence, ArtifactIdentity, AuthoritySlot, ClusterStatement, Column, Digest,
@@ -689,6 +691,35 @@ impl MemberCatalog for SyntheticCluster {
         match s.members[i].tables.get(&(database.into(), name.into())) {
             Some(t) if t.uuid == uuid => Ok(Box::new(Cursor::new(t.data.clone()))),
             _ => Err(PortError::rejected(DB_ERR)),
+        }
+    }
+
+    fn rowset_buckets(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+        _schema: &Schema,
+    ) -> Result<Vec<BucketDigest>, PortError> {
+        let data = {
+            let s = self.lock();
+            let i = Self::member_index(&s, member)?;
+            match s.members[i].tables.get(&(database.into(), name.into())) {
+                Some(t) if t.uuid == uuid => t.data.clone(),
+                _ => return Err(PortError::rejected(DB_ERR)),
+            }
+        };
+        // What a member computes with its `GROUP BY`: every stored row's bytes, hashed.
+        let mut hasher = RowsetHasher::new(64 << 20);
+        let mut failed = false;
+        RowReader::new(&data[..])
+            .for_each_raw_row(&self.types, |row| failed |= hasher.push_row(row).is_err())
+            .map_err(|_| PortError::rejected(DB_ERR))?;
+        let buckets = hasher.finish();
+        match buckets {
+            Ok(b) if !failed => Ok(b),
+            _ => Err(PortError::unavailable("DPONE_SYNTHETIC_SPILL_FAILED")),
         }
     }
 

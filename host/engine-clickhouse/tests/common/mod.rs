@@ -1,8 +1,10 @@
 //! Shared fixture for the engine tests: the synthetic profile, rows, request and wiring.
 #![allow(dead_code, missing_docs)]
 
-use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types, content_digest};
-use dpone_engine_clickhouse::contracts::{Digest, Schema};
+use dpone_engine_clickhouse::canonical::{
+    RowBinaryWriter, Value, column_types, content_digest, rowset_digest,
+};
+use dpone_engine_clickhouse::contracts::{ContentProof, Digest, Schema};
 use dpone_engine_clickhouse::ports::NoProgress;
 use dpone_engine_clickhouse::synthetic::{
     FnGate, SyntheticArtifacts, SyntheticCluster, SyntheticEnv,
@@ -99,10 +101,24 @@ impl Profile {
         w.finish()
     }
 
+    /// The canonical content digest of `bytes` (what the rows are, whatever proof a run used).
     pub fn digest_of(&self, bytes: &[u8]) -> Digest {
         content_digest(&self.schema(), bytes, 1 << 26)
             .expect("fixture digest")
             .digest
+    }
+
+    /// The digest of `bytes` under `proof`, as a record or receipt of that proof holds it.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn digest_by(&self, proof: ContentProof, bytes: &[u8]) -> Digest {
+        match proof {
+            ContentProof::Canonical => self.digest_of(bytes),
+            ContentProof::Rowset => {
+                rowset_digest(&self.schema(), bytes, 1 << 26)
+                    .expect("fixture rowset digest")
+                    .digest
+            }
+        }
     }
 }
 
@@ -148,6 +164,15 @@ impl World {
     /// another in member-id order).
     #[allow(dead_code)] // not every test binary uses it
     pub fn coordinator_with(&self, member_parallelism: usize) -> Coordinator<'_> {
+        self.coordinator_config(CoordinatorConfig {
+            member_parallelism,
+            ..CoordinatorConfig::default()
+        })
+    }
+
+    /// A coordinator with `config`.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn coordinator_config(&self, config: CoordinatorConfig) -> Coordinator<'_> {
         Coordinator::new(
             Ports {
                 authority: &self.cluster,
@@ -159,10 +184,7 @@ impl World {
                 env: &self.env,
                 progress: &NoProgress,
             },
-            CoordinatorConfig {
-                member_parallelism,
-                ..CoordinatorConfig::default()
-            },
+            config,
         )
     }
 }

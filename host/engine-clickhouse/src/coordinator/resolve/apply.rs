@@ -10,7 +10,7 @@ use super::{
     ResolveFacts, codes, decide, resolved_record,
 };
 use crate::contracts::{
-    self, AdmissionEvidence, ArtifactFact, ArtifactIdentity, AuthoritySlot,
+    self, AdmissionEvidence, ArtifactFact, ArtifactIdentity, AuthoritySlot, ContentProof,
     ExternalAuthorityRecord, MemberId, MemberRecord, OperationId, Phase, ResolutionKind, TargetKey,
     Uuid,
 };
@@ -378,7 +378,7 @@ impl Coordinator<'_> {
             (Phase::Staging, Some(id)) => self.probe_artifact(&id)?,
             _ => ArtifactFact::NotBound,
         };
-        let digest = r.phase == Phase::PublicationDispatching;
+        let digest = (r.phase == Phase::PublicationDispatching).then_some(r.content_proof);
         let members = r
             .members
             .iter()
@@ -399,7 +399,7 @@ impl Coordinator<'_> {
         &self,
         op: &Op<'_>,
         m: &MemberRecord,
-        digest: bool,
+        digest: Option<ContentProof>,
     ) -> Result<ObservedMember, EngineError> {
         let mut reachable = true;
         let mut table = |name: &str| -> Result<Option<ObservedTable>, EngineError> {
@@ -420,8 +420,11 @@ impl Coordinator<'_> {
             };
             let schema_matches = t.columns == op.req.schema.columns;
             let mut content = None;
-            if digest && schema_matches && Some(t.uuid) == m.candidate_uuid {
-                match self.digest_table(op, &m.member_id, name, t.uuid) {
+            if let Some(proof) = digest
+                && schema_matches
+                && Some(t.uuid) == m.candidate_uuid
+            {
+                match self.digest_table(op, proof, &m.member_id, name, t.uuid) {
                     Ok(s) => content = Some(s),
                     Err(EngineError::MemberUnavailable { .. }) => reachable = false,
                     // Rows that do not decode under the schema are not the generation.

@@ -99,6 +99,7 @@ fn commit_receipt(f: &ResolveFacts<'_>) -> Option<ExternalReceipt> {
         inventory_digest: r.inventory_digest,
         plan_digest: r.plan_digest,
         artifact: r.artifact?,
+        content_proof: r.content_proof,
         content_digest: r.artifact_content_digest?,
         publication: r.publication.clone()?,
         members,
