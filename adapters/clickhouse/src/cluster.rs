@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clickhouse::Client;
-use dpone_engine_clickhouse::canonical::BucketDigest;
+use dpone_engine_clickhouse::canonical::{BucketDigest, rowset};
 use dpone_engine_clickhouse::contracts::{
     ClusterStatement, Column, Digest, MemberId, Schema, TargetKey, Uuid, member_id,
 };
@@ -521,20 +521,14 @@ impl MemberCatalog for ClickHouseCluster {
         }
         let rows: Vec<BucketRow> =
             self.fetch(&c.read, &stmt(sql::rowset_buckets(database, name, schema))?)?;
-        // 256 buckets at most; the engine checks order, emptiness and the total.
-        if rows.len() > 256 {
+        // The engine checks order, emptiness and the total.
+        if rows.len() > rowset::MAX_BUCKETS {
             return Err(PortError::rejected(class::DECODE));
         }
         rows.into_iter()
             .map(|r| {
-                let mut digest = [0u8; 32];
-                hex::decode_to_slice(&r.digest, &mut digest)
-                    .map_err(|_| PortError::rejected(class::DECODE))?;
-                Ok(BucketDigest {
-                    bucket: r.bucket,
-                    rows: r.rows,
-                    digest: Digest(digest),
-                })
+                rowset::bucket_from_reply(r.bucket, r.rows, &r.digest)
+                    .map_err(|_| PortError::rejected(class::DECODE))
             })
             .collect()
     }

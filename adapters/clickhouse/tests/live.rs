@@ -413,76 +413,48 @@ fn the_manifest_spelling_rule_matches_what_the_engine_reports() {
     );
 }
 
-/// `a + b` mod 2^256, both 32 bytes little-endian.
-fn add_le_256(a: &mut [u8; 32], b: &[u8; 32]) {
-    let mut carry = 0u16;
-    for (x, y) in a.iter_mut().zip(b) {
-        let s = u16::from(*x) + u16::from(*y) + carry;
-        *x = s as u8;
-        carry = s >> 8;
-    }
-}
-
 #[test]
 #[cfg_attr(
     not(dpone_live_clickhouse),
     ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
 )]
-fn a_member_computes_the_order_independent_row_hash_sum_of_the_artifact_bytes_for_every_profile_type()
- {
-    // The measured basis for a member-side content proof (not used by the protocol yet): each
-    // member re-serializes every row of every profile type to exactly the artifact's
-    // `RowBinary` row bytes, and sums SHA-256 of each row as a little-endian UInt256 modulo
-    // 2^256 exactly as the host does (a 64-row sum of 256-bit values wraps).
+fn every_member_computes_the_rowset_digest_of_the_artifact_bytes_for_every_profile_type() {
+    // The rowset proof's basis: each member re-serializes every row of every profile type
+    // (NaN, -0.0, NULLs, empty and non-UTF-8 strings included) to exactly the artifact's
+    // `RowBinary` row bytes, so its `GROUP BY` buckets combine to the digest the host computes
+    // over the artifact, and the run's receipt carries that digest under the rowset proof.
     let tier = Tier::from_env();
     let c = tier.cluster();
-    let target = unique("live_rowsum");
+    let target = unique("live_rowset");
     let req = request(&tier, &target, &unique("inv"), all_types_schema());
-    completed(run(&c, &AllTypes, &req).expect("run"));
+    let receipt = completed(run(&c, &AllTypes, &req).expect("run"));
     let schema = all_types_schema();
     let mut bytes = Vec::new();
     AllTypes
         .extract(&schema, &mut bytes)
         .expect("artifact bytes");
-    let types = column_types(&schema).expect("profile");
-    let ends = dpone_engine_clickhouse::canonical::rowbinary::row_ends(&types, &bytes)
-        .expect("rows decode");
-    assert_eq!(ends.len(), 64);
-    let mut sum = [0u8; 32];
-    let mut start = 0;
-    let mut wrapped = false;
-    for end in ends {
-        let h = contracts::Digest::of(&bytes[start..end]).0;
-        let before = sum;
-        add_le_256(&mut sum, &h);
-        // A wrap leaves the sum below the previous one (compare most significant first).
-        wrapped |= sum.iter().rev().lt(before.iter().rev());
-        start = end;
-    }
-    assert!(wrapped, "the fixture's sum wraps modulo 2^256");
-    // `reinterpretAsFixedString` drops trailing zero bytes (the most significant ones).
-    let significant = sum.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
-    let host: String = sum[..significant]
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect();
-    let columns: Vec<String> = schema
-        .columns
-        .iter()
-        .map(|col| format!("`{}`", col.name))
-        .collect();
+    let host = dpone_engine_clickhouse::canonical::rowset_digest(&schema, &bytes[..], 1 << 20)
+        .expect("artifact rowset digest");
+    assert_eq!(host.row_count, 64);
+    assert_eq!(receipt.content_proof, contracts::ContentProof::Rowset);
+    assert_eq!(receipt.content_digest, host.digest);
     for replica in [1, 2] {
-        let out = tier.sql(
-            tier.member(replica),
-            &format!(
-                "SELECT count(), hex(reinterpretAsFixedString(sum(reinterpretAsUInt256(SHA256(\
-                 formatRowNoNewline('RowBinary', {})))))) FROM `{}`.`{target}`",
-                columns.join(", "),
-                tier.database
-            ),
+        let member = contracts::member_id(1, replica);
+        let t = c
+            .observe_table(&member, &tier.database, &target)
+            .expect("observe")
+            .expect("published target");
+        let buckets = c
+            .rowset_buckets(&member, &tier.database, &target, t.uuid, &schema)
+            .expect("member rowset buckets");
+        let member_digest = dpone_engine_clickhouse::canonical::rowset::combine(&schema, &buckets)
+            .expect("well-formed reply");
+        assert_eq!(member_digest, host, "member {replica}");
+        // Another UUID under the same name is refused, never digested.
+        let other = contracts::Uuid::parse("00000000-0000-4000-8000-000000000000").expect("uuid");
+        assert!(
+            c.rowset_buckets(&member, &tier.database, &target, other, &schema)
+                .is_err()
         );
-        let cols: Vec<&str> = out.trim().split('\t').collect();
-        assert_eq!(cols[0], "64", "member {replica}");
-        assert_eq!(cols[1], host, "member {replica}: row hash sum");
     }
 }

@@ -100,6 +100,56 @@ fn clickhouse_registry(bytes: &[u8]) {
     }
 }
 
+/// A member's rowset reply as the adapter receives it after the client decoded its rows:
+/// rows of (`UInt8` bucket, `UInt64` rows, `String` digest), here framed as one byte, eight
+/// little-endian bytes and a one-byte length before the text. Whatever the member sends, the
+/// engine either refuses it or holds a digest of strictly ascending, non-empty buckets whose
+/// rows add up.
+fn clickhouse_rowset_reply(bytes: &[u8]) {
+    use dpone_engine_clickhouse::canonical::rowset::{self, BucketDigest};
+    let schema = dpone_engine_clickhouse::contracts::Schema {
+        columns: vec![dpone_engine_clickhouse::contracts::Column {
+            name: "id".into(),
+            type_name: "UInt64".into(),
+        }],
+    };
+    let mut rest = bytes;
+    let mut buckets: Vec<BucketDigest> = Vec::new();
+    while let [bucket, tail @ ..] = rest {
+        let Some((rows, tail)) = tail.split_first_chunk::<8>() else {
+            return;
+        };
+        let Some((&len, tail)) = tail.split_first() else {
+            return;
+        };
+        let Some((digest, tail)) = tail.split_at_checked(usize::from(len)) else {
+            return;
+        };
+        rest = tail;
+        let Ok(b) = rowset::bucket_from_reply(*bucket, u64::from_le_bytes(*rows), &text(digest))
+        else {
+            return;
+        };
+        buckets.push(b);
+        if buckets.len() > rowset::MAX_BUCKETS {
+            return;
+        }
+    }
+    if let Ok(summary) = rowset::combine(&schema, &buckets) {
+        assert!(
+            buckets
+                .windows(2)
+                .all(|w| w[0].bucket < w[1].bucket && w[0].rows > 0),
+            "clickhouse_rowset_reply: an unordered reply was accepted"
+        );
+        assert!(buckets.iter().all(|b| b.rows > 0));
+        assert_eq!(
+            summary.row_count,
+            buckets.iter().map(|b| b.rows).sum::<u64>()
+        );
+    }
+}
+
 /// The CLI reads an authority document with serde_json and reports the error through the
 /// renderer's cleaner: the same path here.
 fn xmin_authority_document(bytes: &[u8]) {
@@ -347,6 +397,12 @@ pub const TARGETS: &[Target] = &[
         name: "clickhouse_registry",
         fixtures: &["fixtures/clickhouse/registry.yaml"],
         run: clickhouse_registry,
+        expensive: false,
+    },
+    Target {
+        name: "clickhouse_rowset_reply",
+        fixtures: &["host/fuzz/corpus/clickhouse_rowset_reply"],
+        run: clickhouse_rowset_reply,
         expensive: false,
     },
     Target {

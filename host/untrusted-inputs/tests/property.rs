@@ -83,6 +83,7 @@ property!(
     xmin_registry,
     clickhouse_manifest,
     clickhouse_registry,
+    clickhouse_rowset_reply,
     xmin_authority_document,
     decision_facts,
     decision_table,

@@ -58,6 +58,24 @@ pub struct BucketDigest {
 #[error("the member's rowset reply is malformed")]
 pub struct RowsetReplyInvalid;
 
+/// Most buckets a reply can hold.
+pub const MAX_BUCKETS: usize = BUCKETS;
+
+/// One bucket as a member's reply row carries it: the digest as 64 hex digits.
+pub fn bucket_from_reply(
+    bucket: u8,
+    rows: u64,
+    digest_hex: &str,
+) -> Result<BucketDigest, RowsetReplyInvalid> {
+    let mut digest = [0u8; HASH_BYTES];
+    hex::decode_to_slice(digest_hex, &mut digest).map_err(|_| RowsetReplyInvalid)?;
+    Ok(BucketDigest {
+        bucket,
+        rows,
+        digest: Digest(digest),
+    })
+}
+
 /// The rowset digest from its buckets (one per non-empty bucket, strictly ascending).
 pub fn combine(
     schema: &Schema,
