@@ -14,7 +14,9 @@
 //! Every measured publication also reports its time per row (`ns_per_row`) and the peak
 //! resident memory of this (the host's) process during it (`peak_rss_mib`: the high-water mark
 //! is reset by writing `5` to `/proc/self/clear_refs` before the run and `VmHWM` is read from
-//! `/proc/self/status` after it; `null` where Linux's `/proc` is not there).
+//! `/proc/self/status` after it; `null` where Linux's `/proc` does not allow it). The reset
+//! brings the mark down to the RSS the process holds at that moment, so `rss_before_mib` (that
+//! RSS, memory the allocator kept from earlier runs included) is reported beside it as its floor.
 //!
 //! **Source order.** The generated source returns its rows in the order PostgreSQL returns a
 //! heap under a synchronized sequential scan, not in key order: the scan joins one already under
@@ -131,17 +133,18 @@ impl Extract for Generated {
     }
 }
 
-/// Resets this process's resident-set high-water mark (`VmHWM`) to its current RSS.
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+/// Resets this process's resident-set high-water mark (`VmHWM`) to its current RSS; false when
+/// Linux's `/proc` does not allow it (the mark would then cover the whole process).
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// This process's resident-set high-water mark (`VmHWM`) in MiB, when `/proc` has it.
-fn peak_rss_mib() -> Option<f64> {
+/// A `/proc/self/status` memory field (`VmHWM`, `VmRSS`) in MiB, when `/proc` has it.
+fn status_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -150,46 +153,56 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// What one measured publication cost: wall time, per row, and the host's peak RSS.
+/// What one measured publication cost: wall time, per row, and the host's memory.
 struct Cost {
     wall_s: f64,
     ns_per_row: f64,
+    /// Peak RSS during the run (`VmHWM` after a reset), MiB.
     peak_rss_mib: Option<f64>,
+    /// RSS when the run started (what the process already held, allocator caches included):
+    /// the floor of `peak_rss_mib`, MiB.
+    rss_before_mib: Option<f64>,
+}
+
+fn mib_json(v: Option<f64>) -> String {
+    v.map_or_else(|| "null".to_owned(), |m| format!("{m:.1}"))
 }
 
 impl Cost {
     /// Runs `f` with the peak RSS reset before it and read after it.
     fn measure<T>(rows: u64, f: impl FnOnce() -> T) -> (T, Self) {
-        reset_peak_rss();
+        let reset = reset_peak_rss();
+        let rss_before_mib = status_mib("VmRSS");
         let started = Instant::now();
         let out = f();
         let wall_s = started.elapsed().as_secs_f64();
         let cost = Self {
             wall_s,
             ns_per_row: wall_s * 1e9 / rows.max(1) as f64,
-            peak_rss_mib: peak_rss_mib(),
+            peak_rss_mib: if reset { status_mib("VmHWM") } else { None },
+            rss_before_mib,
         };
         (out, cost)
     }
 
-    /// `"end_to_end_s":…,"ns_per_row":…,"peak_rss_mib":…` (no braces).
+    /// `"end_to_end_s":…,"ns_per_row":…,"peak_rss_mib":…,"rss_before_mib":…` (no braces).
     fn json_fields(&self) -> String {
         format!(
-            "\"end_to_end_s\":{:.3},\"ns_per_row\":{:.0},\"peak_rss_mib\":{}",
+            "\"end_to_end_s\":{:.3},\"ns_per_row\":{:.0},\"peak_rss_mib\":{},\"rss_before_mib\":{}",
             self.wall_s,
             self.ns_per_row,
-            self.peak_rss_mib
-                .map_or_else(|| "null".to_owned(), |m| format!("{m:.1}"))
+            mib_json(self.peak_rss_mib),
+            mib_json(self.rss_before_mib)
         )
     }
 
     fn line(&self) -> String {
         format!(
-            "{:.3} s end to end, {:.0} ns/row, peak RSS {}",
+            "{:.3} s end to end, {:.0} ns/row, peak RSS {} MiB (from {} MiB)",
             self.wall_s,
             self.ns_per_row,
-            self.peak_rss_mib
-                .map_or_else(|| "unknown".to_owned(), |m| format!("{m:.1} MiB"))
+            mib_json(self.peak_rss_mib),
+            mib_json(self.rss_before_mib)
         )
     }
 }
