@@ -1,19 +1,44 @@
 //! Benchmark on the real-engine tier (`.ci/start-clickhouse`), in one run:
 //!
-//! - end-to-end publication of 1M rows (8 columns of mixed types) to the two members — seal,
-//!   per-member create and load, canonical content digest read back from each member, one
-//!   fenced `ON CLUSTER` RENAME, commit — against the baseline of loading the same artifact into
-//!   one member by hand with `INSERT … FORMAT RowBinary`; reports the ratio;
+//! - end-to-end publication of 1M rows (8 columns of mixed types) to the tier's members — seal,
+//!   per-member create and load, content proof of each member, one fenced `ON CLUSTER` RENAME,
+//!   commit — against the baseline of loading the same artifact into one member by hand with
+//!   `INSERT … FORMAT RowBinary`; reports the ratio;
 //! - member read throughput: streaming the published table back as `RowBinary`;
-//! - the same end-to-end publication (RENAME, then EXCHANGE on the same target) three ways in
-//!   one run: every proof a full read with members one after another (the engine's behaviour
-//!   before physical fingerprints and concurrent members), then with fingerprints one after
-//!   another (`member_parallelism = 1`), then with fingerprints and members concurrently (the
-//!   default) — each with the run's phase breakdown ([`Coordinator::timings`]).
+//! - the same end-to-end publication (RENAME, then EXCHANGE on the same target) four ways in
+//!   one run: the canonical proof (the host reads every table back) with every proof a full
+//!   read and members one after another (the engine before physical fingerprints and
+//!   concurrent members); the canonical proof with fingerprints and members concurrently; the
+//!   rowset proof (each member computes its digest) one member after another; and the rowset
+//!   proof with members concurrently (the default) — each with the run's phase breakdown
+//!   ([`Coordinator::timings`]).
+//!
+//! Every measured publication also reports its time per row (`ns_per_row`) and the peak
+//! resident memory of this (the host's) process during it (`peak_rss_mib`: the high-water mark
+//! is reset by writing `5` to `/proc/self/clear_refs` before the run and `VmHWM` is read from
+//! `/proc/self/status` after it; `null` where Linux's `/proc` does not allow it). The reset
+//! brings the mark down to the RSS the process holds at that moment, so `rss_before_mib` (that
+//! RSS, memory the allocator kept from earlier runs included) is reported beside it as its floor.
+//!
+//! **Source order.** The generated source returns its rows in the order PostgreSQL returns a
+//! heap under a synchronized sequential scan, not in key order: the scan joins one already under
+//! way, so it starts a third of the way into the table and wraps (ids `n/3..n`, then `0..n/3`),
+//! and about 1% of the rows (a fixed pseudo-random choice of ids) were moved to the end of the
+//! heap by updates that could not stay on their page (non-HOT), so they come after the last
+//! block, before the wrap. Each id's values are the same as in key order; only the order differs.
+//!
+//! `DPONE_BENCH_MODE=scale` measures only the first publication (the RENAME path: no EXCHANGE,
+//! no one-after-another comparison, no read-throughput pass) of the default configuration and of
+//! the canonical proof (`DPONE_BENCH_SCALE=rowset`: the default alone), plus the hand-load
+//! baseline, and prints one JSON line per configuration: rows, members, wall seconds,
+//! ns per row, peak RSS, hand-load seconds, the ratio and the phase breakdown. A failed
+//! publication (for example the canonical sort's memory budget) is reported in the line
+//! (`"outcome":"error"`, with the error) rather than aborting.
 //!
 //! `eval "$(bash .ci/start-clickhouse | tail -n 1 | sed 's/^/export /')"`, then
 //! `cargo bench -p dpone-adapter-clickhouse --bench real_engine` (`DPONE_BENCH_ROWS` overrides
-//! the row count). Prints JSON; needs the tier's variables, and says so otherwise.
+//! the row count; `DPONE_TEST_CLICKHOUSE_MEMBERS=4` before `.ci/start-clickhouse` gives four
+//! members). Prints JSON; needs the tier's variables, and says so otherwise.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // the report is the output
 
 use std::io::{Read, Write};
@@ -47,32 +72,59 @@ fn schema() -> Schema {
     ])
 }
 
+/// The row of id `i` (the same whatever order the source returns it in).
+fn row(i: u64) -> [Value; 8] {
+    let mut uid = [0u8; 16];
+    uid[8..].copy_from_slice(&i.to_be_bytes());
+    uid[6] = 0x40;
+    [
+        Value::UInt(u128::from(i)),
+        Value::Bytes(format!("name-{i}").into_bytes()),
+        Value::Int(i128::from(i) * 37),
+        Value::Int(i128::from(i % 20_000)),
+        Value::Int(1_700_000_000_000 + i128::from(i)),
+        if i.is_multiple_of(3) {
+            Value::Null
+        } else {
+            Value::Bytes(format!("note {i}").into_bytes())
+        },
+        Value::Float(i as f64 / 7.0),
+        Value::Raw16(uid),
+    ]
+}
+
+/// Whether id `i` was moved to the end of the heap by a non-HOT update: a fixed pseudo-random
+/// choice (`SplitMix64` finalizer) of about 1% of the ids, spread over the whole table.
+fn displaced(i: u64) -> bool {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)).is_multiple_of(100)
+}
+
+/// The ids `0..n` in the order a synchronized sequential scan returns the heap: from a third of
+/// the way in to the last block, then the displaced rows at the heap's end, then the wrap to the
+/// first block. Constant memory, so it does not weigh on the measured peak RSS.
+fn scan_order(n: u64) -> impl Iterator<Item = u64> {
+    let start = n / 3;
+    (start..n)
+        .filter(|&i| !displaced(i))
+        .chain((0..n).filter(|&i| displaced(i)))
+        .chain((0..start).filter(|&i| !displaced(i)))
+}
+
+/// The generated source: `self.0` rows in [`scan_order`].
 struct Generated(u64);
 
 impl Extract for Generated {
     fn extract(&self, schema: &Schema, out: &mut dyn Write) -> Result<u64, PortError> {
         let types = column_types(schema).expect("bench schema is in the profile");
         let mut w = RowBinaryWriter::new(types.clone());
-        for i in 0..self.0 {
-            let mut uid = [0u8; 16];
-            uid[8..].copy_from_slice(&i.to_be_bytes());
-            uid[6] = 0x40;
-            w.row(&[
-                Value::UInt(u128::from(i)),
-                Value::Bytes(format!("name-{i}").into_bytes()),
-                Value::Int(i128::from(i) * 37),
-                Value::Int(i128::from(i % 20_000)),
-                Value::Int(1_700_000_000_000 + i128::from(i)),
-                if i % 3 == 0 {
-                    Value::Null
-                } else {
-                    Value::Bytes(format!("note {i}").into_bytes())
-                },
-                Value::Float(i as f64 / 7.0),
-                Value::Raw16(uid),
-            ])
-            .expect("row fits");
-            if i % 65_536 == 65_535 {
+        let mut written = 0u64;
+        for i in scan_order(self.0) {
+            w.row(&row(i)).expect("row fits");
+            written += 1;
+            if written.is_multiple_of(65_536) {
                 out.write_all(&w.finish())
                     .map_err(|_| PortError::rejected("DPONE_BENCH_WRITE"))?;
                 w = RowBinaryWriter::new(types.clone());
@@ -80,7 +132,150 @@ impl Extract for Generated {
         }
         out.write_all(&w.finish())
             .map_err(|_| PortError::rejected("DPONE_BENCH_WRITE"))?;
-        Ok(self.0)
+        Ok(written)
+    }
+}
+
+/// Resets this process's resident-set high-water mark (`VmHWM`) to its current RSS; false when
+/// Linux's `/proc` does not allow it (the mark would then cover the whole process).
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// A `/proc/self/status` memory field (`VmHWM`, `VmRSS`) in MiB, when `/proc` has it.
+fn status_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
+/// What one measured publication cost: wall time, per row, and the host's memory.
+struct Cost {
+    wall_s: f64,
+    ns_per_row: f64,
+    /// Peak RSS during the run (`VmHWM` after a reset), MiB.
+    peak_rss_mib: Option<f64>,
+    /// RSS when the run started (what the process already held, allocator caches included):
+    /// the floor of `peak_rss_mib`, MiB.
+    rss_before_mib: Option<f64>,
+}
+
+fn mib_json(v: Option<f64>) -> String {
+    v.map_or_else(|| "null".to_owned(), |m| format!("{m:.1}"))
+}
+
+impl Cost {
+    /// Runs `f` with the peak RSS reset before it and read after it.
+    fn measure<T>(rows: u64, f: impl FnOnce() -> T) -> (T, Self) {
+        let reset = reset_peak_rss();
+        let rss_before_mib = status_mib("VmRSS");
+        let started = Instant::now();
+        let out = f();
+        let wall_s = started.elapsed().as_secs_f64();
+        let cost = Self {
+            wall_s,
+            ns_per_row: wall_s * 1e9 / rows.max(1) as f64,
+            peak_rss_mib: if reset { status_mib("VmHWM") } else { None },
+            rss_before_mib,
+        };
+        (out, cost)
+    }
+
+    /// `"end_to_end_s":…,"ns_per_row":…,"peak_rss_mib":…,"rss_before_mib":…` (no braces).
+    fn json_fields(&self) -> String {
+        format!(
+            "\"end_to_end_s\":{:.3},\"ns_per_row\":{:.0},\"peak_rss_mib\":{},\"rss_before_mib\":{}",
+            self.wall_s,
+            self.ns_per_row,
+            mib_json(self.peak_rss_mib),
+            mib_json(self.rss_before_mib)
+        )
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{:.3} s end to end, {:.0} ns/row, peak RSS {} MiB (from {} MiB)",
+            self.wall_s,
+            self.ns_per_row,
+            mib_json(self.peak_rss_mib),
+            mib_json(self.rss_before_mib)
+        )
+    }
+}
+
+/// One coordinator configuration the bench measures. A further choice of the engine's (for
+/// example how the content is proven) is one more field here, set in [`Variant::config`], and
+/// one more entry in [`Variant::COMPARISON`] / [`Variant::SCALE`].
+#[derive(Clone, Copy)]
+struct Variant {
+    /// The run's name in the report (`members_served` / `configuration`).
+    label: &'static str,
+    /// Members served at once (`CoordinatorConfig::member_parallelism`); 0 means the default.
+    member_parallelism: usize,
+    /// Physical fingerprints (the adapter as is); without, every proof is a full read.
+    fingerprints: bool,
+    /// The content proof: the member's rowset digest, or the canonical full read-back.
+    content_proof: ContentProof,
+}
+
+impl Variant {
+    /// The default configuration: what a deployment runs.
+    const DEFAULT: Self = Self {
+        label: "rowset_concurrent",
+        member_parallelism: 0,
+        fingerprints: true,
+        content_proof: ContentProof::Rowset,
+    };
+
+    /// The canonical proof (full read-back by the host) with fingerprints, members concurrent:
+    /// the engine before the rowset proof.
+    const CANONICAL: Self = Self {
+        label: "canonical_concurrent",
+        member_parallelism: 0,
+        fingerprints: true,
+        content_proof: ContentProof::Canonical,
+    };
+
+    /// The default mode's before/after comparison, in run order.
+    const COMPARISON: [Self; 4] = [
+        Self {
+            label: "full_reads_sequential",
+            member_parallelism: 1,
+            fingerprints: false,
+            content_proof: ContentProof::Canonical,
+        },
+        Self::CANONICAL,
+        Self {
+            label: "rowset_sequential",
+            member_parallelism: 1,
+            fingerprints: true,
+            content_proof: ContentProof::Rowset,
+        },
+        Self::DEFAULT,
+    ];
+
+    /// What `DPONE_BENCH_MODE=scale` measures: one JSON line each (`DPONE_BENCH_SCALE=rowset`
+    /// measures the default alone).
+    const SCALE: [Self; 2] = [Self::DEFAULT, Self::CANONICAL];
+
+    fn config(&self) -> CoordinatorConfig {
+        let default = CoordinatorConfig::default();
+        CoordinatorConfig {
+            member_parallelism: if self.member_parallelism == 0 {
+                default.member_parallelism
+            } else {
+                self.member_parallelism
+            },
+            content_proof: self.content_proof,
+            ..default
+        }
     }
 }
 
@@ -99,6 +294,14 @@ fn main() {
     let rows: u64 = var("DPONE_BENCH_ROWS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    let scale = match var("DPONE_BENCH_MODE").as_deref() {
+        None | Some("default") => false,
+        Some("scale") => true,
+        Some(other) => {
+            eprintln!("real_engine bench: DPONE_BENCH_MODE is `scale` or unset, not `{other}`");
+            std::process::exit(2);
+        }
+    };
     let member_urls = members
         .split(',')
         .filter(|s| !s.is_empty())
@@ -175,22 +378,24 @@ fn main() {
         .expect("hand load");
     let hand = started.elapsed().as_secs_f64();
 
-    // Member read throughput: the table streamed back as RowBinary.
-    let started = Instant::now();
-    let mut reader = cluster
-        .read_rows(&member1, &database, &hand_table, uuid, &schema())
-        .expect("read");
-    let mut buf = vec![0u8; 1 << 20];
+    // Member read throughput: the table streamed back as RowBinary (not in scale mode).
     let mut read_bytes = 0u64;
-    loop {
-        let n = reader.read(&mut buf).expect("stream");
-        if n == 0 {
-            break;
+    let mut read = 0.0;
+    if !scale {
+        let started = Instant::now();
+        let mut reader = cluster
+            .read_rows(&member1, &database, &hand_table, uuid, &schema())
+            .expect("read");
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = reader.read(&mut buf).expect("stream");
+            if n == 0 {
+                break;
+            }
+            read_bytes += n as u64;
         }
-        read_bytes += n as u64;
+        read = started.elapsed().as_secs_f64();
     }
-    let read = started.elapsed().as_secs_f64();
-    drop(reader);
     cluster
         .drop_exact(&member1, &database, &hand_table, uuid)
         .expect("drop");
@@ -204,23 +409,23 @@ fn main() {
     );
     let env = SystemEnvironment;
     let full_reads = FullReads(&cluster);
-    let coordinator = |member_parallelism, fingerprints: bool, content_proof| {
+    let coordinator = |variant: Variant| {
         Coordinator::new(
             Ports {
                 authority: &cluster,
                 inventory: &cluster,
-                catalog: if fingerprints { &cluster } else { &full_reads },
+                catalog: if variant.fingerprints {
+                    &cluster
+                } else {
+                    &full_reads
+                },
                 ddl: &cluster,
                 artifacts: &source,
                 admission: &gate,
                 env: &env,
                 progress: &NoProgress,
             },
-            CoordinatorConfig {
-                member_parallelism,
-                content_proof,
-                ..CoordinatorConfig::default()
-            },
+            variant.config(),
         )
     };
     let request = |label: &str, path: &str| OperationRequest {
@@ -244,27 +449,65 @@ fn main() {
         .observe(&cluster_name)
         .map(|(rows, _)| rows.len())
         .unwrap_or(0);
+    if scale {
+        // The default configuration's first publication (target absent: RENAME) only.
+        let only_default = var("DPONE_BENCH_SCALE").as_deref() == Some("rowset");
+        for variant in Variant::SCALE {
+            if only_default && variant.label != Variant::DEFAULT.label {
+                continue;
+            }
+            let c = coordinator(variant);
+            let req = request(variant.label, "rename");
+            let (outcome, cost) = Cost::measure(rows, || c.run(&req));
+            let timings = c.timings();
+            let outcome = match outcome {
+                Ok(RunOutcome::Completed { receipt }) => {
+                    assert_eq!(
+                        receipt.publication.kind,
+                        dpone_engine_clickhouse::contracts::DdlKind::Rename
+                    );
+                    "\"outcome\":\"completed\"".to_owned()
+                }
+                Ok(RunOutcome::InProgress { phase, .. }) => format!(
+                    "\"outcome\":\"in_progress\",\"phase\":{}",
+                    serde_json::to_string(&format!("{phase:?}")).expect("encode")
+                ),
+                Err(e) => format!(
+                    "\"outcome\":\"error\",\"error\":{}",
+                    serde_json::to_string(&e.to_string()).expect("encode")
+                ),
+            };
+            eprintln!(
+                "{} rename ({outcome}): {}; {}",
+                variant.label,
+                cost.line(),
+                breakdown(&timings)
+            );
+            println!(
+                "{{\"bench\":\"clickhouse_real_engine_scale\",\"rows\":{rows},\"members\":{member_count},\
+\"configuration\":\"{}\",\"path\":\"rename\",\"source_order\":\"synchronized_scan_wrapped_1pct_displaced\",\
+{outcome},{},\"hand_load_one_member_s\":{hand:.3},\"ratio_end_to_end_over_hand\":{:.2},\
+\"seal_s\":{seal:.3},\"artifact_bytes\":{},\"phase_timings\":{}}}",
+                variant.label,
+                cost.json_fields(),
+                cost.wall_s / hand,
+                identity.byte_size,
+                serde_json::to_string(&timings).expect("timings encode")
+            );
+        }
+        return;
+    }
     let mut runs = Vec::new();
-    let concurrent = CoordinatorConfig::default().member_parallelism;
-    for (label, parallelism, fingerprints, proof) in [
-        ("full_reads_sequential", 1, false, ContentProof::Canonical),
-        (
-            "canonical_concurrent",
-            concurrent,
-            true,
-            ContentProof::Canonical,
-        ),
-        ("rowset_sequential", 1, true, ContentProof::Rowset),
-        ("rowset_concurrent", concurrent, true, ContentProof::Rowset),
-    ] {
-        let c = coordinator(parallelism, fingerprints, proof);
+    for variant in Variant::COMPARISON {
+        let label = variant.label;
+        let c = coordinator(variant);
         // First publication (target absent: RENAME), then a second operation on the same
         // target (EXCHANGE, then the predecessor's cleanup).
         for path in ["rename", "exchange"] {
             let req = request(label, path);
-            let started = Instant::now();
-            let outcome = c.run(&req).expect("publication");
-            let e2e = started.elapsed().as_secs_f64();
+            let (outcome, cost) = Cost::measure(rows, || c.run(&req));
+            let outcome = outcome.expect("publication");
+            let e2e = cost.wall_s;
             let RunOutcome::Completed { receipt } = outcome else {
                 panic!("the publication did not complete");
             };
@@ -275,12 +518,10 @@ fn main() {
             };
             assert_eq!(receipt.publication.kind, expected);
             let timings = c.timings();
-            eprintln!(
-                "{label} {path}: {e2e:.3} s end to end; {}",
-                breakdown(&timings)
-            );
+            eprintln!("{label} {path}: {}; {}", cost.line(), breakdown(&timings));
             runs.push(format!(
-                "{{\"members_served\":\"{label}\",\"path\":\"{path}\",\"end_to_end_s\":{e2e:.3},\"ratio_end_to_end_over_hand\":{:.2},\"phase_timings\":{}}}",
+                "{{\"members_served\":\"{label}\",\"path\":\"{path}\",{},\"ratio_end_to_end_over_hand\":{:.2},\"phase_timings\":{}}}",
+                cost.json_fields(),
                 e2e / hand,
                 serde_json::to_string(&timings).expect("timings encode")
             ));
