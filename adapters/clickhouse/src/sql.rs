@@ -268,18 +268,20 @@ pub fn read_rows(database: &str, table: &str, schema: &Schema) -> Result<Stateme
 /// concatenated. `substring(…, 1, 32)` makes each hash a `String` of exactly 32 bytes (a
 /// `FixedString` converted to `String` loses trailing zero bytes).
 pub fn rowset_buckets(database: &str, table: &str, schema: &Schema) -> Result<Statement, SqlError> {
+    // Columns are referenced qualified, so no alias of the query can stand for a column of the
+    // same name.
+    let table = qualified(database, table)?;
     let mut cols = Vec::new();
     for (i, c) in schema.columns.iter().enumerate() {
         parse_type(&c.type_name).ok_or(SqlError::Type(i))?;
-        cols.push(ident(&c.name)?);
+        cols.push(format!("{table}.{}", ident(&c.name)?));
     }
     Ok(Statement::new(format!(
         "SELECT toUInt8(reinterpretAsUInt8(substring(h, 1, 1))) AS bucket, toUInt64(count()) AS rows, \
          hex(SHA256(arrayStringConcat(arraySort(groupArray(h))))) AS digest \
-         FROM (SELECT substring(SHA256(formatRowNoNewline('RowBinary', {})), 1, 32) AS h FROM {}) \
+         FROM (SELECT substring(SHA256(formatRowNoNewline('RowBinary', {})), 1, 32) AS h FROM {table}) \
          GROUP BY bucket ORDER BY bucket",
         cols.join(", "),
-        qualified(database, table)?
     )))
 }
 

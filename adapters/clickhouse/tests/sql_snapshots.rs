@@ -87,6 +87,10 @@ fn member_catalog() {
         SELECT `id`, `name`, `amount`, `uid` FROM `db`.`t` ORDER BY `id` ASC NULLS FIRST, length(`name`) ASC NULLS FIRST, `name` ASC NULLS FIRST, `amount` ASC NULLS FIRST, toString(`uid`) ASC NULLS FIRST
     "#]]
     .assert_eq(&sql::read_rows("db", "t", &schema()).unwrap().to_string());
+    expect![[r#"
+        SELECT toUInt8(reinterpretAsUInt8(substring(h, 1, 1))) AS bucket, toUInt64(count()) AS rows, hex(SHA256(arrayStringConcat(arraySort(groupArray(h))))) AS digest FROM (SELECT substring(SHA256(formatRowNoNewline('RowBinary', `db`.`t`.`id`, `db`.`t`.`name`, `db`.`t`.`amount`, `db`.`t`.`uid`)), 1, 32) AS h FROM `db`.`t`) GROUP BY bucket ORDER BY bucket
+    "#]]
+    .assert_eq(&sql::rowset_buckets("db", "t", &schema()).unwrap().to_string());
     let s = schema();
     let order = vec!["id".to_string()];
     let spec = CandidateSpec {
@@ -203,6 +207,10 @@ fn identifiers_are_quoted_and_bad_parts_refused() {
     );
     let bad_type = Schema::of(&[("a", "Array(Int8)")]);
     assert_eq!(sql::read_rows("db", "t", &bad_type), Err(SqlError::Type(0)));
+    assert_eq!(
+        sql::rowset_buckets("db", "t", &bad_type),
+        Err(SqlError::Type(0))
+    );
     let s = schema();
     for engine in ["ReplicatedMergeTree", "Distributed", "MergeTree() ; DROP"] {
         let spec = CandidateSpec {
@@ -245,6 +253,7 @@ fn every_statement_is_well_formed() {
         sql::table_columns("d", "t"),
         sql::table_count("d", "t").unwrap(),
         sql::read_rows("d", "t", &s).unwrap(),
+        sql::rowset_buckets("d", "t", &s).unwrap(),
         sql::drop_candidate("d", "t").unwrap(),
         sql::ddl_queue("c", "q"),
         sql::ping(),

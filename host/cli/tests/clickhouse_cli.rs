@@ -907,9 +907,19 @@ fn a_real_postgres_relation_publishes_through_the_component_on_a_synthetic_clust
     };
     let expected =
         content_digest(&schema, expected_source_rows(&schema).as_slice(), 1 << 28).expect("digest");
+    let expected_rowset = dpone_engine_clickhouse::canonical::rowset_digest(
+        &schema,
+        expected_source_rows(&schema).as_slice(),
+        1 << 28,
+    )
+    .expect("rowset digest");
     assert_eq!(receipt.artifact.row_count, 500);
     assert_eq!(
-        receipt.content_digest, expected.digest,
+        receipt.content_proof,
+        dpone_engine_clickhouse::contracts::ContentProof::Rowset
+    );
+    assert_eq!(
+        receipt.content_digest, expected_rowset.digest,
         "the artifact is exactly the relation"
     );
     assert_eq!(receipt.members.len(), 2);
