@@ -105,6 +105,21 @@ impl<R: Read> RowReader<R> {
         Ok(self.end >= need)
     }
 
+    /// Consumes the `p` bytes of whole rows decoded from the buffer and reads on: true when
+    /// more bytes arrived, false at a clean end of the stream (no partial row left).
+    fn advance(&mut self, p: usize) -> Result<bool, DecodeError> {
+        self.pos += p;
+        self.consumed += p as u64;
+        let have = self.end - self.pos;
+        if self.more(have)? {
+            Ok(true)
+        } else if have == 0 {
+            Ok(false)
+        } else {
+            Err(DecodeError::Truncated)
+        }
+    }
+
     /// Decodes every row, appending each row's canonical encoding to `out` and then calling
     /// `on_row(out, row_start, stream_offset_after_row)`; `on_row` returns false to stop early.
     /// Returns the number of rows decoded.
@@ -133,15 +148,8 @@ impl<R: Read> RowReader<R> {
                     return Ok(rows);
                 }
             }
-            self.pos += p;
-            self.consumed += p as u64;
-            let have = self.end - self.pos;
-            if !self.more(have)? {
-                return if have == 0 {
-                    Ok(rows)
-                } else {
-                    Err(DecodeError::Truncated)
-                };
+            if !self.advance(p)? {
+                return Ok(rows);
             }
         }
     }
@@ -173,15 +181,8 @@ impl<R: Read> RowReader<R> {
                 rows += 1;
                 on_row(&buf[start..p]);
             }
-            self.pos += p;
-            self.consumed += p as u64;
-            let have = self.end - self.pos;
-            if !self.more(have)? {
-                return if have == 0 {
-                    Ok(rows)
-                } else {
-                    Err(DecodeError::Truncated)
-                };
+            if !self.advance(p)? {
+                return Ok(rows);
             }
         }
     }
