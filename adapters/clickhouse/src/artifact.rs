@@ -68,17 +68,21 @@ fn to_receipt(i: &ArtifactIdentity) -> ArtifactReceipt {
 }
 
 /// Adapts the store writer to `Write` while remembering a bound breach.
-struct Bounded<'w, 's> {
+struct Bounded<'w, 's, 'o> {
     inner: &'w mut dpone_artifact_store::ArtifactWriter<'s>,
     breach: Option<StoreError>,
     max: u64,
+    /// Receives a copy of exactly the bytes the store accepted; its failures are ignored.
+    observer: &'o mut dyn Write,
 }
 
-impl Write for Bounded<'_, '_> {
+impl Write for Bounded<'_, '_, '_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.inner.write(buf).inspect_err(|e| {
+        let n = self.inner.write(buf).inspect_err(|e| {
             self.breach = Some(write_error(e, self.max));
-        })
+        })?;
+        let _ = self.observer.write_all(&buf[..n]);
+        Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -88,6 +92,16 @@ impl Write for Bounded<'_, '_> {
 
 impl<E: Extract> ArtifactSource for StoreArtifactSource<'_, E> {
     fn seal(&self, schema: &Schema, max_bytes: u64) -> Result<ArtifactIdentity, PortError> {
+        self.seal_observed(schema, max_bytes, &mut std::io::sink())
+            .map(|(id, _)| id)
+    }
+
+    fn seal_observed(
+        &self,
+        schema: &Schema,
+        max_bytes: u64,
+        observer: &mut dyn Write,
+    ) -> Result<(ArtifactIdentity, bool), PortError> {
         let digest = schema_digest(schema);
         let mut writer = self
             .store
@@ -98,6 +112,7 @@ impl<E: Extract> ArtifactSource for StoreArtifactSource<'_, E> {
                 inner: &mut writer,
                 breach: None,
                 max: max_bytes.min(self.store.max_bytes()),
+                observer,
             };
             let result = self.extract.extract(schema, &mut out);
             if let Some(b) = out.breach.take() {
@@ -107,7 +122,7 @@ impl<E: Extract> ArtifactSource for StoreArtifactSource<'_, E> {
         };
         writer.add_rows(rows);
         let receipt = writer.seal().map_err(|e| store_error(&e))?;
-        Ok(to_identity(&receipt))
+        Ok((to_identity(&receipt), true))
     }
 
     fn revalidate(&self, identity: &ArtifactIdentity) -> Result<(), PortError> {

@@ -309,6 +309,18 @@ pub trait ArtifactSource {
     /// Extracts the source once into a sealed artifact of `schema` in `RowBinary`, bounded by
     /// `max_bytes`.
     fn seal(&self, schema: &Schema, max_bytes: u64) -> Result<ArtifactIdentity, PortError>;
+    /// [`Self::seal`], also writing to `observer`, in order and as they are stored, exactly the
+    /// bytes the sealed artifact holds; a failed write to `observer` is ignored. Returns whether
+    /// the bytes were observed: the engine then digests them while the source is extracted
+    /// instead of reading the stored artifact again. Default: seals without observing.
+    fn seal_observed(
+        &self,
+        schema: &Schema,
+        max_bytes: u64,
+        _observer: &mut dyn std::io::Write,
+    ) -> Result<(ArtifactIdentity, bool), PortError> {
+        self.seal(schema, max_bytes).map(|id| (id, false))
+    }
     /// Re-hashes the stored artifact and checks it against `identity`.
     fn revalidate(&self, identity: &ArtifactIdentity) -> Result<(), PortError>;
     /// Opens the artifact bytes for reading.

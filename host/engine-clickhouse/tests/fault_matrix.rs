@@ -867,3 +867,45 @@ fn an_operation_recorded_under_the_canonical_proof_finishes_under_it() {
         );
     }
 }
+
+#[test]
+fn a_malformed_artifact_aborts_before_any_member_is_touched_under_either_proof() {
+    // Tier: engine on in-process ports. Under the rowset proof the artifact is digested while it
+    // is sealed (the synthetic source shows its bytes as it stores them); under the canonical
+    // proof it is read back. Either way a stream that does not decode is refused before any
+    // candidate exists, and the operation aborts.
+    let p = profile();
+    for proof in [ContentProof::Rowset, ContentProof::Canonical] {
+        let mut w = World::new(&p, 2, false);
+        let mut bytes = p.rows(1, p.artifact_rows);
+        bytes.pop();
+        w.artifacts =
+            dpone_engine_clickhouse::synthetic::SyntheticArtifacts::new(bytes, p.artifact_rows);
+        let config = CoordinatorConfig {
+            content_proof: proof,
+            ..CoordinatorConfig::default()
+        };
+        let e = w
+            .coordinator_config(config)
+            .run(&p.request())
+            .expect_err("malformed artifact");
+        assert_eq!(e.code(), codes::CONTENT_DECODE, "{proof:?}");
+        assert_eq!(w.cluster.metrics().loads, 0, "{proof:?}");
+        let key = target_key(&p.cluster, &p.database, &p.target);
+        let op = operation_id(
+            &p.request().scheduler_invocation,
+            &key,
+            &p.request().plan_digest,
+        );
+        let cand = candidate_name(&p.target, &op);
+        for i in 0..2 {
+            assert!(w.cluster.snapshot(i, &p.database, &cand).is_none());
+        }
+        let again = w.coordinator_config(config).run(&p.request());
+        assert_eq!(
+            again.expect_err("aborted").code(),
+            codes::OPERATION_ABORTED,
+            "{proof:?}"
+        );
+    }
+}

@@ -10,6 +10,7 @@ mod publish;
 pub mod resolve;
 mod stage;
 mod status;
+mod tee;
 mod timing;
 
 use dpone_policy_model::admission::{

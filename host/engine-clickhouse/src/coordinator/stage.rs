@@ -16,6 +16,17 @@ use crate::contracts::{
 use crate::error::EngineError;
 use crate::ports::{CandidateSpec, LoadTokens, PortError, TableObservation};
 
+/// A rowset digest failure over the artifact: local disk trouble (a full or unwritable
+/// temporary directory) is not the artifact's fault and stays retryable, nothing aborted.
+fn rowset_error(e: DigestError) -> EngineError {
+    match e {
+        DigestError::Spill(_) => EngineError::ArtifactUnavailable(PortError::unavailable(
+            "DPONE_CLICKHOUSE_DIGEST_SPILL_FAILED",
+        )),
+        other => digest_error(other),
+    }
+}
+
 fn digest_error(e: DigestError) -> EngineError {
     match e {
         DigestError::UnsupportedType { column } => EngineError::UnsupportedColumnType { column },
@@ -237,6 +248,44 @@ impl Coordinator<'_> {
         self.prove_table(op, proof, member, name, uuid)
     }
 
+    /// Seals the artifact; under the rowset proof, digests its bytes on a second thread while
+    /// the source adapter extracts and stores them (when the adapter can show them), so the
+    /// stored artifact is not read again for its digest. The digest is `None` when the bytes
+    /// were not observed (or the digest thread failed): [`Self::artifact_digest`] then reads
+    /// the stored artifact.
+    fn seal_and_digest(
+        &self,
+        op: &Op<'_>,
+        proof: ContentProof,
+    ) -> Result<
+        (
+            ArtifactIdentity,
+            Option<Result<canonical::ContentSummary, DigestError>>,
+        ),
+        PortError,
+    > {
+        if proof != ContentProof::Rowset {
+            return self
+                .ports
+                .artifacts
+                .seal(&op.req.schema, op.max_bytes)
+                .map(|a| (a, None));
+        }
+        let schema = &op.req.schema;
+        let budget = self.config.rowset_memory_budget;
+        let (mut writer, reader) = super::tee::pipe();
+        std::thread::scope(|s| {
+            let digest = s.spawn(move || canonical::rowset_digest(schema, reader, budget));
+            let sealed = self
+                .ports
+                .artifacts
+                .seal_observed(schema, op.max_bytes, &mut writer);
+            drop(writer);
+            let digest = digest.join().ok();
+            sealed.map(|(a, observed)| (a, if observed { digest } else { None }))
+        })
+    }
+
     fn artifact_digest(
         &self,
         op: &Op<'_>,
@@ -253,14 +302,7 @@ impl Coordinator<'_> {
             ContentProof::Rowset => {
                 let reader = self.ports.artifacts.open(id).map_err(unavailable)?;
                 canonical::rowset_digest(&op.req.schema, reader, self.config.rowset_memory_budget)
-                    .map_err(|e| match e {
-                        // Local disk trouble (full, unwritable temporary directory) is not the
-                        // artifact's fault: retryable, nothing aborted.
-                        DigestError::Spill(_) => EngineError::ArtifactUnavailable(
-                            PortError::unavailable("DPONE_CLICKHOUSE_DIGEST_SPILL_FAILED"),
-                        ),
-                        other => digest_error(other),
-                    })
+                    .map_err(rowset_error)
             }
             ContentProof::Canonical => {
                 let open = || self.ports.artifacts.open(id);
@@ -349,9 +391,14 @@ impl Coordinator<'_> {
     /// LOCKED → STAGING: seal the artifact, observe the baseline, bind both (or ABORT when the
     /// artifact is unsupported; nothing has been mutated yet).
     pub(crate) fn bind_stage(&self, op: &Op<'_>, held: Held) -> Result<Held, EngineError> {
-        let artifact = self.clock.phase(RunPhase::Seal, || {
-            self.ports.artifacts.seal(&op.req.schema, op.max_bytes)
-        });
+        let proof = held.record.content_proof;
+        let sealed = self
+            .clock
+            .phase(RunPhase::Seal, || self.seal_and_digest(op, proof));
+        let (artifact, observed) = match sealed {
+            Ok((a, d)) => (Ok(a), d),
+            Err(e) => (Err(e), None),
+        };
         let artifact = match artifact {
             Ok(a) => a,
             Err(e) if e.class == crate::ports::ARTIFACT_TOO_LARGE => {
@@ -377,9 +424,13 @@ impl Coordinator<'_> {
         if artifact.schema_digest != op.schema_digest {
             return Err(self.abort(op, &held, EngineError::ArtifactInvalid("schema digest")));
         }
-        let content = match self.clock.phase(RunPhase::ArtifactDigest, || {
-            self.artifact_digest(op, held.record.content_proof, &artifact)
-        }) {
+        let content = match self
+            .clock
+            .phase(RunPhase::ArtifactDigest, || match observed {
+                // Digested while it was extracted: exactly the bytes the store sealed.
+                Some(digest) => digest.map_err(rowset_error),
+                None => self.artifact_digest(op, proof, &artifact),
+            }) {
             Ok(c) => c,
             Err(e @ (EngineError::ArtifactUnavailable(_) | EngineError::Interrupted { .. })) => {
                 return Err(e);
