@@ -176,13 +176,9 @@ impl RowsetHasher {
             if let Some((file, _)) = self.spill.as_mut() {
                 for &(offset, n) in &self.segments[b] {
                     file.seek(SeekFrom::Start(offset))?;
-                    let mut bytes = vec![0u8; n as usize * HASH_BYTES];
-                    file.read_exact(&mut bytes)?;
-                    hashes.extend(
-                        bytes
-                            .chunks_exact(HASH_BYTES)
-                            .map(|c| <[u8; HASH_BYTES]>::try_from(c).unwrap_or([0; HASH_BYTES])),
-                    );
+                    let start = hashes.len();
+                    hashes.resize(start + n as usize, [0; HASH_BYTES]);
+                    file.read_exact(hashes[start..].as_flattened_mut())?;
                 }
             }
             if hashes.is_empty() {

@@ -245,14 +245,6 @@ impl ContentProof {
     pub fn is_canonical(&self) -> bool {
         *self == Self::Canonical
     }
-
-    /// The stable name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Canonical => "canonical",
-            Self::Rowset => "rowset",
-        }
-    }
 }
 
 /// The external authority record (`dpone.clickhouse.cluster-external-full-refresh.v1`).

@@ -16,17 +16,6 @@ use crate::contracts::{
 use crate::error::EngineError;
 use crate::ports::{CandidateSpec, LoadTokens, PortError, TableObservation};
 
-/// A rowset digest failure over the artifact: local disk trouble (a full or unwritable
-/// temporary directory) is not the artifact's fault and stays retryable, nothing aborted.
-fn rowset_error(e: DigestError) -> EngineError {
-    match e {
-        DigestError::Spill(_) => EngineError::ArtifactUnavailable(PortError::unavailable(
-            "DPONE_CLICKHOUSE_DIGEST_SPILL_FAILED",
-        )),
-        other => digest_error(other),
-    }
-}
-
 fn digest_error(e: DigestError) -> EngineError {
     match e {
         DigestError::UnsupportedType { column } => EngineError::UnsupportedColumnType { column },
@@ -36,7 +25,11 @@ fn digest_error(e: DigestError) -> EngineError {
             EngineError::ContentDecode("the row stream failed while reading")
         }
         DigestError::Decode(_) => EngineError::ContentDecode("malformed typed row stream"),
-        DigestError::Spill(_) => EngineError::ContentDecode("the digest's temporary file failed"),
+        // Local disk trouble (a full or unwritable temporary directory) is not the content's
+        // fault: retryable, nothing aborted.
+        DigestError::Spill(_) => EngineError::ArtifactUnavailable(PortError::unavailable(
+            "DPONE_CLICKHOUSE_DIGEST_SPILL_FAILED",
+        )),
     }
 }
 
@@ -302,7 +295,7 @@ impl Coordinator<'_> {
             ContentProof::Rowset => {
                 let reader = self.ports.artifacts.open(id).map_err(unavailable)?;
                 canonical::rowset_digest(&op.req.schema, reader, self.config.rowset_memory_budget)
-                    .map_err(rowset_error)
+                    .map_err(digest_error)
             }
             ContentProof::Canonical => {
                 let open = || self.ports.artifacts.open(id);
@@ -396,11 +389,7 @@ impl Coordinator<'_> {
             .clock
             .phase(RunPhase::Seal, || self.seal_and_digest(op, proof));
         let (artifact, observed) = match sealed {
-            Ok((a, d)) => (Ok(a), d),
-            Err(e) => (Err(e), None),
-        };
-        let artifact = match artifact {
-            Ok(a) => a,
+            Ok(sealed) => sealed,
             Err(e) if e.class == crate::ports::ARTIFACT_TOO_LARGE => {
                 let err = EngineError::ArtifactTooLarge { max: op.max_bytes };
                 return Err(self.abort(op, &held, err));
@@ -428,7 +417,7 @@ impl Coordinator<'_> {
             .clock
             .phase(RunPhase::ArtifactDigest, || match observed {
                 // Digested while it was extracted: exactly the bytes the store sealed.
-                Some(digest) => digest.map_err(rowset_error),
+                Some(digest) => digest.map_err(digest_error),
                 None => self.artifact_digest(op, proof, &artifact),
             }) {
             Ok(c) => c,
