@@ -302,7 +302,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let member_urls = members
+    let member_urls: std::collections::BTreeMap<(u32, u32), String> = members
         .split(',')
         .filter(|s| !s.is_empty())
         .map(|item| {
@@ -314,6 +314,7 @@ fn main() {
             )
         })
         .collect();
+    let member_ids: Vec<_> = member_urls.keys().map(|&(s, r)| member_id(s, r)).collect();
     let database = var("DPONE_TEST_CLICKHOUSE_DATABASE").unwrap_or_else(|| "dpone_test".into());
     let cluster_name =
         var("DPONE_TEST_CLICKHOUSE_CLUSTER").unwrap_or_else(|| "analytics_cluster".into());
@@ -399,6 +400,17 @@ fn main() {
     cluster
         .drop_exact(&member1, &database, &hand_table, uuid)
         .expect("drop");
+
+    // The floor no protocol can go below on this tier: the same artifact loaded into every
+    // member at once (one thread per member, no proof), then the same plus each member's own
+    // rowset query. Both are the members' work alone, with the host doing nothing else.
+    let floor = Floor::measure(&cluster, &source, &identity, &member_ids, &database, &tag);
+    eprintln!(
+        "floor ({} members): load into every member at once {:.3} s; load then each member's rowset digest {:.3} s",
+        member_ids.len(),
+        floor.load_all_s,
+        floor.load_and_digest_s
+    );
 
     // End to end through the engine: seal, every member, digests, publication, commit; once
     // with members one after another, once concurrently.
@@ -487,10 +499,11 @@ fn main() {
                 "{{\"bench\":\"clickhouse_real_engine_scale\",\"rows\":{rows},\"members\":{member_count},\
 \"configuration\":\"{}\",\"path\":\"rename\",\"source_order\":\"synchronized_scan_wrapped_1pct_displaced\",\
 {outcome},{},\"hand_load_one_member_s\":{hand:.3},\"ratio_end_to_end_over_hand\":{:.2},\
-\"seal_s\":{seal:.3},\"artifact_bytes\":{},\"phase_timings\":{}}}",
+\"seal_s\":{seal:.3},{},\"artifact_bytes\":{},\"phase_timings\":{}}}",
                 variant.label,
                 cost.json_fields(),
                 cost.wall_s / hand,
+                floor.json_fields(),
                 identity.byte_size,
                 serde_json::to_string(&timings).expect("timings encode")
             );
@@ -529,13 +542,103 @@ fn main() {
     }
     println!(
         "{{\"bench\":\"clickhouse_real_engine\",\"rows\":{rows},\"columns\":8,\"artifact_bytes\":{},\
-\"members\":{member_count},\"hand_load_one_member_s\":{hand:.3},\"seal_s\":{seal:.3},\
+\"members\":{member_count},\"hand_load_one_member_s\":{hand:.3},\"seal_s\":{seal:.3},{},\
 \"member_read_mb_s\":{:.1},\"member_read_rows_s\":{:.0},\"runs\":[{}]}}",
         identity.byte_size,
+        floor.json_fields(),
         read_bytes as f64 / read / 1e6,
         rows as f64 / read,
         runs.join(",")
     );
+}
+
+/// What the members alone take, with no protocol around them (seconds).
+struct Floor {
+    /// The sealed artifact loaded into every member concurrently.
+    load_all_s: f64,
+    /// The same loads, each followed on its member by that member's rowset-digest query.
+    load_and_digest_s: f64,
+}
+
+impl Floor {
+    fn measure(
+        cluster: &ClickHouseCluster,
+        source: &StoreArtifactSource<'_, Generated>,
+        identity: &dpone_engine_clickhouse::contracts::ArtifactIdentity,
+        members: &[dpone_engine_clickhouse::contracts::MemberId],
+        database: &str,
+        tag: &str,
+    ) -> Self {
+        let round = |round: &str, digest: bool| -> f64 {
+            let tables: Vec<_> = members
+                .iter()
+                .enumerate()
+                .map(|(i, member)| {
+                    let name = format!("bench_floor_{round}_{i}_{tag}");
+                    let uuid = dpone_engine_clickhouse::contracts::Uuid::parse(&format!(
+                        "f1004000-0000-4000-8000-{:012x}",
+                        i + if digest { 100 } else { 0 }
+                    ))
+                    .expect("uuid");
+                    let spec = dpone_engine_clickhouse::ports::CandidateSpec {
+                        database,
+                        name: &name,
+                        uuid,
+                        schema: &schema(),
+                        engine: "MergeTree",
+                        order_by: &["id".to_owned()],
+                    };
+                    cluster.create_candidate(member, &spec).expect("create");
+                    (member, name, uuid)
+                })
+                .collect();
+            let started = Instant::now();
+            std::thread::scope(|scope| {
+                for (member, name, uuid) in &tables {
+                    scope.spawn(move || {
+                        let mut bytes = source.open(identity).expect("open");
+                        cluster
+                            .load(
+                                member,
+                                database,
+                                name,
+                                *uuid,
+                                &mut bytes,
+                                &dpone_engine_clickhouse::ports::LoadTokens {
+                                    query_id: format!("bench-{name}"),
+                                    dedup_token: format!("bench-{name}"),
+                                },
+                            )
+                            .expect("floor load");
+                        if digest {
+                            let buckets = cluster
+                                .rowset_buckets(member, database, name, *uuid, &schema())
+                                .expect("floor digest");
+                            assert!(!buckets.is_empty(), "a loaded table has rows");
+                        }
+                    });
+                }
+            });
+            let elapsed = started.elapsed().as_secs_f64();
+            for (member, name, uuid) in &tables {
+                cluster
+                    .drop_exact(member, database, name, *uuid)
+                    .expect("drop");
+            }
+            elapsed
+        };
+        Self {
+            load_all_s: round("load", false),
+            load_and_digest_s: round("digest", true),
+        }
+    }
+
+    fn json_fields(&self) -> String {
+        format!(
+            "\"floor_load_every_member_s\":{:.3},\"floor_load_and_member_digest_s\":{:.3}",
+            self.load_all_s, self.load_and_digest_s
+        )
+    }
 }
 
 /// The adapter without physical fingerprints: every content proof reads the table in full
@@ -617,7 +720,7 @@ impl MemberCatalog for FullReads<'_> {
 /// One line: each phase, then each member's steps, in seconds.
 fn breakdown(t: &dpone_engine_clickhouse::RunTimings) -> String {
     let mut out = format!(
-        "seal {:.3}, artifact digest {:.3}, baseline {:.3}, stage {:.3}, authorize {:.3}, publish {:.3} (commit {:.3}), cleanup {:.3}",
+        "seal {:.3}, artifact digest {:.3}, baseline {:.3}, stage {:.3}, authorize {:.3}, publish {:.3} (commit {:.3}), cleanup {:.3}; authority {:.3} in {} calls",
         t.seal_s,
         t.artifact_digest_s,
         t.baseline_s,
@@ -625,7 +728,9 @@ fn breakdown(t: &dpone_engine_clickhouse::RunTimings) -> String {
         t.authorize_s,
         t.publish_s,
         t.commit_s,
-        t.cleanup_s
+        t.cleanup_s,
+        t.authority_s,
+        t.authority_calls
     );
     for m in &t.members {
         out.push_str(&format!(

@@ -23,21 +23,31 @@ pub(crate) struct Held {
 }
 
 impl Coordinator<'_> {
+    /// Runs one authority-store call, timing it for the run's evidence.
+    fn authority_timed<T>(&self, call: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = call();
+        self.clock.add_authority(started.elapsed());
+        out
+    }
+
     pub(crate) fn read_slot(
         &self,
         key: &TargetKey,
     ) -> Result<Option<(u64, AuthoritySlot)>, EngineError> {
-        let v = self.ports.authority.read(key).map_err(|e| {
-            super::port_failure(
-                e,
-                "authority read",
-                || super::COORDINATOR_SCOPE.into(),
-                |source| EngineError::AuthorityUnconfirmed {
-                    phase: "read",
-                    source,
-                },
-            )
-        })?;
+        let v = self
+            .authority_timed(|| self.ports.authority.read(key))
+            .map_err(|e| {
+                super::port_failure(
+                    e,
+                    "authority read",
+                    || super::COORDINATOR_SCOPE.into(),
+                    |source| EngineError::AuthorityUnconfirmed {
+                        phase: "read",
+                        source,
+                    },
+                )
+            })?;
         match v {
             None => Ok(None),
             Some(v) => {
@@ -187,8 +197,10 @@ impl Coordinator<'_> {
         contracts::validate_external(&next).map_err(EngineError::AuthorityCorrupt)?;
         let text = contracts::encode_external(&next);
         let sent = match expected {
-            None => self.ports.authority.insert(&op.target_key, &text),
-            Some(v) => self.ports.authority.update(&op.target_key, v, &text),
+            None => self.authority_timed(|| self.ports.authority.insert(&op.target_key, &text)),
+            Some(v) => {
+                self.authority_timed(|| self.ports.authority.update(&op.target_key, v, &text))
+            }
         };
         if let Err(e) = &sent
             && e.kind == PortErrorKind::Interrupted
@@ -196,17 +208,19 @@ impl Coordinator<'_> {
             return Err(EngineError::Interrupted { step: label });
         }
         // Read back: only the exact value at exactly version + 1 confirms the write.
-        let back = self.ports.authority.read(&op.target_key).map_err(|e| {
-            super::port_failure(
-                e,
-                label,
-                || super::COORDINATOR_SCOPE.into(),
-                |e| EngineError::AuthorityUnconfirmed {
-                    phase: label,
-                    source: sent.clone().err().unwrap_or(e),
-                },
-            )
-        })?;
+        let back = self
+            .authority_timed(|| self.ports.authority.read(&op.target_key))
+            .map_err(|e| {
+                super::port_failure(
+                    e,
+                    label,
+                    || super::COORDINATOR_SCOPE.into(),
+                    |e| EngineError::AuthorityUnconfirmed {
+                        phase: label,
+                        source: sent.clone().err().unwrap_or(e),
+                    },
+                )
+            })?;
         match back {
             Some(v) if v.version == version => match contracts::decode_slot(&v.value) {
                 Ok(AuthoritySlot::External(r)) if *r == next => Ok(Held {

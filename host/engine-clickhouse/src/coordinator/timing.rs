@@ -29,6 +29,11 @@ pub struct RunTimings {
     pub commit_s: f64,
     /// COMMITTED → COMPLETED: predecessor cleanup.
     pub cleanup_s: f64,
+    /// Time spent in the authority store (every read and every write of the operation's
+    /// record, summed over all phases and threads; overlaps the phases above).
+    pub authority_s: f64,
+    /// How many authority reads and writes the run made.
+    pub authority_calls: u64,
     /// The whole run.
     pub total_s: f64,
     /// Per member, in member-id order.
@@ -140,6 +145,15 @@ impl Clock {
         });
     }
 
+    /// Records one authority read or write that took `d`.
+    pub(crate) fn add_authority(&self, d: Duration) {
+        let s = secs(d);
+        self.with(|t| {
+            t.authority_s += s;
+            t.authority_calls += 1;
+        });
+    }
+
     pub(crate) fn add_member(&self, member: &MemberId, step: MemberStep, d: Duration) {
         let s = secs(d);
         self.with(|t| {
@@ -201,6 +215,7 @@ impl Clock {
                 &mut t.publish_s,
                 &mut t.commit_s,
                 &mut t.cleanup_s,
+                &mut t.authority_s,
                 &mut t.total_s,
             ] {
                 *v = round(*v);
