@@ -447,6 +447,16 @@ fn request(m: &Manifest, invocation: &str) -> OperationRequest {
     }
 }
 
+/// The coordinator's configuration for this manifest: its `content_proof` when written, the
+/// default otherwise (it decides new operations only; a recorded operation keeps its proof).
+fn coordinator_config(m: &Manifest) -> CoordinatorConfig {
+    let default = CoordinatorConfig::default();
+    CoordinatorConfig {
+        content_proof: m.clickhouse.content_proof.unwrap_or(default.content_proof),
+        ..default
+    }
+}
+
 /// The cluster adapter from the registry, with the credential resolved from the environment.
 fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failure> {
     let ch = registry
@@ -666,7 +676,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             env: &SystemEnvironment,
             progress: &progress,
         },
-        CoordinatorConfig::default(),
+        coordinator_config(&m),
     );
     let req = request(&m, invocation);
     let outcome = coordinator.run(&req);
@@ -802,7 +812,7 @@ pub fn status(args: &RouteArgs) -> Result<(), Failure> {
             env: &SystemEnvironment,
             progress: &progress,
         },
-        CoordinatorConfig::default(),
+        coordinator_config(&m),
     );
     let report = coordinator
         .status(&request(&m, invocation))

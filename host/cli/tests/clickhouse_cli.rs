@@ -1352,6 +1352,10 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let j1 = route.ok("run", Some("live-cli-1"));
     assert_eq!(j1["outcome"], "completed");
     assert_eq!(j1["receipt"]["artifact"]["row_count"], 1000);
+    assert_eq!(
+        j1["receipt"]["content_proof"], "rowset",
+        "a manifest that names no proof gets the default"
+    );
     let again = route.ok("run", Some("live-cli-1"));
     assert_eq!(
         again["receipt"], j1["receipt"],
@@ -1413,6 +1417,52 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
         String::from_utf8_lossy(&res.stdout),
         "--json off a terminal is the JSON"
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
+)]
+fn live_a_manifest_that_names_the_canonical_proof_is_published_under_it() {
+    let route = LiveRoute::new("canon", LIVE_COLUMNS, LIVE_SOURCE);
+    let text = std::fs::read_to_string(&route.manifest).expect("manifest");
+    let staging = format!("      staging_database: {}\n", route.database);
+    assert_eq!(text.matches(&staging).count(), 1, "{text}");
+    let default_plan = route.ok("plan", Some("live-canon-1"))["plan"]["plan_digest"].clone();
+    std::fs::write(
+        &route.manifest,
+        text.replace(
+            &staging,
+            &format!("{staging}      content_proof: canonical\n"),
+        ),
+    )
+    .expect("manifest");
+    let plan = route.ok("plan", Some("live-canon-1"));
+    assert_ne!(
+        plan["plan"]["plan_digest"], default_plan,
+        "the proof is part of the plan"
+    );
+    let j = route.ok("run", Some("live-canon-1"));
+    assert_eq!(j["outcome"], "completed", "{j}");
+    assert_eq!(j["receipt"]["artifact"]["row_count"], 1000);
+    // A canonical receipt is written exactly as before proofs were versioned: no field.
+    assert!(j["receipt"].get("content_proof").is_none(), "{j}");
+    // The canonical proof digests the stored artifact in its own pass, after the seal.
+    assert!(
+        j["phase_timings"]["artifact_digest_s"]
+            .as_f64()
+            .is_some_and(|t| t > 0.0),
+        "{j}"
+    );
+    let members = route.members();
+    assert_eq!(members.len(), 2);
+    assert_eq!(members[0].0, members[1].0, "members hold one generation");
+    // Changing the manifest back to the default names another plan, so another operation.
+    std::fs::write(&route.manifest, &text).expect("manifest");
+    let again = route.ok("run", Some("live-canon-2"));
+    assert_eq!(again["outcome"], "completed", "{again}");
+    assert_eq!(again["receipt"]["content_proof"], "rowset", "{again}");
 }
 
 #[test]

@@ -390,6 +390,7 @@ pub const TARGETS: &[Target] = &[
             "fixtures/clickhouse/manifest.yaml",
             "fixtures/clickhouse/manifest-blocked.yaml",
             "fixtures/clickhouse/manifest-malformed.yaml",
+            "host/fuzz/corpus/clickhouse_manifest/content-proof",
         ],
         run: clickhouse_manifest,
         expensive: false,

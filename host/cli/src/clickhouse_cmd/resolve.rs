@@ -18,11 +18,14 @@ use dpone_engine_clickhouse::ports::{ArtifactSource, NoProgress, PortError, Syst
 use dpone_engine_clickhouse::resolve::{
     ObservedTable, ResolveOptions, ResolveOutcome, ResolveReport,
 };
-use dpone_engine_clickhouse::{Coordinator, CoordinatorConfig, Ports};
+use dpone_engine_clickhouse::{Coordinator, Ports};
 use serde::Serialize;
 
 use super::wiring::{self, NoAdmission};
-use super::{ROUTE, cluster, read_manifest, request, require_invocation, require_registry};
+use super::{
+    ROUTE, cluster, coordinator_config, read_manifest, request, require_invocation,
+    require_registry,
+};
 use crate::exit::{Failure, REFUSED, RETRY, print_json};
 use crate::route::{self, Route, RouteArgs};
 use crate::shipped;
@@ -238,7 +241,7 @@ pub fn resolve(args: &ResolveArgs) -> Result<(), Failure> {
             env: &SystemEnvironment,
             progress: &NoProgress,
         },
-        CoordinatorConfig::default(),
+        coordinator_config(&m),
     );
     let report = coordinator
         .resolve(

@@ -27,6 +27,7 @@ use serde_json::{Map, Value};
 
 use super::hash::{Digest, IdentityHasher};
 use super::identity::{TargetKey, target_key};
+use super::record::ContentProof;
 use super::schema::{Column, Schema};
 
 pub use registry::{
@@ -412,6 +413,10 @@ pub struct ClickHouseStorage {
     pub access_table: Option<AccessTable>,
     /// The cluster block.
     pub cluster: ClusterSpec,
+    /// `content_proof` as written (`rowset` or `canonical`); absent means the coordinator's
+    /// default (`CoordinatorConfig::content_proof`, the rowset digest). It chooses the proof of
+    /// a new operation only: an operation already recorded keeps the proof its record names.
+    pub content_proof: Option<ContentProof>,
 }
 
 /// A parsed workload manifest.
@@ -503,8 +508,9 @@ impl Manifest {
     /// `H("dpone.clickhouse.plan.v1"; source_ref, schema, table, u64 n, (name, type)…,
     /// target_ref, database, table, engine, u64 k, order_by…, opt(max_source_bytes),
     /// staging_database, opt(access_table name, engine), cluster, opt(ddl_scope),
-    /// opt(replication_mode))` where `opt(x)` is `"0"` when absent and `"1", x` when present,
-    /// and `max_source_bytes` is an 8-byte big-endian two's complement integer.
+    /// opt(replication_mode)[, "content_proof", proof])` where `opt(x)` is `"0"` when absent
+    /// and `"1", x` when present, `max_source_bytes` is an 8-byte big-endian two's complement
+    /// integer, and the bracketed pair is present only when `content_proof` is written.
     pub fn plan_digest(&self) -> Digest {
         let s = &self.source;
         let c = &self.clickhouse;
@@ -540,6 +546,11 @@ impl Manifest {
                 None => h.str("0"),
                 Some(v) => h.str("1").str(v),
             };
+        }
+        // Appended only when written, so every plan without it keeps its digest (and its
+        // operations their ids).
+        if let Some(proof) = c.content_proof {
+            h = h.str("content_proof").str(content_proof_name(proof));
         }
         h.finish()
     }
@@ -671,6 +682,19 @@ fn parse_physical_design(v: &Value, target: &TargetSpec) -> Result<ClickHouseSto
         c.finish()?;
         spec
     };
+    let content_proof = match f.optional("content_proof") {
+        None => None,
+        Some(v) => {
+            let p = f.path("content_proof");
+            let name = string(DOC, &p, v)?;
+            Some(
+                [ContentProof::Rowset, ContentProof::Canonical]
+                    .into_iter()
+                    .find(|proof| content_proof_name(*proof) == name)
+                    .ok_or_else(|| invalid(DOC, format!("{p} must be rowset or canonical")))?,
+            )
+        }
+    };
     f.finish()?;
     storage.finish()?;
     pd.finish()?;
@@ -681,7 +705,16 @@ fn parse_physical_design(v: &Value, target: &TargetSpec) -> Result<ClickHouseSto
         staging_database,
         access_table,
         cluster,
+        content_proof,
     })
+}
+
+/// A proof's name as a manifest writes it.
+fn content_proof_name(proof: ContentProof) -> &'static str {
+    match proof {
+        ContentProof::Rowset => "rowset",
+        ContentProof::Canonical => "canonical",
+    }
 }
 
 #[cfg(test)]

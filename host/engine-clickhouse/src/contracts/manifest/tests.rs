@@ -166,6 +166,52 @@ fn the_plan_digest_is_deterministic_and_sees_every_published_field() {
 }
 
 #[test]
+fn content_proof_chooses_the_proof_and_enters_the_plan_only_when_written() {
+    let base = Manifest::parse(MANIFEST).expect("parses");
+    assert_eq!(base.clickhouse.content_proof, None);
+    // A plan without the field keeps the digest it had before the field existed, so an
+    // operation an older host started keeps its id.
+    assert_eq!(
+        base.plan_digest().to_hex(),
+        PLAN_DIGEST_WITHOUT_CONTENT_PROOF
+    );
+    let with = |proof: &str| {
+        Manifest::parse(&edit(
+            "      staging_database: analytics\n",
+            &format!("      staging_database: analytics\n      content_proof: {proof}\n"),
+        ))
+    };
+    let rowset = with("rowset").expect("parses");
+    let canonical = with("canonical").expect("parses");
+    assert_eq!(rowset.clickhouse.content_proof, Some(ContentProof::Rowset));
+    assert_eq!(
+        canonical.clickhouse.content_proof,
+        Some(ContentProof::Canonical)
+    );
+    // Written, the choice is part of the plan: three distinct digests.
+    let digests = [&base, &rowset, &canonical].map(|m| m.plan_digest());
+    assert_ne!(digests[0], digests[1]);
+    assert_ne!(digests[0], digests[2]);
+    assert_ne!(digests[1], digests[2]);
+    for bad in ["Rowset", "sum", "''", "1", "[rowset]"] {
+        let code = match with(bad) {
+            Err(e) => e.code(),
+            Ok(m) => panic!("accepted {bad}: {m:?}"),
+        };
+        assert!(
+            code == "DPONE_CLICKHOUSE_MANIFEST_FIELD_INVALID"
+                || code == "DPONE_CLICKHOUSE_MANIFEST_FIELD_TYPE",
+            "{bad}: {code}"
+        );
+    }
+}
+
+/// The sample manifest's plan digest as `dpone-host plan` printed it before `content_proof`
+/// existed.
+const PLAN_DIGEST_WITHOUT_CONTENT_PROOF: &str =
+    "dd78f3b234ad7d298d59fe0ce3691410aa4b32e1cbbc7801f95d86388eb9a8ac";
+
+#[test]
 fn the_target_key_is_the_engine_identity() {
     let m = Manifest::parse(MANIFEST).expect("parses");
     assert_eq!(
