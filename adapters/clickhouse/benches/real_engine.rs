@@ -376,21 +376,14 @@ fn main() {
                 .expect("drop");
         }
         cluster.create_candidate(&member1, &spec).expect("create");
-        let mut bytes = source.open(&identity).expect("open");
         let started = Instant::now();
-        cluster
-            .load(
-                &member1,
-                &database,
-                &hand_table,
-                uuid,
-                &mut bytes,
-                &dpone_engine_clickhouse::ports::LoadTokens {
-                    query_id: format!("bench-hand-{tag}-{round}"),
-                    dedup_token: format!("bench-hand-{tag}-{round}"),
-                },
-            )
-            .expect("hand load");
+        load_artifact(
+            &cluster,
+            &source,
+            &identity,
+            (&member1, &database, &hand_table, uuid),
+            &format!("bench-hand-{tag}-{round}"),
+        );
         hand_runs.push(started.elapsed().as_secs_f64());
     }
     let mut sorted = hand_runs.clone();
@@ -624,20 +617,13 @@ impl Floor {
             std::thread::scope(|scope| {
                 for (member, name, uuid) in &tables {
                     scope.spawn(move || {
-                        let mut bytes = source.open(identity).expect("open");
-                        cluster
-                            .load(
-                                member,
-                                database,
-                                name,
-                                *uuid,
-                                &mut bytes,
-                                &dpone_engine_clickhouse::ports::LoadTokens {
-                                    query_id: format!("bench-{name}"),
-                                    dedup_token: format!("bench-{name}"),
-                                },
-                            )
-                            .expect("floor load");
+                        load_artifact(
+                            cluster,
+                            source,
+                            identity,
+                            (member, database, name, *uuid),
+                            &format!("bench-{name}"),
+                        );
                         if digest {
                             let buckets = cluster
                                 .rowset_buckets(member, database, name, *uuid, &schema())
@@ -667,6 +653,36 @@ impl Floor {
             self.load_all_s, self.load_and_digest_s
         )
     }
+}
+
+/// The sealed artifact loaded into one exact table of one member, with `token` as both the
+/// query id and the deduplication token.
+fn load_artifact(
+    cluster: &ClickHouseCluster,
+    source: &StoreArtifactSource<'_, Generated>,
+    identity: &dpone_engine_clickhouse::contracts::ArtifactIdentity,
+    (member, database, name, uuid): (
+        &dpone_engine_clickhouse::contracts::MemberId,
+        &str,
+        &str,
+        dpone_engine_clickhouse::contracts::Uuid,
+    ),
+    token: &str,
+) {
+    let mut bytes = source.open(identity).expect("open");
+    cluster
+        .load(
+            member,
+            database,
+            name,
+            uuid,
+            &mut bytes,
+            &dpone_engine_clickhouse::ports::LoadTokens {
+                query_id: token.to_owned(),
+                dedup_token: token.to_owned(),
+            },
+        )
+        .expect("load");
 }
 
 /// The median of three runs of `f`.
