@@ -13,8 +13,7 @@ mod common;
 
 use common::{Profile, World, profile, profile_digest};
 use dpone_engine_clickhouse::contracts::{
-    ClusterStatement, ContentProof, Digest, MemberId, Phase, candidate_name, load_tokens,
-    member_id, operation_id, target_key,
+    ClusterStatement, ContentProof, Digest, MemberId, Phase, load_tokens, member_id,
 };
 use dpone_engine_clickhouse::ports::{
     ArtifactSource, CandidateSpec, ClusterDdl, DdlCorrelation, LoadTokens, MemberCatalog,
@@ -290,9 +289,7 @@ fn target_digests(p: &Profile, w: &World, members: u32) -> Vec<Option<Digest>> {
 fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -> Result1 {
     let w = World::new(p, members, target_present);
     let req = p.request();
-    let key = target_key(&p.cluster, &p.database, &p.target);
-    let op = operation_id(&req.scheduler_invocation, &key, &req.plan_digest);
-    let cand = candidate_name(&p.target, &op);
+    let cand = p.candidate();
     let baseline_digest = target_present.then(|| p.digest_of(&p.rows(10_000, p.baseline_rows)));
     match s.setup {
         Setup::None => {}
@@ -717,9 +714,7 @@ fn bytes_altered_after_the_revalidation_never_complete_a_load_and_abort_after_ex
             0,
             "no load completed from altered bytes"
         );
-        let key = target_key(&p.cluster, &p.database, &p.target);
-        let op = operation_id(&req.scheduler_invocation, &key, &req.plan_digest);
-        let cand = candidate_name(&p.target, &op);
+        let cand = p.candidate();
         for i in 0..2 {
             assert!(
                 w.cluster.snapshot(i, &p.database, &cand).is_none(),
@@ -761,13 +756,7 @@ fn a_tampered_artifact_is_never_loaded_and_aborts_after_exact_cleanup() {
         1,
         "no load from unverified bytes"
     );
-    let key = target_key(&p.cluster, &p.database, &p.target);
-    let op = operation_id(
-        &p.request().scheduler_invocation,
-        &key,
-        &p.request().plan_digest,
-    );
-    let cand = candidate_name(&p.target, &op);
+    let cand = p.candidate();
     for i in 0..2 {
         assert!(
             w.cluster.snapshot(i, &p.database, &cand).is_none(),
@@ -891,13 +880,7 @@ fn a_malformed_artifact_aborts_before_any_member_is_touched_under_either_proof()
             .expect_err("malformed artifact");
         assert_eq!(e.code(), codes::CONTENT_DECODE, "{proof:?}");
         assert_eq!(w.cluster.metrics().loads, 0, "{proof:?}");
-        let key = target_key(&p.cluster, &p.database, &p.target);
-        let op = operation_id(
-            &p.request().scheduler_invocation,
-            &key,
-            &p.request().plan_digest,
-        );
-        let cand = candidate_name(&p.target, &op);
+        let cand = p.candidate();
         for i in 0..2 {
             assert!(w.cluster.snapshot(i, &p.database, &cand).is_none());
         }

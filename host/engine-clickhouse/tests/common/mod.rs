@@ -4,7 +4,9 @@
 use dpone_engine_clickhouse::canonical::{
     RowBinaryWriter, Value, column_types, content_digest, rowset_digest,
 };
-use dpone_engine_clickhouse::contracts::{ContentProof, Digest, Schema};
+use dpone_engine_clickhouse::contracts::{
+    ContentProof, Digest, Schema, candidate_name, operation_id, target_key,
+};
 use dpone_engine_clickhouse::ports::NoProgress;
 use dpone_engine_clickhouse::synthetic::{
     FnGate, SyntheticArtifacts, SyntheticCluster, SyntheticEnv,
@@ -43,6 +45,17 @@ pub fn profile_digest() -> Digest {
 }
 
 impl Profile {
+    /// The candidate table name of this profile's request's operation.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn candidate(&self) -> String {
+        let req = self.request();
+        let key = target_key(&self.cluster, &self.database, &self.target);
+        candidate_name(
+            &self.target,
+            &operation_id(&req.scheduler_invocation, &key, &req.plan_digest),
+        )
+    }
+
     pub fn schema(&self) -> Schema {
         let cols: Vec<(&str, &str)> = self
             .columns
