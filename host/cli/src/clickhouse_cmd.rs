@@ -35,7 +35,7 @@ use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::admission::{self, Blocker, SourceProfile};
 use dpone_engine_clickhouse::contracts::manifest::{Manifest, PgSslMode, Registry};
 use dpone_engine_clickhouse::contracts::{
-    Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
+    ContentProof, Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
     identity::PROTOCOL_VERSION, operation_id, schema_digest,
 };
 use dpone_engine_clickhouse::ports::{AuthorityStore, InventoryPort, SystemEnvironment};
@@ -204,6 +204,8 @@ struct PlanIdentities {
     protocol_version: &'static str,
     target_key: TargetKey,
     plan_digest: Digest,
+    /// The proof a new operation of this plan is proven by (the manifest's, or the default).
+    content_proof: ContentProof,
     schema_digest: Digest,
     columns: usize,
     invocation_given: bool,
@@ -221,6 +223,7 @@ impl PlanIdentities {
             protocol_version: PROTOCOL_VERSION,
             target_key: key,
             plan_digest,
+            content_proof: coordinator_config(m).content_proof,
             schema_digest: schema_digest(&m.schema()),
             columns: m.source.columns.len(),
             invocation_given: invocation.is_some(),

@@ -474,6 +474,7 @@ fn plan_prints_the_deterministic_identities_without_touching_a_server() {
     let plan = &j["plan"];
     assert_eq!(plan["target_key"], m.target_key().to_string());
     assert_eq!(plan["plan_digest"], m.plan_digest().to_string());
+    assert_eq!(plan["content_proof"], "rowset", "the default proof");
     assert_eq!(
         plan["schema_digest"],
         schema_digest(&m.schema()).to_string()
@@ -1443,6 +1444,7 @@ fn live_a_manifest_that_names_the_canonical_proof_is_published_under_it() {
         plan["plan"]["plan_digest"], default_plan,
         "the proof is part of the plan"
     );
+    assert_eq!(plan["plan"]["content_proof"], "canonical");
     let j = route.ok("run", Some("live-canon-1"));
     assert_eq!(j["outcome"], "completed", "{j}");
     assert_eq!(j["receipt"]["artifact"]["row_count"], 1000);
