@@ -1817,13 +1817,16 @@ impl ControlStorePort for PgControlStore {
                  r.trust_revision, r.workload_id, r.attempt_id, r.reserved_source_rows, \
                  r.reserved_source_bytes, r.reserved_seconds, \
                  extract(epoch FROM r.reserved_at_utc)::bigint, s.measured_source_rows, \
-                 s.measured_source_bytes, s.measured_http_bytes, s.outcome \
+                 s.measured_source_bytes, s.measured_http_bytes, s.outcome, \
+                 extract(epoch FROM k.claimed_at_utc)::bigint \
                  FROM {r} r LEFT JOIN {s} s USING (reservation_id) \
+                 LEFT JOIN {k} k ON k.reservation_id = r.reservation_id \
                  WHERE r.environment_id = $1::text::uuid AND r.campaign_id = $2::text::uuid \
                  AND r.phase = $3 AND r.route IS NOT DISTINCT FROM $4::text[] \
                  ORDER BY r.reserved_at_utc, r.reservation_id LIMIT $5",
                 r = t.reservation,
                 s = t.settlement,
+                k = t.run_claim,
             );
             let rows = c
                 .query(&sql, &[&env, &campaign, &phase, &route, &limit])
@@ -1850,6 +1853,7 @@ impl ControlStorePort for PgControlStore {
                     },
                     reserved_at_unix: row.get(10),
                     settlement,
+                    run_claimed_at_unix: row.get(15),
                 });
             }
             Ok(out)
@@ -1890,8 +1894,10 @@ impl ControlStorePort for PgControlStore {
                     WHERE environment_id = r.environment_id), \
                  w.pack_digest, \
                  floor(extract(epoch FROM r.reserved_at_utc \
-                    + r.reserved_seconds * interval '1 second' - clock_timestamp()) * 1000)::bigint \
+                    + r.reserved_seconds * interval '1 second' - clock_timestamp()) * 1000)::bigint, \
+                 extract(epoch FROM k.claimed_at_utc)::bigint \
                  FROM {r} r LEFT JOIN {s} s USING (reservation_id) \
+                 LEFT JOIN {k} k ON k.reservation_id = r.reservation_id \
                  LEFT JOIN {g} g ON g.grant_id = r.grant_id AND g.phase = r.phase \
                  LEFT JOIN {w} w ON w.grant_id = r.grant_id AND w.phase = r.phase \
                     AND w.workload_id = r.workload_id \
@@ -1906,6 +1912,7 @@ impl ControlStorePort for PgControlStore {
                 g = t.registration,
                 tr = t.trust,
                 w = t.workload,
+                k = t.run_claim,
             );
             let Some(row) = c.query_opt(&sql, &[&id]).await? else {
                 return Ok(None);
@@ -1963,6 +1970,7 @@ impl ControlStorePort for PgControlStore {
                     },
                     reserved_at_unix: row.get(10),
                     settlement,
+                    run_claimed_at_unix: row.get(28),
                 },
                 environment: stored(Uuid::parse("environment", row.get(15)))?,
                 grant_revocation_epoch: row.get(16),

@@ -1278,6 +1278,25 @@ async fn a_pools_reservations_are_listed_across_replacement_grants_with_their_se
     assert_eq!(listed[1].reservation, b);
     assert_eq!(listed[1].settlement, None, "unresolved");
     assert!(listed[0].reserved_at_unix <= listed[1].reserved_at_unix);
+    assert!(
+        listed.iter().all(|l| l.run_claimed_at_unix.is_none()),
+        "no run has claimed either"
+    );
+    // A run's claim shows in the listing and in the run's authority, with its time.
+    assert!(s.claim_run(&b.reservation_id).await.expect("claimed"));
+    let listed = s
+        .reservations(&pool, MAX_LISTED_RESERVATIONS)
+        .await
+        .expect("listed");
+    assert_eq!(listed[0].run_claimed_at_unix, None);
+    let claimed = listed[1].run_claimed_at_unix.expect("claimed");
+    assert!(claimed >= listed[1].reserved_at_unix, "{claimed}");
+    let authority = s
+        .reservation_authority(&b.reservation_id)
+        .await
+        .expect("read")
+        .expect("found");
+    assert_eq!(authority.listed.run_claimed_at_unix, Some(claimed));
     assert_eq!(
         s.reservations(&pool, 1).await.expect("listed").len(),
         1,

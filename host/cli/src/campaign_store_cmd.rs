@@ -817,6 +817,7 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         .map(|l| {
             let mut v = reservation_json(&l.reservation);
             v["reserved_at_unix"] = json!(l.reserved_at_unix);
+            v["run_claimed_at_unix"] = json!(l.run_claimed_at_unix);
             v["state"] = json!(if l.settlement.is_some() {
                 "settled"
             } else {

@@ -277,6 +277,12 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     let l = listed(&run, &grant_id, &short);
     assert_eq!(l["state"], "settled");
     assert_eq!(l["settlement"]["outcome"], "incomplete");
+    assert!(
+        l["run_claimed_at_unix"]
+            .as_i64()
+            .is_some_and(|t| t >= l["reserved_at_unix"].as_i64().expect("reserved")),
+        "the run that read under it claimed it: {l}"
+    );
     assert_eq!(l["source_rows"], 199, "the reservation is not lowered");
 
     // The settled reservation is no longer RUNNING: refused before any read.
@@ -441,7 +447,12 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
         before,
         "nothing was read or written"
     );
-    assert_eq!(listed(&run, &grant_id, &pending)["state"], "unresolved");
+    let l = listed(&run, &grant_id, &pending);
+    assert_eq!(l["state"], "unresolved");
+    assert!(
+        l["run_claimed_at_unix"].is_null(),
+        "runs refused before the claim leave it unclaimed: {l}"
+    );
 
     store.drop_schema().await;
 }

@@ -894,6 +894,9 @@ pub struct ListedReservation {
     pub reserved_at_unix: i64,
     /// The settlement, if any; `None` is an unresolved (RUNNING) attempt.
     pub settlement: Option<Settlement>,
+    /// When a run claimed the reservation ([`ControlStore::claim_run`], database clock, unix
+    /// seconds); `None` while no run has.
+    pub run_claimed_at_unix: Option<i64>,
 }
 
 /// Most reservations one listing returns (a pool holds at most 128 attempts).
@@ -1247,6 +1250,7 @@ mod tests {
                 },
                 reserved_at_unix: 1,
                 settlement: None,
+                run_claimed_at_unix: None,
             },
             environment: uuid,
             grant_revocation_epoch: 3,
