@@ -220,3 +220,15 @@ fn evidence_carries_no_endpoints_or_values() {
     }
     assert_eq!(record.members.len(), 2);
 }
+
+#[test]
+fn a_proof_is_written_by_the_same_name_in_records_and_manifests() {
+    // The name a manifest writes (and the plan digest hashes) is the one records and receipts
+    // encode: one spelling per proof.
+    for proof in contracts::ContentProof::ALL {
+        assert_eq!(
+            serde_json::to_value(proof).expect("encodes"),
+            serde_json::Value::String(proof.as_str().to_owned())
+        );
+    }
+}

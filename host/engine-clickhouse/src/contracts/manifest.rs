@@ -550,7 +550,7 @@ impl Manifest {
         // Appended only when written, so every plan without it keeps its digest (and its
         // operations their ids).
         if let Some(proof) = c.content_proof {
-            h = h.str("content_proof").str(content_proof_name(proof));
+            h = h.str("content_proof").str(proof.as_str());
         }
         h.finish()
     }
@@ -688,9 +688,9 @@ fn parse_physical_design(v: &Value, target: &TargetSpec) -> Result<ClickHouseSto
             let p = f.path("content_proof");
             let name = string(DOC, &p, v)?;
             Some(
-                [ContentProof::Rowset, ContentProof::Canonical]
+                ContentProof::ALL
                     .into_iter()
-                    .find(|proof| content_proof_name(*proof) == name)
+                    .find(|proof| proof.as_str() == name)
                     .ok_or_else(|| invalid(DOC, format!("{p} must be rowset or canonical")))?,
             )
         }
@@ -707,14 +707,6 @@ fn parse_physical_design(v: &Value, target: &TargetSpec) -> Result<ClickHouseSto
         cluster,
         content_proof,
     })
-}
-
-/// A proof's name as a manifest writes it.
-fn content_proof_name(proof: ContentProof) -> &'static str {
-    match proof {
-        ContentProof::Rowset => "rowset",
-        ContentProof::Canonical => "canonical",
-    }
 }
 
 #[cfg(test)]

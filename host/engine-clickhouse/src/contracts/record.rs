@@ -240,6 +240,17 @@ pub enum ContentProof {
 }
 
 impl ContentProof {
+    /// Every proof.
+    pub const ALL: [Self; 2] = [Self::Canonical, Self::Rowset];
+
+    /// The proof's name, as records, receipts and manifests write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Canonical => "canonical",
+            Self::Rowset => "rowset",
+        }
+    }
+
     /// True for [`Self::Canonical`] (the field is then omitted, so such records encode exactly
     /// as before).
     pub fn is_canonical(&self) -> bool {
