@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
 
 /// Length of the per-host cache key in bytes.
 const KEY_LEN: usize = 32;
@@ -205,11 +205,7 @@ fn io_error(e: &std::io::Error) -> PolicyError {
 }
 
 fn effective_uid() -> u32 {
-    // SAFETY: `geteuid` takes no arguments, touches no memory and cannot fail.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::geteuid()
-    }
+    dpone_boundary::private_state::effective_uid()
 }
 
 /// Publishes a new key at `path` whole: written and synced under a fresh name beside it
@@ -243,59 +239,11 @@ fn open_no_follow(path: &Path, create: bool) -> std::io::Result<File> {
     options.open(path)
 }
 
-/// Checks `path` as ssh checks the directory of its key files, creating it (mode 0700) when
-/// absent if `create`, and returns the opened directory. The final component must not be a
-/// symbolic link; the checks are repeated on the opened handle.
+/// Checks `path` as ssh checks the directory of its key files (the host's one check of its
+/// state directories, [`dpone_boundary::private_state::check_directory`]), creating it (mode
+/// 0700) when absent if `create`, and returns the opened directory.
 fn check_directory(path: &Path, create: bool) -> Result<File, DirRefusal> {
-    let euid = effective_uid();
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(DirRefusal("the directory is a symbolic link"));
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(path)
-                .map_err(|_| DirRefusal("the directory cannot be created"))?;
-        }
-        Err(_) => return Err(DirRefusal("the directory cannot be read")),
-    }
-    let canonical: PathBuf = path
-        .canonicalize()
-        .map_err(|_| DirRefusal("the directory cannot be resolved"))?;
-    for parent in canonical.ancestors().skip(1) {
-        let meta = std::fs::metadata(parent)
-            .map_err(|_| DirRefusal("a parent directory cannot be read"))?;
-        if meta.uid() != 0 && meta.uid() != euid {
-            return Err(DirRefusal("a parent directory is owned by another user"));
-        }
-        let sticky = meta.mode() & 0o1000 != 0;
-        if meta.mode() & 0o022 != 0 && !sticky {
-            return Err(DirRefusal(
-                "a parent directory is writable by group or others",
-            ));
-        }
-    }
-    let handle = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&canonical)
-        .map_err(|_| DirRefusal("the directory cannot be opened"))?;
-    let meta = handle
-        .metadata()
-        .map_err(|_| DirRefusal("the directory cannot be read"))?;
-    if !meta.is_dir() {
-        return Err(DirRefusal("not a directory"));
-    }
-    if meta.uid() != euid {
-        return Err(DirRefusal("the directory is owned by another user"));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(DirRefusal("the directory is writable by group or others"));
-    }
-    Ok(handle)
+    dpone_boundary::private_state::check_directory(path, create).map_err(|e| DirRefusal(e.reason()))
 }
 
 impl PrecompiledCache {

@@ -39,6 +39,9 @@ pub enum PolicyError {
     /// The exported functions do not have the contract's types.
     #[error("component exports do not match the contract: {0}")]
     ExportTypeMismatch(String),
+    /// The component uses a WebAssembly proposal the host's locked feature set does not enable.
+    #[error("component uses a WebAssembly proposal this host does not enable: {0}")]
+    WasmFeatureDisabled(String),
     /// Compilation failed.
     #[error("component failed to compile: {0}")]
     CompileFailed(String),
@@ -135,6 +138,7 @@ impl PolicyError {
             Self::WorldMismatch { .. } => "DPONE_POLICY_WORLD_MISMATCH",
             Self::WitVersionUnsupported { .. } => "DPONE_POLICY_WIT_VERSION_UNSUPPORTED",
             Self::ExportTypeMismatch(_) => "DPONE_POLICY_EXPORT_TYPE_MISMATCH",
+            Self::WasmFeatureDisabled(_) => "DPONE_POLICY_WASM_FEATURE_DISABLED",
             Self::CompileFailed(_) => "DPONE_POLICY_COMPILE_FAILED",
             Self::BudgetTooLarge(_) => "DPONE_POLICY_BUDGET_TOO_LARGE",
             Self::InstantiateFailed(_) => "DPONE_POLICY_INSTANTIATE_FAILED",

@@ -31,4 +31,4 @@ pub use error::PolicyError;
 pub use inspect::{ComponentSurface, component_surface};
 pub use kind::{PolicyKind, SUPPORTED_WIT_PACKAGE};
 pub use runtime::{CodeSource, Decided, DecisionEvidence, LoadReport, LoadedPolicy, PolicyRuntime};
-pub use sandbox::{Budget, SandboxConfig};
+pub use sandbox::{Budget, SandboxConfig, WASM_FEATURES, wasm_feature_names};

@@ -1,7 +1,7 @@
 //! Loading components at pinned digests and running decisions.
 //!
 //! Load: bytes → sha256 → refuse unless equal to the pin → refuse any import → check the exported
-//! world and package version → compile (or take verified bytes from the precompiled cache) →
+//! world and package version → validate under the locked WebAssembly feature set → compile (or take verified bytes from the precompiled cache) →
 //! type-check the exports into a prepared instance. Decide: fresh store, budgets, call, validate
 //! the output, record evidence.
 
@@ -15,7 +15,7 @@ use crate::inspect::component_surface;
 use crate::kind::{PolicyKind, SUPPORTED_WIT_PACKAGE, split_version};
 use crate::sandbox::{
     Budget, EpochTicker, SandboxConfig, SandboxState, Step, build_engine, engine_fingerprint,
-    run_in_fresh_store, spawn_thread,
+    run_in_fresh_store, spawn_thread, validate_features,
 };
 use crate::validate;
 
@@ -200,6 +200,7 @@ impl PolicyRuntime {
         }
         budget.check(&self.config)?;
         check_surface(kind, bytes)?;
+        validate_features(bytes)?;
         let started = Instant::now();
         let (component, code_source) = self.compile_or_load(bytes, &digest)?;
         let load_micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);

@@ -12,10 +12,65 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use wasmparser::WasmFeatures;
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
     ResourceLimiter, Store, Trap,
 };
+
+/// The WebAssembly proposals the engine accepts, and nothing else: what the shipped policies use
+/// (sign extension, reference types for the `call_indirect` table encoding, bulk memory, the
+/// component model) and what Rust's `wasm32-unknown-unknown` output of the author kit may use by
+/// default (floats, mutable globals, non-trapping float-to-int, multi-value). Every other
+/// proposal — GC and its subtypes, function references, exceptions, tail calls, memory64,
+/// threads, multi-memory, SIMD, stack switching, custom page sizes, wide arithmetic, extended
+/// constants, every component-model extension — is off in the engine and refused at load
+/// (`DPONE_POLICY_WASM_FEATURE_DISABLED`). GC subtypes in particular reach an abort in wasmtime
+/// 48.0.8 built without `gc` (RUSTSEC-2026-0570).
+pub const WASM_FEATURES: WasmFeatures = WasmFeatures::MUTABLE_GLOBAL
+    .union(WasmFeatures::FLOATS)
+    .union(WasmFeatures::SATURATING_FLOAT_TO_INT)
+    .union(WasmFeatures::SIGN_EXTENSION)
+    .union(WasmFeatures::MULTI_VALUE)
+    .union(WasmFeatures::BULK_MEMORY)
+    .union(WasmFeatures::REFERENCE_TYPES)
+    .union(WasmFeatures::COMPONENT_MODEL);
+
+/// The names of [`WASM_FEATURES`], as named in the engine fingerprint.
+pub fn wasm_feature_names() -> Vec<&'static str> {
+    WASM_FEATURES.iter_names().map(|(name, _)| name).collect()
+}
+
+/// Validates the whole component (every nested core module) under [`WASM_FEATURES`] before
+/// anything is compiled. A component that is valid only with another proposal is refused with
+/// `DPONE_POLICY_WASM_FEATURE_DISABLED`, naming the proposal when one alone explains it; other
+/// invalid bytes are `DPONE_POLICY_NOT_A_COMPONENT`. Validation is wasmparser's only: no
+/// wasmtime code runs on a refused component.
+pub(crate) fn validate_features(bytes: &[u8]) -> Result<(), PolicyError> {
+    let valid = |features: WasmFeatures| {
+        wasmparser::Validator::new_with_features(features)
+            .validate_all(bytes)
+            .is_ok()
+    };
+    let error = match wasmparser::Validator::new_with_features(WASM_FEATURES).validate_all(bytes) {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    if !valid(WasmFeatures::all()) {
+        return Err(PolicyError::NotAComponent(error.message().to_owned()));
+    }
+    let named: Vec<&str> = WasmFeatures::all()
+        .difference(WASM_FEATURES)
+        .iter_names()
+        .filter(|(_, flag)| valid(WASM_FEATURES.union(*flag)))
+        .map(|(name, _)| name)
+        .collect();
+    Err(PolicyError::WasmFeatureDisabled(if named.is_empty() {
+        "more than one disabled proposal".to_owned()
+    } else {
+        named.join(", ").to_lowercase()
+    }))
+}
 
 /// Host-wide sandbox settings: ceilings that no declared budget may exceed.
 #[derive(Clone, Debug)]
@@ -140,6 +195,10 @@ pub(crate) fn build_engine(config: &SandboxConfig) -> Result<Engine, PolicyError
             Enabled::No
         });
     let mut c = Config::new();
+    // Exactly `WASM_FEATURES`: every proposal wasmparser knows is switched off first (wasmtime's
+    // defaults included, and any a later version adds), then the locked set is switched on.
+    c.wasm_features(WasmFeatures::all(), false)
+        .wasm_features(WASM_FEATURES, true);
     // The deterministic profile (see `DETERMINISTIC_PROFILE`): every NaN a float operation
     // produces is canonical, relaxed SIMD gives the same result on every CPU, and shared-memory
     // threads are not compiled in (the `threads` feature of wasmtime is off).
@@ -182,8 +241,11 @@ pub(crate) fn engine_fingerprint(engine: &Engine) -> Sha256Digest {
         }
     }
     let mut h = ShaHasher(sha2::Sha256::new());
-    h.write(b"dpone-policy-runtime engine fingerprint v2\0");
+    h.write(b"dpone-policy-runtime engine fingerprint v3\0");
     h.write(DETERMINISTIC_PROFILE.as_bytes());
+    h.write(b"\0");
+    h.write(b"wasm-features=");
+    h.write(wasm_feature_names().join(",").as_bytes());
     h.write(b"\0");
     engine.precompile_compatibility_hash().hash(&mut h);
     Sha256Digest::from(<[u8; 32]>::from(h.0.finalize()))
@@ -424,6 +486,104 @@ mod tests {
             .map(|_| ())
             .expect_err("refused");
         assert_eq!(error.code(), "DPONE_POLICY_DEADLINE_UNAVAILABLE");
+    }
+
+    /// The locked feature set, by name: a dependency update that adds or widens a proposal fails
+    /// here (and in the list of every flag wasmparser knows) instead of passing silently.
+    #[test]
+    fn the_feature_set_is_exactly_the_locked_list() {
+        assert_eq!(
+            wasm_feature_names(),
+            [
+                "MUTABLE_GLOBAL",
+                "SATURATING_FLOAT_TO_INT",
+                "SIGN_EXTENSION",
+                "REFERENCE_TYPES",
+                "MULTI_VALUE",
+                "BULK_MEMORY",
+                "FLOATS",
+                "COMPONENT_MODEL",
+            ]
+        );
+        for off in [
+            WasmFeatures::GC,
+            WasmFeatures::GC_TYPES,
+            WasmFeatures::FUNCTION_REFERENCES,
+            WasmFeatures::EXCEPTIONS,
+            WasmFeatures::LEGACY_EXCEPTIONS,
+            WasmFeatures::TAIL_CALL,
+            WasmFeatures::MEMORY64,
+            WasmFeatures::THREADS,
+            WasmFeatures::SHARED_EVERYTHING_THREADS,
+            WasmFeatures::MULTI_MEMORY,
+            WasmFeatures::SIMD,
+            WasmFeatures::RELAXED_SIMD,
+            WasmFeatures::STACK_SWITCHING,
+            WasmFeatures::CUSTOM_PAGE_SIZES,
+            WasmFeatures::WIDE_ARITHMETIC,
+            WasmFeatures::EXTENDED_CONST,
+            WasmFeatures::CM_ASYNC,
+            WasmFeatures::CM_GC,
+        ] {
+            assert!(!WASM_FEATURES.intersects(off), "{off:?} is off");
+        }
+        // Every flag wasmparser 0.254 knows: a new one needs a decision (it is off in the
+        // engine, since `build_engine` switches off `WasmFeatures::all()` first).
+        assert_eq!(WasmFeatures::all().iter_names().count(), 40);
+    }
+
+    /// The engine itself refuses what the feature set leaves out, independently of the load-time
+    /// validation: GC subtypes, multiple memories, tail calls, SIMD.
+    #[test]
+    fn the_engine_refuses_modules_outside_the_feature_set() {
+        let engine = build_engine(&SandboxConfig::default()).expect("engine");
+        for (name, wat) in [
+            (
+                "gc subtype",
+                "(module (type $a (sub (func))) (type $b (sub $a (func))))",
+            ),
+            ("multi-memory", "(module (memory 1) (memory 1))"),
+            ("tail call", "(module (func $f return_call $f))"),
+            ("simd", "(module (func (drop (v128.const i64x2 0 0))))"),
+        ] {
+            let bytes = wat_bytes(wat);
+            assert!(
+                wasmtime::Module::new(&engine, &bytes).is_err(),
+                "{name} compiles"
+            );
+        }
+        let plain = wat_bytes("(module (memory 1) (func (drop (i32.extend8_s (i32.const 1)))))");
+        wasmtime::Module::new(&engine, &plain).expect("a plain module compiles");
+    }
+
+    fn wat_bytes(text: &str) -> Vec<u8> {
+        wat::parse_str(text).expect("wat assembles")
+    }
+
+    #[test]
+    fn validation_names_the_disabled_proposal() {
+        let bytes = wat_bytes("(module (type $a (sub (func))) (type $b (sub $a (func))))");
+        let error = validate_features(&bytes).expect_err("refused");
+        assert_eq!(error.code(), "DPONE_POLICY_WASM_FEATURE_DISABLED");
+        assert!(error.to_string().contains("gc"), "{error}");
+        let garbage = validate_features(b"\0asm\x01\0\0\0garbage").expect_err("refused");
+        assert_eq!(garbage.code(), "DPONE_POLICY_NOT_A_COMPONENT");
+    }
+
+    /// Several memories of one store share one budget (a component can hold several core
+    /// instances, each with its memory).
+    #[test]
+    fn the_limiter_counts_every_memory_together() {
+        let mut limiter = MemoryLimiter {
+            limit: 8 << 20,
+            used: 0,
+            breached: false,
+        };
+        for _ in 0..2 {
+            assert!(limiter.memory_growing(0, 3 << 20, None).expect("fits"));
+        }
+        assert!(limiter.memory_growing(0, 3 << 20, None).is_err());
+        assert!(limiter.breached);
     }
 
     #[test]
