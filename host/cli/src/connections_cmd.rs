@@ -12,7 +12,7 @@
 //! passwords or connection strings, and never server text (a failure carries a stable code and
 //! the adapter's sanitized detail: SQLSTATE, SQL Server error number or I/O error kind).
 
-use crate::exit::{Failure, RETRY, print_json};
+use crate::exit::{Failure, RETRY, print_json_contract};
 use crate::input::InputKind;
 use crate::route::{CheckArgs, MANIFEST_REQUIRED};
 use crate::shipped;
@@ -221,8 +221,11 @@ pub fn check(args: &CheckArgs) -> Result<(), Failure> {
         let endpoints = resolve_endpoints(&registry, &ProcessEnvironment)?;
         block_on(live_report(&registry, &endpoints))?
     };
-    if args.json {
-        print_json(&report)?;
+    // The table is this command's human summary: shown in text mode (`--output text`, or a
+    // terminal under `--output auto`); otherwise, and always with `--json` (an alias of
+    // `--output json`), the JSON contract.
+    if args.json || !crate::render::text_mode() {
+        print_json_contract(&report)?;
     } else {
         crate::exit::write_stdout(&render_table(&report))?;
     }

@@ -184,6 +184,14 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
     write_stdout(&format!("{text}\n"))
 }
 
+/// Prints a value as pretty JSON on stdout whatever the output mode: for a command whose own
+/// flag asks for the JSON contract (`check --connections --json`).
+pub fn print_json_contract<T: Serialize>(value: &T) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
+    write_stdout(&format!("{text}\n"))
+}
+
 /// Writes a command's output to stdout. A reader that went away (`dpone-host plan | head`, a
 /// closed pipe) is not a failure of the command: the rest is dropped and the command's own
 /// result stands. Any other write error is `DPONE_CLI_OUTPUT`.

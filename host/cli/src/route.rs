@@ -69,8 +69,10 @@ pub struct CheckArgs {
     /// Route options.
     #[command(flatten)]
     pub route: RouteArgs,
-    /// Registry check only (no `--manifest`): print the pin diff as JSON
-    /// (`dpone.connections-check.v1`) instead of a table.
+    /// Registry check only (no `--manifest`): an alias of `--output json` — the pin diff as
+    /// JSON (`dpone.connections-check.v1`) even at a terminal. Without it the command follows
+    /// `--output` like every other: the table at a terminal or with `--output text`, the JSON
+    /// otherwise.
     #[arg(long, conflicts_with = "manifest")]
     pub json: bool,
     /// Registry check only (no `--manifest`): validate the registry's structure and print its

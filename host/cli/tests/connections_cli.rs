@@ -282,11 +282,19 @@ impl Output {
         serde_json::from_str(&self.stdout).unwrap_or(Value::Null)
     }
 
+    /// The failure's code: from the JSON error line, or, in text mode (`--output text`), from
+    /// the human line `verdict: CODE: message`.
     fn error_code(&self) -> String {
         let line = self.stderr.lines().last().unwrap_or_default();
         serde_json::from_str::<Value>(line)
             .ok()
             .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .or_else(|| {
+                line.split(": ")
+                    .nth(1)
+                    .filter(|code| code.starts_with("DPONE_"))
+                    .map(str::to_owned)
+            })
             .unwrap_or_default()
     }
 
@@ -382,7 +390,10 @@ fn offline_checks_structure_only_and_keeps_the_registry_codes() {
 
     // Valid: exit 0 without connecting (nothing listens on port 1) or reading credentials.
     let reg = write(dir.path(), "good.yaml", &good);
-    let out = run_cli(&["check", "--connections", &reg, "--offline"], &[]);
+    let out = run_cli(
+        &["check", "--connections", &reg, "--offline", "--output", "text"],
+        &[],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.contains("NOTHING was verified"),
@@ -405,6 +416,22 @@ fn offline_checks_structure_only_and_keeps_the_registry_codes() {
     assert_eq!(all.len(), 9, "{report}");
     assert!(all.iter().all(|(_, _, s, _)| s == "not_verified"));
     out.assert_no_leak(&[&secret, "127.0.0.1", "dpone_loader", PASSWORD_VAR]);
+
+    // The registry check follows `--output` like every command: piped (the default `auto`) and
+    // `--output json` give the same JSON contract as `--json`, and `--json` wins over
+    // `--output text` (it is an alias of `--output json`).
+    for flags in [
+        &[][..],
+        &["--output", "json"][..],
+        &["--output", "text", "--json"][..],
+    ] {
+        let mut args = vec!["check", "--connections", &reg, "--offline"];
+        args.extend_from_slice(flags);
+        let piped = run_cli(&args, &[(PASSWORD_VAR, &secret)]);
+        assert_eq!(piped.code, 0, "{flags:?}: {}", piped.stderr);
+        assert_eq!(piped.stdout, out.stdout, "{flags:?}: the same JSON bytes as --json");
+        assert_eq!(piped.json()["schema"], "dpone.connections-check.v1", "{flags:?}");
+    }
 
     // Malformed: the strict parser's codes, bad input.
     let cases = [
@@ -503,7 +530,7 @@ async fn live_pins_discovered_from_the_server_all_match() {
     assert_eq!(names, ["pg_source_v1", "pg_source_v2", "pg_target"]);
     out.assert_no_leak(&[&password, &db.host(), &format!(":{}", db.port())]);
 
-    let out = run_cli(&["check", "--connections", &reg], &env);
+    let out = run_cli(&["check", "--connections", &reg, "--output", "text"], &env);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.contains("every pinned field matches"),
@@ -602,7 +629,7 @@ async fn a_changed_pin_is_a_mismatch_on_exactly_that_field() {
         );
         out.assert_no_leak(&[&password, &db.host()]);
 
-        let out = run_cli(&["check", "--connections", &reg], &env);
+        let out = run_cli(&["check", "--connections", &reg, "--output", "text"], &env);
         assert_eq!(out.code, 1, "{case}: {}", out.stderr);
         assert_eq!(out.error_code(), "DPONE_CONNECTIONS_PIN_DRIFT");
         for (conn, field, code) in &expected {
@@ -675,7 +702,7 @@ async fn an_unreachable_mssql_target_is_never_a_match_and_leaks_nothing() {
     );
     out.assert_no_leak(&[&password, "127.0.0.1", "dpone_loader"]);
 
-    let out = run_cli(&["check", "--connections", &reg], &env);
+    let out = run_cli(&["check", "--connections", &reg, "--output", "text"], &env);
     assert_eq!(out.code, 75, "{}", out.stderr);
     assert_eq!(out.error_code(), "DPONE_CONNECTIONS_UNREACHABLE");
     assert!(
