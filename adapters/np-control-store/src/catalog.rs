@@ -30,7 +30,7 @@ pub struct TableContract {
 }
 
 /// Every table of the store with its exact columns, in table order.
-pub const CONTRACT: [TableContract; 10] = [
+pub const CONTRACT: [TableContract; 12] = [
     TableContract {
         name: "np_trust_revision",
         columns: &[
@@ -187,11 +187,37 @@ pub const CONTRACT: [TableContract; 10] = [
         ],
         unique: &[&["reservation_id"]],
     },
+    TableContract {
+        name: "np_participant_enrollment",
+        columns: &[
+            ("environment_id", "uuid", true),
+            ("enrollment_digest", "text", true),
+            ("participant_id", "text", true),
+            ("engine", "text", true),
+            ("system_identifier", "text", true),
+            ("database_name", "text", true),
+            ("database_oid", "bigint", true),
+            ("identity_digest", "text", true),
+            ("trust_revision", "bigint", true),
+            ("enrolled_at_utc", "timestamp with time zone", true),
+        ],
+        unique: &[&["environment_id", "enrollment_digest", "participant_id"]],
+    },
+    TableContract {
+        name: "np_run_participant",
+        columns: &[
+            ("reservation_id", "text", true),
+            ("connection_role", "text", true),
+            ("participant_id", "text", true),
+            ("identity_digest", "text", true),
+        ],
+        unique: &[&["reservation_id", "connection_role"]],
+    },
 ];
 
 /// Per table: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
 /// (PostgreSQL 15; sorted).
-pub const CHECKS: [(&str, &[&str]); 10] = [
+pub const CHECKS: [(&str, &[&str]); 12] = [
     (
         "np_trust_revision",
         &[
@@ -281,10 +307,30 @@ pub const CHECKS: [(&str, &[&str]); 10] = [
         ],
     ),
     ("np_run_claim", &[]),
+    (
+        "np_participant_enrollment",
+        &[
+            "CHECK (((database_oid >= 1) AND (database_oid <= '4294967295'::bigint)))",
+            "CHECK (((octet_length(database_name) >= 1) AND (octet_length(database_name) <= 63)))",
+            "CHECK ((engine = 'postgresql'::text))",
+            "CHECK ((enrollment_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+            "CHECK ((identity_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+            "CHECK ((participant_id ~ '^[a-z0-9][a-z0-9._-]{0,127}$'::text))",
+            "CHECK ((system_identifier ~ '^[0-9]{1,20}$'::text))",
+        ],
+    ),
+    (
+        "np_run_participant",
+        &[
+            "CHECK ((connection_role = ANY (ARRAY['source'::text, 'target'::text, 'state'::text])))",
+            "CHECK ((identity_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+            "CHECK ((participant_id ~ '^[a-z0-9][a-z0-9._-]{0,127}$'::text))",
+        ],
+    ),
 ];
 
 /// Per table: the foreign keys of the reviewed DDL (tables without one are absent).
-pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 8] = [
+pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 10] = [
     (
         "np_registration",
         &[(
@@ -340,6 +386,18 @@ pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 8] = [
     (
         "np_run_claim",
         &[(&["reservation_id"], "np_reservation", &["reservation_id"])],
+    ),
+    (
+        "np_participant_enrollment",
+        &[(
+            &["environment_id", "trust_revision"],
+            "np_trust_revision",
+            &["environment_id", "revision"],
+        )],
+    ),
+    (
+        "np_run_participant",
+        &[(&["reservation_id"], "np_run_claim", &["reservation_id"])],
     ),
 ];
 

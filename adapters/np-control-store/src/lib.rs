@@ -18,7 +18,9 @@
 //!   consumption;
 //! - **reservations** (each attempt's complete finite bound, charged forever) and separately
 //!   recorded **measured usage** that never frees a reservation;
-//! - the **activation coordinator**: one exact request per activation.
+//! - the **activation coordinator**: one exact request per activation;
+//! - **physical enrollment**: each participant's observed identity per enrollment digest,
+//!   never replaced, and the enrolled participants each claimed run was bound to.
 //!
 //! Protected operations run in one SERIALIZABLE transaction that re-checks the trust revision of
 //! an [`port::Authenticated`] bracket, the exact original bytes, the database clock, revocation
@@ -41,4 +43,4 @@ pub mod port {
 pub mod store;
 
 pub use port::*;
-pub use store::{CommitAck, CommitBoundary, HonestCommit, PgControlStore, StoreEndpoint};
+pub use store::{CommitAck, CommitBoundary, Enrolled, HonestCommit, PgControlStore, StoreEndpoint};

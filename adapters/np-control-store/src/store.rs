@@ -29,6 +29,9 @@
 
 use crate::catalog::{CONTRACT, TableFacts, verify_table};
 use crate::port::*;
+use dpone_engine_nonproduction::enrollment::{
+    ConnectionRole, Enrollment, PhysicalIdentity, RunParticipant,
+};
 use sha2::{Digest as _, Sha256};
 use std::collections::HashMap;
 use std::future::Future;
@@ -169,6 +172,8 @@ struct Names {
     reservation: String,
     settlement: String,
     run_claim: String,
+    enrollment: String,
+    run_participant: String,
 }
 
 /// The PostgreSQL control store: one connection, reopened when lost.
@@ -387,6 +392,8 @@ impl PgControlStore {
             reservation: q("np_reservation"),
             settlement: q("np_settlement"),
             run_claim: q("np_run_claim"),
+            enrollment: q("np_participant_enrollment"),
+            run_participant: q("np_run_participant"),
         };
         Ok(Self {
             endpoint,
@@ -1619,6 +1626,138 @@ macro_rules! read {
     }};
 }
 
+/// Whether an enrollment was recorded or already held with the same identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enrolled {
+    /// Recorded now.
+    Recorded,
+    /// The same participant was already enrolled with the same identity.
+    Reopened,
+}
+
+impl PgControlStore {
+    /// Records participant `e` of enrollment `enrollment_digest` in `environment`, under the
+    /// current trust revision, which must be `trust_revision` and pin a policy whose enrollment
+    /// is `enrollment_digest` (the caller checked the policy bytes; the revision is re-checked
+    /// here). Append-only: the same identity again reopens, another identity refuses
+    /// (`EnrollmentConflict`).
+    pub async fn enroll(
+        &self,
+        environment: &Uuid,
+        enrollment_digest: &Sha256Digest,
+        trust_revision: i64,
+        e: &Enrollment,
+    ) -> Result<Enrolled> {
+        let env = environment.as_str().to_owned();
+        let digest = enrollment_digest.as_str().to_owned();
+        let id = e.participant_id.clone();
+        let sys = e.identity.system_identifier.clone();
+        let name = e.identity.database_name.clone();
+        let oid = i64::from(e.identity.database_oid);
+        let identity = e.identity_digest.as_str().to_owned();
+        read!(self, "record the enrollment", |c, t| async {
+            // One statement: the insert happens only under the current revision; the primary
+            // key decides between concurrent enrollments.
+            let sql = format!(
+                "WITH cur AS (SELECT revision FROM {tr} WHERE environment_id = $1::text::uuid \
+                 ORDER BY revision DESC LIMIT 1), \
+                 ins AS (INSERT INTO {e} (environment_id, enrollment_digest, participant_id, \
+                 engine, system_identifier, database_name, database_oid, identity_digest, \
+                 trust_revision, enrolled_at_utc) \
+                 SELECT $1::text::uuid, $2, $3, 'postgresql', $4, $5, $6, $7, $8, clock_timestamp() \
+                 FROM cur WHERE cur.revision = $8 \
+                 ON CONFLICT (environment_id, enrollment_digest, participant_id) DO NOTHING \
+                 RETURNING 1) \
+                 SELECT (SELECT revision FROM cur), (SELECT count(*) FROM ins), \
+                 (SELECT identity_digest FROM {e} WHERE environment_id = $1::text::uuid \
+                    AND enrollment_digest = $2 AND participant_id = $3)",
+                tr = t.trust,
+                e = t.enrollment,
+            );
+            let row = c
+                .query_one(
+                    &sql,
+                    &[
+                        &env,
+                        &digest,
+                        &id,
+                        &sys,
+                        &name,
+                        &oid,
+                        &identity,
+                        &trust_revision,
+                    ],
+                )
+                .await?;
+            let current: Option<i64> = row.get(0);
+            if current != Some(trust_revision) {
+                return refuse(
+                    StoreCode::TrustRevisionChanged,
+                    "the trust revision moved since the policy was checked",
+                );
+            }
+            if row.get::<_, i64>(1) == 1 {
+                return Ok(Enrolled::Recorded);
+            }
+            match row.get::<_, Option<String>>(2) {
+                Some(held) if held == identity => Ok(Enrolled::Reopened),
+                _ => refuse(
+                    StoreCode::EnrollmentConflict,
+                    "the participant is already enrolled under this enrollment with another \
+                     physical identity; enrollment records are never replaced",
+                ),
+            }
+        })
+    }
+
+    /// Every participant enrolled under `enrollment_digest` in `environment`.
+    pub async fn enrolled(
+        &self,
+        environment: &Uuid,
+        enrollment_digest: &Sha256Digest,
+    ) -> Result<Vec<Enrollment>> {
+        let env = environment.as_str().to_owned();
+        let digest = enrollment_digest.as_str().to_owned();
+        read!(self, "read the enrollment", |c, t| async {
+            let sql = format!(
+                "SELECT participant_id, system_identifier, database_name, database_oid, \
+                 identity_digest FROM {e} WHERE environment_id = $1::text::uuid \
+                 AND enrollment_digest = $2 ORDER BY participant_id",
+                e = t.enrollment,
+            );
+            let rows = c.query(&sql, &[&env, &digest]).await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                let oid: i64 = row.get(3);
+                let Ok(database_oid) = u32::try_from(oid) else {
+                    return refuse(
+                        StoreCode::StoredStateInvalid,
+                        "an enrolled OID is out of range",
+                    );
+                };
+                let identity = PhysicalIdentity {
+                    system_identifier: row.get(1),
+                    database_name: row.get(2),
+                    database_oid,
+                };
+                let identity_digest = stored(Sha256Digest::parse("identity_digest", row.get(4)))?;
+                if identity.digest() != identity_digest {
+                    return refuse(
+                        StoreCode::StoredStateInvalid,
+                        "an enrolled identity does not match its digest",
+                    );
+                }
+                out.push(Enrollment {
+                    participant_id: row.get(0),
+                    identity,
+                    identity_digest,
+                });
+            }
+            Ok(out)
+        })
+    }
+}
+
 impl ControlStorePort for PgControlStore {
     async fn verify_catalog(&self) -> Result<()> {
         let guard = self.connected().await?;
@@ -1818,7 +1957,10 @@ impl ControlStorePort for PgControlStore {
                  r.reserved_source_bytes, r.reserved_seconds, \
                  extract(epoch FROM r.reserved_at_utc)::bigint, s.measured_source_rows, \
                  s.measured_source_bytes, s.measured_http_bytes, s.outcome, \
-                 extract(epoch FROM k.claimed_at_utc)::bigint \
+                 extract(epoch FROM k.claimed_at_utc)::bigint, \
+                 (SELECT coalesce(array_agg(p.connection_role || ' ' || p.participant_id \
+                    || ' ' || p.identity_digest ORDER BY p.connection_role), '{{}}') \
+                    FROM {rp} p WHERE p.reservation_id = r.reservation_id) \
                  FROM {r} r LEFT JOIN {s} s USING (reservation_id) \
                  LEFT JOIN {k} k ON k.reservation_id = r.reservation_id \
                  WHERE r.environment_id = $1::text::uuid AND r.campaign_id = $2::text::uuid \
@@ -1827,6 +1969,7 @@ impl ControlStorePort for PgControlStore {
                 r = t.reservation,
                 s = t.settlement,
                 k = t.run_claim,
+                rp = t.run_participant,
             );
             let rows = c
                 .query(&sql, &[&env, &campaign, &phase, &route, &limit])
@@ -1854,22 +1997,44 @@ impl ControlStorePort for PgControlStore {
                     reserved_at_unix: row.get(10),
                     settlement,
                     run_claimed_at_unix: row.get(15),
+                    run_participants: run_participants(row.get(16))?,
                 });
             }
             Ok(out)
         })
     }
 
-    async fn claim_run(&self, reservation_id: &Sha256Digest) -> Result<bool> {
+    async fn claim_run(
+        &self,
+        reservation_id: &Sha256Digest,
+        participants: &[RunParticipant],
+    ) -> Result<bool> {
         let id = reservation_id.as_str().to_owned();
+        let roles: Vec<&str> = participants.iter().map(|p| p.role.as_str()).collect();
+        let ids: Vec<&str> = participants
+            .iter()
+            .map(|p| p.participant_id.as_str())
+            .collect();
+        let digests: Vec<&str> = participants
+            .iter()
+            .map(|p| p.identity_digest.as_str())
+            .collect();
         read!(self, "claim the reservation's run", |c, t| async {
-            // One statement: the primary key decides between concurrent claims.
+            // One statement: the primary key decides between concurrent claims, and the run's
+            // participants are recorded only with the claim that won.
             let sql = format!(
-                "INSERT INTO {} (reservation_id, claimed_at_utc) \
-                 VALUES ($1, clock_timestamp()) ON CONFLICT (reservation_id) DO NOTHING",
-                t.run_claim
+                "WITH k AS (INSERT INTO {k} (reservation_id, claimed_at_utc) \
+                 VALUES ($1, clock_timestamp()) ON CONFLICT (reservation_id) DO NOTHING \
+                 RETURNING reservation_id), \
+                 p AS (INSERT INTO {p} (reservation_id, connection_role, participant_id, \
+                 identity_digest) SELECT k.reservation_id, u.role, u.participant, u.digest \
+                 FROM k, unnest($2::text[], $3::text[], $4::text[]) AS u(role, participant, digest)) \
+                 SELECT count(*) FROM k",
+                k = t.run_claim,
+                p = t.run_participant,
             );
-            Ok(c.execute(&sql, &[&id]).await? == 1)
+            let row = c.query_one(&sql, &[&id, &roles, &ids, &digests]).await?;
+            Ok(row.get::<_, i64>(0) == 1)
         })
     }
 
@@ -1971,6 +2136,7 @@ impl ControlStorePort for PgControlStore {
                     reserved_at_unix: row.get(10),
                     settlement,
                     run_claimed_at_unix: row.get(28),
+                    run_participants: Vec::new(),
                 },
                 environment: stored(Uuid::parse("environment", row.get(15)))?,
                 grant_revocation_epoch: row.get(16),
@@ -2057,4 +2223,37 @@ fn settlement_columns(
         measured_http_bytes: row.get(13),
         outcome,
     }))
+}
+
+/// The run participants of a listing (`role participant digest` per element).
+fn run_participants(rows: Vec<String>) -> Tx<Vec<RunParticipant>> {
+    rows.iter()
+        .map(|r| {
+            let mut it = r.split(' ');
+            let (Some(role), Some(id), Some(digest), None) =
+                (it.next(), it.next(), it.next(), it.next())
+            else {
+                return refuse(
+                    StoreCode::StoredStateInvalid,
+                    "a run participant row is malformed",
+                );
+            };
+            let role = match role {
+                "source" => ConnectionRole::Source,
+                "target" => ConnectionRole::Target,
+                "state" => ConnectionRole::State,
+                _ => {
+                    return refuse(
+                        StoreCode::StoredStateInvalid,
+                        "a run participant has an unknown role",
+                    );
+                }
+            };
+            Ok(RunParticipant {
+                role,
+                participant_id: id.to_owned(),
+                identity_digest: stored(Sha256Digest::parse("identity_digest", digest))?,
+            })
+        })
+        .collect()
 }

@@ -70,9 +70,33 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
             "the DDL holds {statement}"
         );
     }
+    // The enrollment migration's statements are the DDL's too; it follows this one.
+    let enrollment =
+        std::fs::read_to_string(root.join("migrate-add-enrollment.sql")).expect("migration");
+    let later: Vec<String> = enrollment
+        .split(";\n")
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    assert_eq!(later.len(), 4);
+    for statement in &later {
+        assert!(
+            ddl.contains(statement.as_str()),
+            "the DDL holds {statement}"
+        );
+    }
     let e = Env::new().await;
     e.admin
-        .batch_execute(&format!("DROP TABLE \"{}\".np_run_claim", e.schema))
+        .batch_execute(&format!(
+            "DROP TABLE \"{s}\".np_run_participant, \"{s}\".np_participant_enrollment, \
+             \"{s}\".np_run_claim",
+            s = e.schema
+        ))
         .await
         .expect("an older store");
     let store = e.store();
@@ -84,6 +108,15 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
         .batch_execute(&migration.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
         .await
         .expect("the migration applies");
+    assert_eq!(
+        code(e.store().verify_catalog().await),
+        StoreCode::CatalogInvalid,
+        "without the enrollment tables"
+    );
+    e.admin
+        .batch_execute(&enrollment.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
+        .await
+        .expect("the enrollment migration applies");
     let store = e.store();
     store
         .verify_catalog()
@@ -91,7 +124,7 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
         .expect("migrated store verifies");
     let id = Sha256Digest::of(b"not a reservation");
     assert!(
-        store.claim_run(&id).await.is_err(),
+        store.claim_run(&id, &[]).await.is_err(),
         "a claim names an existing reservation (foreign key)"
     );
     drop(store);
@@ -1283,7 +1316,7 @@ async fn a_pools_reservations_are_listed_across_replacement_grants_with_their_se
         "no run has claimed either"
     );
     // A run's claim shows in the listing and in the run's authority, with its time.
-    assert!(s.claim_run(&b.reservation_id).await.expect("claimed"));
+    assert!(s.claim_run(&b.reservation_id, &[]).await.expect("claimed"));
     let listed = s
         .reservations(&pool, MAX_LISTED_RESERVATIONS)
         .await

@@ -201,6 +201,7 @@ impl RunGate for Gate {
                     "DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH",
                     "the manifest's workload (its name) is not the reservation's workload",
                 ),
+                OpenRefusal::Binding { code, message } => Failure::refused(code, message),
                 OpenRefusal::Manifest(ManifestMismatch::PackDigest) => Failure::refused(
                     "DPONE_CLI_NP_RESERVATION_MANIFEST_MISMATCH",
                     "the manifest's bytes are not the admitted workload's pack (sha256 differs \

@@ -97,6 +97,9 @@ pub enum StoreCode {
     /// A run already claimed the reservation: one reservation bounds one run's reads, so a
     /// second run (concurrent or later) may not read under it.
     ReservationRunClaimed,
+    /// A participant is already enrolled under this enrollment with another physical identity
+    /// (enrollment records are never replaced).
+    EnrollmentConflict,
     /// Measured usage exceeds the reservation.
     SettleExceedsReservation,
     /// The reservation was already settled with other measurements.
@@ -107,7 +110,7 @@ pub enum StoreCode {
 
 impl StoreCode {
     /// Every code, for documentation checks.
-    pub const ALL: [StoreCode; 40] = [
+    pub const ALL: [StoreCode; 41] = [
         Self::InvalidInput,
         Self::LimitAboveCeiling,
         Self::CatalogInvalid,
@@ -145,6 +148,7 @@ impl StoreCode {
         Self::ReservationResolved,
         Self::AttemptWindowElapsed,
         Self::ReservationRunClaimed,
+        Self::EnrollmentConflict,
         Self::SettleExceedsReservation,
         Self::SettlementConflict,
         Self::StoredStateInvalid,
@@ -190,6 +194,7 @@ impl StoreCode {
             Self::ReservationResolved => "DPONE_NP_STORE_RESERVATION_RESOLVED",
             Self::AttemptWindowElapsed => "DPONE_NP_STORE_ATTEMPT_WINDOW_ELAPSED",
             Self::ReservationRunClaimed => "DPONE_NP_STORE_RESERVATION_RUN_CLAIMED",
+            Self::EnrollmentConflict => "DPONE_NP_STORE_ENROLLMENT_CONFLICT",
             Self::SettleExceedsReservation => "DPONE_NP_STORE_SETTLE_EXCEEDS_RESERVATION",
             Self::SettlementConflict => "DPONE_NP_STORE_SETTLEMENT_CONFLICT",
             Self::StoredStateInvalid => "DPONE_NP_STORE_STORED_STATE_INVALID",
@@ -897,6 +902,9 @@ pub struct ListedReservation {
     /// When a run claimed the reservation ([`ControlStore::claim_run`], database clock, unix
     /// seconds); `None` while no run has.
     pub run_claimed_at_unix: Option<i64>,
+    /// The enrolled participants the claiming run was bound to (by id and identity digest,
+    /// one per connection role); empty while no run has claimed it.
+    pub run_participants: Vec<crate::enrollment::RunParticipant>,
 }
 
 /// Most reservations one listing returns (a pool holds at most 128 attempts).
@@ -1158,8 +1166,13 @@ pub trait ControlStorePort {
     /// Claims reservation `reservation_id` for the one run it bounds, atomically (one insert
     /// into the claim table, unique per reservation): `true` for the claim, `false` when a
     /// run already holds it. A claim is never released.
-    fn claim_run(&self, reservation_id: &Sha256Digest)
-    -> impl Future<Output = Result<bool>> + Send;
+    /// The run's enrolled participants (one per connection role) are recorded with the claim,
+    /// in its statement.
+    fn claim_run(
+        &self,
+        reservation_id: &Sha256Digest,
+        participants: &[crate::enrollment::RunParticipant],
+    ) -> impl Future<Output = Result<bool>> + Send;
 
     /// A registration as recorded, under its original trust revision.
     fn history(
@@ -1251,6 +1264,7 @@ mod tests {
                 reserved_at_unix: 1,
                 settlement: None,
                 run_claimed_at_unix: None,
+                run_participants: Vec::new(),
             },
             environment: uuid,
             grant_revocation_epoch: 3,

@@ -23,6 +23,9 @@
 //! - [`reservation_run`]: a route run under an admitted reservation: the manifest's binding to
 //!   the admitted workload, the attempt's deadline and what the run settles.
 //!
+//! - [`enrollment`]: physical enrollment and the binding of a reserved run's connections to the
+//!   enrolled participants its workload's route names.
+//!
 //! Every refusal is an [`NpError`] with one stable code of [`codes`]. The schemas with examples
 //! are in `docs/nonproduction-authority.md`.
 
@@ -35,6 +38,7 @@ pub mod common;
 pub mod composition;
 pub mod control_store;
 pub mod document;
+pub mod enrollment;
 pub mod error;
 pub mod facts;
 pub mod fields;

@@ -52,6 +52,14 @@ pub enum OpenRefusal {
     Store(StoreError),
     /// The manifest is not the admitted workload's.
     Manifest(ManifestMismatch),
+    /// The run's connections are not the enrolled participants its workload's route names, or
+    /// a relation is outside their subjects ([`crate::enrollment::bind_run`]); `code` is stable.
+    Binding {
+        /// The stable code.
+        code: &'static str,
+        /// What is wrong, naming no endpoint, path or value.
+        message: String,
+    },
 }
 
 fn bound(v: i64) -> Result<u64, OpenRefusal> {
@@ -74,6 +82,28 @@ pub async fn open<S: ControlStorePort>(
     manifest_bytes: &[u8],
     manifest_name: &str,
 ) -> Result<Opened, OpenRefusal> {
+    open_bound(store, id, manifest_bytes, manifest_name, |_| async {
+        Ok(Vec::new())
+    })
+    .await
+}
+
+/// [`open`] with the run's physical binding: after the store's checks and the manifest's
+/// binding and before the claim, `bind` observes the run's connections and binds them to the
+/// enrolled participants ([`crate::enrollment::bind_run`]); its participants are recorded with
+/// the claim. A refusal of `bind` leaves the reservation unclaimed and runnable.
+pub async fn open_bound<S, B, F>(
+    store: &S,
+    id: &Sha256Digest,
+    manifest_bytes: &[u8],
+    manifest_name: &str,
+    bind: B,
+) -> Result<Opened, OpenRefusal>
+where
+    S: ControlStorePort,
+    B: FnOnce(&Reservation) -> F,
+    F: std::future::Future<Output = Result<Vec<crate::enrollment::RunParticipant>, OpenRefusal>>,
+{
     // Anchored before the statement is sent: the database computes the time left later, so
     // this deadline is never later than the database's.
     let asked_at = Instant::now();
@@ -110,7 +140,12 @@ pub async fn open<S: ControlStorePort>(
     );
     // Last, once everything else holds, so a refused open leaves the reservation runnable:
     // the claim makes this the reservation's only run.
-    if !store.claim_run(id).await.map_err(OpenRefusal::Store)? {
+    let participants = bind(&reservation).await?;
+    if !store
+        .claim_run(id, &participants)
+        .await
+        .map_err(OpenRefusal::Store)?
+    {
         return Err(OpenRefusal::Store(StoreError::new(
             StoreCode::ReservationRunClaimed,
             "a run already started under this reservation; settle it and admit another attempt",
