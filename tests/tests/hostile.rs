@@ -179,3 +179,75 @@ fn a_budget_above_the_host_ceiling_is_refused() {
         .expect("refused");
     assert_eq!(error.code(), "DPONE_POLICY_BUDGET_TOO_LARGE");
 }
+
+/// Wraps a core module of `fixtures/hostile/features/` (one WebAssembly proposal outside the
+/// host's feature set each) as a guard component, as the author kit's encoder does.
+fn feature_component(name: &str) -> Vec<u8> {
+    let path = workspace()
+        .join("fixtures/hostile/features")
+        .join(format!("{name}.wat"));
+    let mut module = wat::parse_file(&path).unwrap_or_else(|e| panic!("{name} assembles: {e}"));
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve
+        .push_dir(workspace().join("wit"))
+        .expect("wit parses");
+    let world = resolve
+        .select_world(&[package], Some("guard-policy"))
+        .expect("guard world");
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .expect("metadata");
+    dpone_policy_build::encode_component(name, &module)
+        .unwrap_or_else(|e| panic!("{name} encodes: {e}"))
+}
+
+/// Every proposal the host leaves out has a fixture, and each is refused at load, before any
+/// wasmtime code runs on it. The GC-subtype `call_indirect` guard aborted the process
+/// (RUSTSEC-2026-0570) before the feature set was locked.
+#[test]
+fn a_component_using_a_disabled_proposal_is_refused_at_load() {
+    let runtime = PolicyRuntime::new(SandboxConfig::default()).expect("runtime");
+    let mut wrong = Vec::new();
+    for (name, proposal) in [
+        ("gc-subtype-call-indirect", "gc"),
+        ("function-references", "function_references"),
+        ("exceptions", "exceptions"),
+        ("tail-call", "tail_call"),
+        ("threads", "proposal"),
+        ("multi-memory", "multi_memory"),
+        ("simd", "simd"),
+        ("custom-page-sizes", "proposal"),
+        ("wide-arithmetic", "wide_arithmetic"),
+        ("extended-const", "extended_const"),
+    ] {
+        let bytes = feature_component(name);
+        if name == "gc-subtype-call-indirect" {
+            // Kept for `dpone-host policy eval guard --component` (host/cli/tests).
+            let dir = workspace().join("target/components");
+            std::fs::create_dir_all(&dir).expect("target/components");
+            std::fs::write(dir.join("hostile-gc-subtype.wasm"), &bytes).expect("written");
+        }
+        match runtime.load(
+            PolicyKind::Guard,
+            &bytes,
+            Sha256Digest::of(&bytes),
+            Budget::default(),
+        ) {
+            Ok(_) => wrong.push(format!("{name}: loaded")),
+            Err(e) if e.code() != "DPONE_POLICY_WASM_FEATURE_DISABLED" => {
+                wrong.push(format!("{name}: {} {e}", e.code()))
+            }
+            Err(e) if !e.to_string().contains(proposal) => {
+                wrong.push(format!("{name}: does not name {proposal}: {e}"))
+            }
+            Err(_) => {}
+        }
+        assert_still_serving(&runtime);
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
