@@ -15,7 +15,10 @@
 //! - [`text::excerpt`] quotes a value: at most [`text::MAX_EXCERPT_CHARS`] characters, with
 //!   control, line/paragraph separator, bidi and other format characters escaped;
 //!   [`text::clean_message`] makes a whole one-line error message safe the same way.
+//! - [`private_state`] checks the directories and files the host keeps its own state in (owner,
+//!   mode, symbolic links, swappable parents) before they are read or written.
 
+pub mod private_state;
 pub mod read;
 pub mod strict_json;
 pub mod text;

@@ -244,10 +244,12 @@ pub fn activate_bundle(
 }
 
 /// The activation gate with rollback protection, as the CLI runs it: the clock is read once;
-/// the bundle verifies, is inside its signed validity window at that reading, is not a rollback
-/// (nor a reused sequence, nor activated with a clock earlier than the last activation of its
-/// name) according to the host's ledger at `ledger`, and passes [`activate_verified`]; only then
-/// is the activation recorded in the ledger.
+/// the bundle verifies and is inside its signed validity window at that reading; then, under the
+/// ledger's exclusive lock (one critical section across processes,
+/// [`freshness::ActivationLedger::activate_locked`]), it must not be a rollback of its name (nor
+/// a reused sequence, nor activated with a clock earlier than the last activation of its name)
+/// according to the host's ledger at `ledger`, must pass [`activate_verified`], and only then
+/// is the activation recorded.
 pub fn activate_bundle_recorded(
     runtime: &PolicyRuntime,
     files: &BundleFiles,
@@ -260,12 +262,14 @@ pub fn activate_bundle_recorded(
     freshness::check_window(manifest, now)?;
     let manifest_sha256 =
         dpone_trust::Sha256Digest::of(files.get(bundle::MANIFEST_FILE).unwrap_or_default());
-    let mut state = freshness::ActivationLedger::load(ledger)?;
-    state.check(trust.sha256(), manifest, &manifest_sha256, now)?;
-    let activated = activate_verified(runtime, &verified)?;
-    state.record(trust.sha256(), manifest, &manifest_sha256, now);
-    state.save(ledger)?;
-    Ok(activated)
+    freshness::ActivationLedger::activate_locked(
+        ledger,
+        trust.sha256(),
+        manifest,
+        &manifest_sha256,
+        now,
+        || activate_verified(runtime, &verified),
+    )
 }
 
 /// The gate after verification, for callers that already hold a [`VerifiedBundle`].

@@ -85,8 +85,8 @@ pub fn cache_key_path() -> Result<PathBuf, Failure> {
     Ok(state.join("dpone-host").join("precompiled-cache.key"))
 }
 
-/// The host's bundle activation ledger (highest activated sequence per trust policy and bundle
-/// name): `$DPONE_STATE_DIR/bundle-activations.json`, else under
+/// The host's bundle activation ledger (highest activated sequence per bundle name; its lock
+/// file beside it): `$DPONE_STATE_DIR/bundle-activations.json`, else under
 /// `$XDG_STATE_HOME/dpone-host/`, else `$HOME/.local/state/dpone-host/`.
 pub fn activation_ledger_path() -> Result<PathBuf, Failure> {
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());

@@ -484,9 +484,9 @@ pub enum TrustError {
         /// The clock, read once for this activation.
         now: u64,
     },
-    /// A bundle with a lower sequence than one already activated under this trust policy.
+    /// A bundle with a lower sequence than one already activated under its name on this host.
     #[error(
-        "bundle `{name}` sequence {sequence} is lower than sequence {highest} already activated under this trust policy"
+        "bundle `{name}` sequence {sequence} is lower than sequence {highest} already activated on this host"
     )]
     BundleRollback {
         /// Bundle name.
