@@ -391,7 +391,14 @@ fn offline_checks_structure_only_and_keeps_the_registry_codes() {
     // Valid: exit 0 without connecting (nothing listens on port 1) or reading credentials.
     let reg = write(dir.path(), "good.yaml", &good);
     let out = run_cli(
-        &["check", "--connections", &reg, "--offline", "--output", "text"],
+        &[
+            "check",
+            "--connections",
+            &reg,
+            "--offline",
+            "--output",
+            "text",
+        ],
         &[],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -429,8 +436,15 @@ fn offline_checks_structure_only_and_keeps_the_registry_codes() {
         args.extend_from_slice(flags);
         let piped = run_cli(&args, &[(PASSWORD_VAR, &secret)]);
         assert_eq!(piped.code, 0, "{flags:?}: {}", piped.stderr);
-        assert_eq!(piped.stdout, out.stdout, "{flags:?}: the same JSON bytes as --json");
-        assert_eq!(piped.json()["schema"], "dpone.connections-check.v1", "{flags:?}");
+        assert_eq!(
+            piped.stdout, out.stdout,
+            "{flags:?}: the same JSON bytes as --json"
+        );
+        assert_eq!(
+            piped.json()["schema"],
+            "dpone.connections-check.v1",
+            "{flags:?}"
+        );
     }
 
     // Malformed: the strict parser's codes, bad input.

@@ -516,3 +516,56 @@ fn concurrent_first_runs_share_one_cache_key() {
         "{again}"
     );
 }
+
+/// The GC-subtype guard of the hostile corpus (RUSTSEC-2026-0570: a non-final function type, a
+/// subtype of it, a `call_indirect` expecting the supertype) aborted `policy eval` with exit 134
+/// inside wasmtime 48.0.8. Through the binary it is now a clean refusal with the stable code and
+/// the documented exit code of a policy failure, and nothing aborts.
+#[test]
+fn a_gc_subtype_guard_is_refused_by_policy_eval_and_the_host_does_not_abort() {
+    let name = "gc-subtype-call-indirect";
+    let mut module = wat::parse_file(root().join(format!("fixtures/hostile/features/{name}.wat")))
+        .expect("the fixture assembles");
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve.push_dir(root().join("wit")).expect("wit parses");
+    let world = resolve
+        .select_world(&[package], Some("guard-policy"))
+        .expect("guard world");
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .expect("metadata");
+    let component = dpone_policy_build::encode_component(name, &module).expect("encodes");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gc-subtype.wasm");
+    std::fs::write(&path, &component).expect("written");
+    let pin = format!(
+        "sha256:{}",
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&component))
+    );
+
+    let out = dpone(&[
+        "policy",
+        "eval",
+        "guard",
+        "--input",
+        "fixtures/samples/guard.json",
+        "--component",
+        path.to_str().expect("utf-8 path"),
+        "--pin",
+        &pin,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "a policy failure's exit code, not a signal: {out:?}"
+    );
+    assert_eq!(stderr_code(&out), "DPONE_POLICY_WASM_FEATURE_DISABLED");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("gc"), "names the proposal: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
