@@ -181,7 +181,8 @@ pub fn init() -> Telemetry {
         .with_filter(
             tracing_subscriber::EnvFilter::try_from_env("DPONE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        );
+        )
+        .with_filter(drivers_capped());
     // Static target filters (not a filter function): callsites outside `dpone::` are never
     // interesting, and the level hint keeps the `log` records of dependencies (cranelift's
     // trace logging) disabled at their source.
@@ -210,6 +211,17 @@ pub fn init() -> Telemetry {
         tracing::warn!("{w}");
     }
     Telemetry { tracer, meter }
+}
+
+/// The ceiling under `DPONE_LOG`, whatever it asks for: the host's own targets (`dpone::…` and
+/// the `dpone_*` crates) at any level, every other target — the database drivers, TLS, HTTP and
+/// the compiler, whose `log` records reach `tracing` — at `warn` at most. tokio-postgres logs
+/// every statement with its parameters at debug (grant bytes, authority documents, values
+/// spliced into COPY), tiberius and the HTTP clients their requests: none of it is a log line.
+fn drivers_capped() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new()
+        .with_target("dpone", tracing::Level::TRACE)
+        .with_default(tracing::Level::WARN)
 }
 
 /// The first word of an exporter error (its kind), never the endpoint it may quote.

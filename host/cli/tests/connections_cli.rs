@@ -553,6 +553,27 @@ async fn live_pins_discovered_from_the_server_all_match() {
     );
     assert!(!out.stdout.contains("MISMATCH ") && !out.stdout.contains("unreachable "));
     out.assert_no_leak(&[&password, &db.host()]);
+
+    // The most verbose log level never forwards the drivers' records, which carry statement
+    // parameters (tokio-postgres logs every statement with its parameters at debug).
+    let traced = run_cli(
+        &["check", "--connections", &reg, "--json"],
+        &[(PASSWORD_VAR, password.as_str()), ("DPONE_LOG", "trace")],
+    );
+    assert_eq!(traced.code, 0, "{}", traced.stderr);
+    for driver in [
+        "tokio_postgres",
+        "parameters",
+        "rustls",
+        "executing statement",
+    ] {
+        assert!(
+            !traced.stderr.contains(driver),
+            "a driver record reached the log ({driver}):\n{}",
+            traced.stderr
+        );
+    }
+    traced.assert_no_leak(&[&password, &db.host()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
