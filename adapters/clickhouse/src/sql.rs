@@ -279,7 +279,7 @@ pub fn rowset_buckets(database: &str, table: &str, schema: &Schema) -> Result<St
     Ok(Statement::new(format!(
         "SELECT toUInt8(reinterpretAsUInt8(substring(h, 1, 1))) AS bucket, toUInt64(count()) AS rows, \
          hex(SHA256(arrayStringConcat(arraySort(groupArray(h))))) AS digest \
-         FROM (SELECT substring(SHA256(formatRowNoNewline('RowBinary', {})), 1, 32) AS h FROM {table}) \
+         FROM (SELECT substring(SHA256(formatRow('RowBinary', {})), 1, 32) AS h FROM {table}) \
          GROUP BY bucket ORDER BY bucket",
         cols.join(", "),
     )))

@@ -88,7 +88,7 @@ fn member_catalog() {
     "#]]
     .assert_eq(&sql::read_rows("db", "t", &schema()).unwrap().to_string());
     expect![[r#"
-        SELECT toUInt8(reinterpretAsUInt8(substring(h, 1, 1))) AS bucket, toUInt64(count()) AS rows, hex(SHA256(arrayStringConcat(arraySort(groupArray(h))))) AS digest FROM (SELECT substring(SHA256(formatRowNoNewline('RowBinary', `db`.`t`.`id`, `db`.`t`.`name`, `db`.`t`.`amount`, `db`.`t`.`uid`)), 1, 32) AS h FROM `db`.`t`) GROUP BY bucket ORDER BY bucket
+        SELECT toUInt8(reinterpretAsUInt8(substring(h, 1, 1))) AS bucket, toUInt64(count()) AS rows, hex(SHA256(arrayStringConcat(arraySort(groupArray(h))))) AS digest FROM (SELECT substring(SHA256(formatRow('RowBinary', `db`.`t`.`id`, `db`.`t`.`name`, `db`.`t`.`amount`, `db`.`t`.`uid`)), 1, 32) AS h FROM `db`.`t`) GROUP BY bucket ORDER BY bucket
     "#]]
     .assert_eq(&sql::rowset_buckets("db", "t", &schema()).unwrap().to_string());
     let s = schema();
