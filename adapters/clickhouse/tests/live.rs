@@ -418,6 +418,114 @@ fn the_manifest_spelling_rule_matches_what_the_engine_reports() {
     not(dpone_live_clickhouse),
     ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
 )]
+fn rows_whose_encoding_ends_in_a_newline_byte_prove_and_publish_under_the_default_proof() {
+    // 100,000 rows of (k UInt64, s String, last) for a UUID, a Float64 and an integer last
+    // column: about one row in 256 ends in the byte 0x0A, which `formatRowNoNewline` trims on the
+    // member (the default proof then held such a table for the operator as divergent). The
+    // member's rowset digest equals the host's over the artifact for every row, and the
+    // publication under the default proof completes.
+    const ROWS: u64 = 100_000;
+    struct Ending(&'static str);
+    impl Ending {
+        fn schema(&self) -> Schema {
+            Schema::of(&[("k", "UInt64"), ("s", "String"), ("last", self.0)])
+        }
+        fn last(&self, k: u64) -> Value {
+            // A multiplicative hash spreads the last byte over every value.
+            let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k >> 7);
+            match self.0 {
+                "UUID" => {
+                    let mut u = [0u8; 16];
+                    u[..8].copy_from_slice(&h.to_le_bytes());
+                    u[8..].copy_from_slice(&h.rotate_left(17).to_le_bytes());
+                    u[6] = 0x40 | (u[6] & 0x0f);
+                    Value::Raw16(u)
+                }
+                "Float64" => Value::Float(f64::from_bits(h >> 2)),
+                _ => Value::UInt(u128::from(h & 0xFFFF_FFFF)),
+            }
+        }
+    }
+    impl Extract for Ending {
+        fn extract(&self, schema: &Schema, out: &mut dyn std::io::Write) -> Result<u64, PortError> {
+            let mut w = RowBinaryWriter::new(column_types(schema).expect("profile"));
+            for k in 0..ROWS {
+                w.row(&[
+                    Value::UInt(u128::from(k)),
+                    Value::Bytes(format!("s{k}").into_bytes()),
+                    self.last(k),
+                ])
+                .expect("row fits");
+            }
+            out.write_all(&w.finish())
+                .map_err(|_| PortError::rejected("DPONE_TEST_WRITE"))?;
+            Ok(ROWS)
+        }
+    }
+    let tier = Tier::from_env();
+    let c = tier.cluster();
+    for (ending, name) in [
+        (Ending("UUID"), "uuid"),
+        (Ending("Float64"), "f64"),
+        (Ending("UInt32"), "u32"),
+    ] {
+        let schema = ending.schema();
+        let mut bytes = Vec::new();
+        ending.extract(&schema, &mut bytes).expect("artifact bytes");
+        // The rows that end in 0x0A: the last column's encoding is fixed-width, so its last
+        // byte is the row's last byte.
+        let width = match ending.0 {
+            "UUID" => 16,
+            "Float64" => 8,
+            _ => 4,
+        };
+        let newline_rows = (0..ROWS)
+            .filter(|&k| {
+                let mut w = RowBinaryWriter::new(column_types(&schema).expect("profile"));
+                w.row(&[Value::UInt(0), Value::Bytes(Vec::new()), ending.last(k)])
+                    .expect("row fits");
+                let row = w.finish();
+                row.len() >= width && row.last() == Some(&0x0A)
+            })
+            .count();
+        assert!(
+            newline_rows > 100,
+            "{name}: the table must hold rows ending in 0x0A ({newline_rows})"
+        );
+        let host = dpone_engine_clickhouse::canonical::rowset_digest(&schema, &bytes[..], 1 << 24)
+            .expect("artifact rowset digest");
+        assert_eq!(host.row_count, ROWS);
+        let target = unique(&format!("live_nl_{name}"));
+        let req = request(&tier, &target, &unique("inv"), schema.clone());
+        let receipt = completed(run(&c, &ending, &req).expect("run"));
+        assert_eq!(
+            receipt.content_proof,
+            contracts::ContentProof::Rowset,
+            "{name}"
+        );
+        assert_eq!(receipt.content_digest, host.digest, "{name}");
+        for replica in [1, 2] {
+            let member = contracts::member_id(1, replica);
+            let t = c
+                .observe_table(&member, &tier.database, &target)
+                .expect("observe")
+                .expect("published target");
+            let buckets = c
+                .rowset_buckets(&member, &tier.database, &target, t.uuid, &schema)
+                .expect("member rowset buckets");
+            let member_digest =
+                dpone_engine_clickhouse::canonical::rowset::combine(&schema, &buckets)
+                    .expect("well-formed reply");
+            assert_eq!(member_digest, host, "{name}: member {replica}");
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
 fn every_member_computes_the_rowset_digest_of_the_artifact_bytes_for_every_profile_type() {
     // The rowset proof's basis: each member re-serializes every row of every profile type
     // (NaN, -0.0, NULLs, empty and non-UTF-8 strings included) to exactly the artifact's
