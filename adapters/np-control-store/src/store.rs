@@ -43,7 +43,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+use tokio_postgres::{Client, Config, Row, Statement};
 
 /// Where the store connects: the driver config (credentials stay in it), the TLS mode and the
 /// pinned CA bundle, and the schema the reviewed DDL was provisioned in.
@@ -411,35 +411,18 @@ impl PgControlStore {
     }
 
     async fn open(&self) -> Result<Conn> {
-        let tls = dpone_pg_tls::connector(self.endpoint.tls, self.endpoint.root_cert.as_deref())
-            .map_err(|e| StoreError::new(StoreCode::Unavailable, e.to_string()))?;
-        let cfg = &self.endpoint.config;
-        let (client, task) = match tls {
-            None => {
-                let (client, connection) = cfg
-                    .connect(NoTls)
-                    .await
-                    .map_err(|e| db_error("connect", &e))?;
-                (
-                    client,
-                    tokio::spawn(async move {
-                        let _ = connection.await;
-                    }),
-                )
-            }
-            Some(tls) => {
-                let (client, connection) = cfg
-                    .connect(tls)
-                    .await
-                    .map_err(|e| db_error("connect", &e))?;
-                (
-                    client,
-                    tokio::spawn(async move {
-                        let _ = connection.await;
-                    }),
-                )
-            }
-        };
+        // The one opener: the driver's TLS mode follows `tls` (never a plaintext fallback) and
+        // channel binding is required under TLS.
+        let (client, task) = dpone_pg_tls::connect(
+            &self.endpoint.config,
+            self.endpoint.tls,
+            self.endpoint.root_cert.as_deref(),
+        )
+        .await
+        .map_err(|e| match e {
+            dpone_pg_tls::ConnectError::Db(e) => db_error("connect", &e),
+            other => StoreError::new(StoreCode::Unavailable, format!("connect failed ({other})")),
+        })?;
         let row = client
             .query_one(
                 "SELECT pg_backend_pid(), backend_start::text FROM pg_catalog.pg_stat_activity \

@@ -1,17 +1,26 @@
-//! TLS for PostgreSQL connections, shared by both PostgreSQL source readers and the target.
+//! The one way the host opens a PostgreSQL connection ([`connect`]), with TLS per `sslmode`.
 //!
-//! | [`Mode`] (`sslmode`) | TLS | server certificate |
-//! |---|---|---|
-//! | `disable` | never | — |
-//! | `require` | required | not verified (encryption only) |
-//! | `verify-ca` | required | chain to a trusted CA; any host name |
-//! | `verify-full` | required | chain to a trusted CA and names the host |
+//! | [`Mode`] (`sslmode`) | TLS | server certificate | SCRAM channel binding |
+//! |---|---|---|---|
+//! | `disable` | never | — | — |
+//! | `require` | required | not verified (encryption only) | required |
+//! | `verify-ca` | required | chain to a trusted CA; any host name | required |
+//! | `verify-full` | required | chain to a trusted CA and names the host | required |
 //!
-//! Trusted CAs: the pinned `sslrootcert` bundle (PEM) when given, else the system's roots.
-//! rustls 0.23 through `tokio-postgres-rustls`, the line `tiberius` 0.13 uses (one TLS stack),
-//! with the aws-lc-rs crypto provider chosen explicitly ([`provider`]); SCRAM channel binding is
-//! used when the server offers it. Errors carry a classified reason only: never a path, an
-//! endpoint or the driver's text.
+//! [`connect`] sets the driver's own mode from the [`Mode`] on every connection, whatever the
+//! caller's [`Config`] says, so a TLS mode never falls back to a plaintext socket (a server that
+//! answers `N` to the TLS request is refused before any credential is sent). Under TLS the
+//! driver requires `SCRAM-SHA-256-PLUS` (tls-server-end-point, which `tokio-postgres-rustls`
+//! provides): a server that offers SCRAM without binding, asks for a cleartext or md5 password,
+//! or skips authentication is refused before the password is sent. A connection URL is read by
+//! [`config_from_url`], which refuses a URL whose own TLS parameters contradict the mode.
+//!
+//! Trusted CAs: the pinned `sslrootcert` bundle (PEM) when given, read through the bounded
+//! reader of regular files (`dpone-boundary`, at most [`MAX_CA_BUNDLE_BYTES`]), else the
+//! system's roots. rustls 0.23 through `tokio-postgres-rustls`, the line `tiberius` 0.13 uses
+//! (one TLS stack), with the aws-lc-rs crypto provider chosen explicitly ([`provider`]).
+//! Errors carry a stable code and a classified reason only: never a path, an endpoint, a
+//! credential or the driver's text.
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -21,8 +30,18 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
+use std::path::Path;
 use std::sync::Arc;
+use tokio::task::JoinHandle;
+use tokio_postgres::config::{ChannelBinding, SslMode, SslNegotiation};
+use tokio_postgres::{Client, Config, NoTls};
 pub use tokio_postgres_rustls::MakeRustlsConnect;
+
+#[cfg(feature = "test-support")]
+pub mod testing;
+
+/// The largest `sslrootcert` CA bundle read (a full system bundle is about 220 KB).
+pub const MAX_CA_BUNDLE_BYTES: u64 = 1 << 20;
 
 /// A TLS mode, with libpq's names and meanings (no `prefer`/`allow`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,13 +57,29 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The driver's setting: TLS is mandatory unless disabled.
-    pub fn driver(self) -> tokio_postgres::config::SslMode {
+    /// The driver's setting: TLS is mandatory unless disabled (never `prefer`).
+    pub fn driver(self) -> SslMode {
         match self {
-            Mode::Disable => tokio_postgres::config::SslMode::Disable,
-            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => {
-                tokio_postgres::config::SslMode::Require
-            }
+            Mode::Disable => SslMode::Disable,
+            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => SslMode::Require,
+        }
+    }
+
+    /// The driver's channel binding: required under TLS, off without it.
+    pub fn channel_binding(self) -> ChannelBinding {
+        match self {
+            Mode::Disable => ChannelBinding::Disable,
+            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => ChannelBinding::Require,
+        }
+    }
+
+    /// libpq's name of the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Disable => "disable",
+            Mode::Require => "require",
+            Mode::VerifyCa => "verify-ca",
+            Mode::VerifyFull => "verify-full",
         }
     }
 }
@@ -114,9 +149,10 @@ pub fn client_config(
 fn roots(root_cert: Option<&str>) -> Result<RootCertStore, RootCertError> {
     let certs: Vec<CertificateDer<'static>> = match root_cert {
         Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| {
-                RootCertError(format!("sslrootcert cannot be read ({:?})", e.kind()))
-            })?;
+            let pem = dpone_boundary::read::read_regular(Path::new(path), MAX_CA_BUNDLE_BYTES)
+                .map_err(|e| {
+                    RootCertError(format!("sslrootcert cannot be read ({})", e.describe()))
+                })?;
             CertificateDer::pem_slice_iter(&pem)
                 .collect::<Result<_, _>>()
                 .map_err(|_| RootCertError("sslrootcert is not PEM".into()))?
@@ -241,6 +277,273 @@ impl ServerCertVerifier for ChainOnly {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.supported_verify_schemes()
+    }
+}
+
+/// Why [`connect`] or [`config_from_url`] refused. Carries no path, endpoint or credential.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The trust anchors cannot be loaded (`DPONE_PG_TLS_ROOT_CERT_INVALID`).
+    RootCert(RootCertError),
+    /// The connection URL is not a PostgreSQL connection string (`DPONE_PG_URL_INVALID`).
+    UrlInvalid,
+    /// The URL's own TLS parameter contradicts the chosen mode (`DPONE_PG_TLS_URL_CONFLICT`);
+    /// the parameter's name.
+    UrlConflict(&'static str),
+    /// TLS could not be established or the server certificate was refused
+    /// (`DPONE_PG_TLS_FAILED`); the classified reason.
+    Tls(&'static str),
+    /// Under TLS the server did not authenticate with SCRAM channel binding, so no password
+    /// was sent (`DPONE_PG_TLS_CHANNEL_BINDING_REQUIRED`).
+    ChannelBinding,
+    /// Any other driver failure (the caller classifies it: SQLSTATE, closed, ...).
+    Db(tokio_postgres::Error),
+}
+
+impl ConnectError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::RootCert(_) => "DPONE_PG_TLS_ROOT_CERT_INVALID",
+            Self::UrlInvalid => "DPONE_PG_URL_INVALID",
+            Self::UrlConflict(_) => "DPONE_PG_TLS_URL_CONFLICT",
+            Self::Tls(_) => "DPONE_PG_TLS_FAILED",
+            Self::ChannelBinding => "DPONE_PG_TLS_CHANNEL_BINDING_REQUIRED",
+            Self::Db(_) => "DPONE_PG_CONNECT_FAILED",
+        }
+    }
+
+    /// The reason, when it is a TLS one (`TLS: ...` in callers' messages).
+    pub fn tls_reason(&self) -> Option<&'static str> {
+        match self {
+            Self::Tls(why) => Some(why),
+            Self::ChannelBinding => Some(CHANNEL_BINDING_REASON),
+            _ => None,
+        }
+    }
+}
+
+const CHANNEL_BINDING_REASON: &str =
+    "the server did not authenticate with SCRAM channel binding (no password was sent)";
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::RootCert(e) => write!(f, "{e}"),
+            Self::UrlInvalid => {
+                f.write_str("the connection URL is not a PostgreSQL connection string")
+            }
+            Self::UrlConflict(key) => write!(
+                f,
+                "the connection URL sets {key}, which contradicts the chosen sslmode (TLS is chosen by the sslmode option alone)"
+            ),
+            Self::Tls(why) => write!(f, "TLS: {why}"),
+            Self::ChannelBinding => write!(f, "TLS: {CHANNEL_BINDING_REASON}"),
+            Self::Db(_) => f.write_str("the connection failed"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::RootCert(e) => Some(e),
+            Self::Db(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A client and the task driving its connection (spawned on the current Tokio runtime).
+pub type Session = (Client, JoinHandle<()>);
+
+/// `config` as [`connect`] uses it under `mode`: the driver's TLS mode, negotiation and channel
+/// binding follow `mode`, whatever `config` said.
+pub fn session_config(config: &Config, mode: Mode) -> Config {
+    let mut c = config.clone();
+    c.ssl_mode(mode.driver())
+        .ssl_negotiation(SslNegotiation::Postgres)
+        .channel_binding(mode.channel_binding());
+    c
+}
+
+/// Opens a connection to `config` with TLS per `mode`, trusting the CA bundle at `root_cert`
+/// (else the system's roots) for `verify-ca` / `verify-full`; the bundle is read on each call.
+/// The one opener of every PostgreSQL connection of the host.
+pub async fn connect(
+    config: &Config,
+    mode: Mode,
+    root_cert: Option<&str>,
+) -> Result<Session, ConnectError> {
+    let cfg = session_config(config, mode);
+    let tls = connector(mode, root_cert).map_err(ConnectError::RootCert)?;
+    let classify = |e: tokio_postgres::Error| classify(mode, e);
+    Ok(match tls {
+        None => {
+            let (client, connection) = cfg.connect(NoTls).await.map_err(classify)?;
+            (
+                client,
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                }),
+            )
+        }
+        Some(tls) => {
+            let (client, connection) = cfg.connect(tls).await.map_err(classify)?;
+            (
+                client,
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                }),
+            )
+        }
+    })
+}
+
+fn classify(mode: Mode, e: tokio_postgres::Error) -> ConnectError {
+    if mode != Mode::Disable && e.code().is_none() && is_channel_binding_refusal(&e) {
+        return ConnectError::ChannelBinding;
+    }
+    match failure(&e) {
+        Some(why) => ConnectError::Tls(why),
+        None => ConnectError::Db(e),
+    }
+}
+
+/// The driver's refusal to authenticate without channel binding (its text names no endpoint).
+fn is_channel_binding_refusal(e: &tokio_postgres::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut text = e.to_string();
+    while let Some(err) = cur {
+        text.push_str(&err.to_string());
+        cur = err.source();
+    }
+    text.contains("channel binding")
+}
+
+/// The TLS parameters a connection URL may carry, all of which the mode decides.
+const URL_TLS_KEYS: &[&str] = &[
+    "sslmode",
+    "sslnegotiation",
+    "channel_binding",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "sslcrl",
+    "sslcrldir",
+    "sslpassword",
+    "sslsni",
+    "sslcompression",
+    "requiressl",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "gssencmode",
+];
+
+/// Reads a PostgreSQL connection URL (`postgres://…` or `key=value …`) for use under `mode`.
+/// Its own TLS parameters may only repeat what `mode` decides (`sslmode` naming the same mode,
+/// `channel_binding` as [`connect`] sets it, `sslnegotiation=postgres`); any other TLS parameter
+/// is refused (`DPONE_PG_TLS_URL_CONFLICT`), as is a string the driver cannot read.
+pub fn config_from_url(url: &str, mode: Mode) -> Result<Config, ConnectError> {
+    for (key, value) in url_params(url)? {
+        let Some(known) = URL_TLS_KEYS.iter().find(|k| **k == key) else {
+            continue;
+        };
+        let agrees = match *known {
+            "sslmode" => value == mode.as_str(),
+            "sslnegotiation" => value == "postgres",
+            "channel_binding" => match mode {
+                Mode::Disable => value == "disable",
+                _ => value == "require",
+            },
+            _ => false,
+        };
+        if !agrees {
+            return Err(ConnectError::UrlConflict(known));
+        }
+    }
+    url.parse::<Config>().map_err(|_| ConnectError::UrlInvalid)
+}
+
+/// The parameters of a connection string, in either of the driver's two forms (keys and
+/// values decoded as the driver decodes them).
+fn url_params(url: &str) -> Result<Vec<(String, String)>, ConnectError> {
+    let rest = url
+        .strip_prefix("postgresql://")
+        .or_else(|| url.strip_prefix("postgres://"));
+    match rest {
+        Some(rest) => {
+            let Some((_, query)) = rest.split_once('?') else {
+                return Ok(Vec::new());
+            };
+            query
+                .split('&')
+                .filter(|p| !p.is_empty())
+                // A piece without `=` is not a parameter (the driver refuses a real one).
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(k, v)| Ok((percent_decode(k)?, percent_decode(v)?)))
+                .collect()
+        }
+        None => key_values(url),
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, ConnectError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).ok_or(ConnectError::UrlInvalid)?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| ConnectError::UrlInvalid)?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ConnectError::UrlInvalid)
+}
+
+/// `key = value` pairs separated by whitespace; a value is a run of non-space characters or a
+/// single-quoted string, backslash escaping the next character in either.
+fn key_values(s: &str) -> Result<Vec<(String, String)>, ConnectError> {
+    let mut it = s.chars().peekable();
+    let mut out = Vec::new();
+    loop {
+        while it.next_if(|c| c.is_whitespace()).is_some() {}
+        if it.peek().is_none() {
+            return Ok(out);
+        }
+        let mut key = String::new();
+        while let Some(c) = it.next_if(|c| !c.is_whitespace() && *c != '=') {
+            key.push(c);
+        }
+        while it.next_if(|c| c.is_whitespace()).is_some() {}
+        if it.next() != Some('=') {
+            return Err(ConnectError::UrlInvalid);
+        }
+        while it.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if it.next_if_eq(&'\'').is_some() {
+            loop {
+                match it.next() {
+                    Some('\'') => break,
+                    Some('\\') => value.push(it.next().ok_or(ConnectError::UrlInvalid)?),
+                    Some(c) => value.push(c),
+                    None => return Err(ConnectError::UrlInvalid),
+                }
+            }
+        } else {
+            while let Some(c) = it.next_if(|c| !c.is_whitespace()) {
+                if c == '\\' {
+                    value.push(it.next().ok_or(ConnectError::UrlInvalid)?);
+                } else {
+                    value.push(c);
+                }
+            }
+        }
+        out.push((key, value));
     }
 }
 

@@ -73,7 +73,7 @@ use dpone_engine_clickhouse::contracts::Schema;
 use dpone_engine_clickhouse::ports::PortError;
 use dpone_pg_tls::Mode as TlsMode;
 use futures_util::StreamExt;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
 
 use crate::copy::CopyReader;
 use crate::error::SourceError;
@@ -240,7 +240,6 @@ impl PgRowBinarySource {
     /// Connects with TLS `mode`, trusting the CA bundle at `root_cert` (else the system's
     /// roots) for `verify-ca` / `verify-full`.
     pub fn with_tls(mut self, mode: TlsMode, root_cert: Option<&str>) -> Self {
-        self.config.ssl_mode(mode.driver());
         self.tls = (mode, root_cert.map(str::to_owned));
         self
     }
@@ -293,30 +292,18 @@ impl PgRowBinarySource {
                 sqlstate: "none".into(),
             })?;
         let work = async {
-            let tls = dpone_pg_tls::connector(self.tls.0, self.tls.1.as_deref())
-                .map_err(|_| SourceError::TlsRootCert)?;
-            let connect_error = |e: tokio_postgres::Error| match dpone_pg_tls::failure(&e) {
-                Some(reason) => SourceError::Tls { reason },
-                None => SourceError::from_pg("connect", &e),
-            };
-            let (client, driver) = match tls {
-                None => {
-                    let (client, connection) =
-                        self.config.connect(NoTls).await.map_err(connect_error)?;
-                    let driver = tokio::spawn(async move {
-                        let _ = connection.await;
-                    });
-                    (client, driver)
-                }
-                Some(tls) => {
-                    let (client, connection) =
-                        self.config.connect(tls).await.map_err(connect_error)?;
-                    let driver = tokio::spawn(async move {
-                        let _ = connection.await;
-                    });
-                    (client, driver)
-                }
-            };
+            // The one opener: the driver's TLS mode follows the chosen mode (never a plaintext
+            // fallback); channel binding required under TLS.
+            let (client, driver) =
+                dpone_pg_tls::connect(&self.config, self.tls.0, self.tls.1.as_deref())
+                    .await
+                    .map_err(|e| match e {
+                        dpone_pg_tls::ConnectError::RootCert(_) => SourceError::TlsRootCert,
+                        dpone_pg_tls::ConnectError::Db(e) => SourceError::from_pg("connect", &e),
+                        other => SourceError::Tls {
+                            reason: other.tls_reason().unwrap_or("the TLS handshake failed"),
+                        },
+                    })?;
             let result = self.snapshot(&client, schema, types, out, measured).await;
             match &result {
                 // A bound breach abandons the COPY: closing the connection (below) makes the

@@ -5,10 +5,10 @@
 
 use dpone_engine_xmin::registry::{Endpoint, EndpointSpec, SslMode};
 use dpone_engine_xmin::{ErrorCode, XminError};
-use dpone_pg_tls::{MakeRustlsConnect, Mode};
+use dpone_pg_tls::{ConnectError, Mode};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
 
 /// A client and the task driving its connection; dropping it closes the connection.
 pub struct Conn {
@@ -32,7 +32,7 @@ fn mode(spec: &EndpointSpec) -> Mode {
     }
 }
 
-/// Builds a driver config from an endpoint (TLS required unless its mode is `disable`).
+/// Builds a driver config from an endpoint (its TLS settings are [`connect`]'s to decide).
 pub fn config(ep: &Endpoint, application: &str) -> Config {
     let mut c = Config::new();
     if ep.spec.is_unix_socket() {
@@ -44,52 +44,28 @@ pub fn config(ep: &Endpoint, application: &str) -> Config {
         .user(&ep.spec.user)
         .dbname(&ep.spec.database)
         .application_name(application)
-        .connect_timeout(Duration::from_secs(30))
-        .ssl_mode(mode(&ep.spec).driver());
+        .connect_timeout(Duration::from_secs(30));
     if let Some(pw) = &ep.password {
         c.password(pw.expose());
     }
-    c
+    dpone_pg_tls::session_config(&c, mode(&ep.spec))
 }
 
-/// The TLS connector of an endpoint, or `None` for `disable`. Reads the pinned CA bundle.
-pub fn tls_connector(spec: &EndpointSpec) -> Result<Option<MakeRustlsConnect>, XminError> {
-    dpone_pg_tls::connector(mode(spec), spec.sslrootcert.as_deref())
-        .map_err(|e| XminError::new(ErrorCode::TlsRootCertInvalid, e.to_string()))
-}
-
-fn connect_error(code: ErrorCode, e: &tokio_postgres::Error) -> XminError {
-    match dpone_pg_tls::failure(e) {
-        Some(why) => XminError::new(code, format!("connect failed: TLS: {why}")),
-        None => crate::sql::db_error(code, "connect", e),
-    }
-}
-
-/// Connects; failures carry only a code, the SQLSTATE or the classified TLS reason (no
-/// endpoint, no credential).
+/// Connects through the one opener (`dpone_pg_tls::connect`: the driver's TLS mode follows the
+/// endpoint's `sslmode`, never a plaintext fallback; channel binding required under TLS);
+/// failures carry only a code, the SQLSTATE or the classified TLS reason (no endpoint, no
+/// credential).
 pub async fn connect(ep: &Endpoint, code: ErrorCode, application: &str) -> Result<Conn, XminError> {
     let cfg = config(ep, application);
-    let (client, task) = match tls_connector(&ep.spec)? {
-        None => {
-            let (client, connection) = cfg
-                .connect(NoTls)
-                .await
-                .map_err(|e| connect_error(code, &e))?;
-            let task = tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            (client, task)
-        }
-        Some(tls) => {
-            let (client, connection) = cfg
-                .connect(tls)
-                .await
-                .map_err(|e| connect_error(code, &e))?;
-            let task = tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            (client, task)
-        }
-    };
+    let (client, task) =
+        dpone_pg_tls::connect(&cfg, mode(&ep.spec), ep.spec.sslrootcert.as_deref())
+            .await
+            .map_err(|e| match e {
+                ConnectError::RootCert(e) => {
+                    XminError::new(ErrorCode::TlsRootCertInvalid, e.to_string())
+                }
+                ConnectError::Db(e) => crate::sql::db_error(code, "connect", &e),
+                other => XminError::new(code, format!("connect failed: {other}")),
+            })?;
     Ok(Conn { client, task })
 }

@@ -51,7 +51,6 @@ use dpone_policy_model::scope::{ScopeDecision, ScopeFacts};
 use dpone_policy_runtime::{LoadedPolicy, PolicyKind};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::str::FromStr;
 use tracing::Instrument as _;
 
 /// The pinned policy is not the store's current trust revision (exit 1).
@@ -268,11 +267,25 @@ pub(crate) fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
                 "the variable --store-url-env names is not set (it holds the control store's connection URL)",
             )
         })?;
-    let config = tokio_postgres::Config::from_str(&url).map_err(|_| {
-        Failure::bad_input(
+    let tls = match args.store_sslmode {
+        SslMode::Disable => dpone_pg_tls::Mode::Disable,
+        SslMode::Require => dpone_pg_tls::Mode::Require,
+        SslMode::VerifyCa => dpone_pg_tls::Mode::VerifyCa,
+        SslMode::VerifyFull => dpone_pg_tls::Mode::VerifyFull,
+    };
+    // The URL's own TLS parameters may only repeat --store-sslmode (the store's opener forces
+    // the driver's mode from it in any case).
+    let config = dpone_pg_tls::config_from_url(&url, tls).map_err(|e| match e {
+        dpone_pg_tls::ConnectError::UrlConflict(key) => Failure::bad_input(
+            "DPONE_CLI_CAMPAIGN_STORE_URL_TLS_CONFLICT",
+            format!(
+                "the control store's connection URL sets {key}, which contradicts --store-sslmode (TLS is chosen by --store-sslmode and --store-sslrootcert alone)"
+            ),
+        ),
+        _ => Failure::bad_input(
             "DPONE_CLI_CAMPAIGN_STORE_URL_INVALID",
             "the control store's connection URL is not a PostgreSQL connection string",
-        )
+        ),
     })?;
     let root_cert = match &args.store_sslrootcert {
         Some(p) => Some(check_regular(p, "store CA bundle").and_then(|()| {
@@ -284,12 +297,6 @@ pub(crate) fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
             })
         })?),
         None => None,
-    };
-    let tls = match args.store_sslmode {
-        SslMode::Disable => dpone_pg_tls::Mode::Disable,
-        SslMode::Require => dpone_pg_tls::Mode::Require,
-        SslMode::VerifyCa => dpone_pg_tls::Mode::VerifyCa,
-        SslMode::VerifyFull => dpone_pg_tls::Mode::VerifyFull,
     };
     PgControlStore::new(StoreEndpoint {
         config,
