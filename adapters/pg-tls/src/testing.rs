@@ -79,10 +79,7 @@ fn session(mut s: TcpStream, received: &Mutex<Vec<u8>>, sessions: &Mutex<usize>)
         Some(body)
     };
     // Startup: any number of SSLRequests, each answered `N`, then the startup message.
-    loop {
-        let Some(body) = read_message(&mut s) else {
-            break;
-        };
+    while let Some(body) = read_message(&mut s) {
         if body.len() == 4
             && u32::from_be_bytes([body[0], body[1], body[2], body[3]]) == SSL_REQUEST
         {
