@@ -35,7 +35,9 @@ async fn no_tls_mode_falls_back_to_plaintext_even_when_the_config_prefers() {
         // The caller's own config says `prefer`; the mode decides.
         let mut cfg = trap_config(&trap);
         cfg.ssl_mode(tokio_postgres::config::SslMode::Prefer);
-        let e = connect(&cfg, mode, None).await.err().expect("refused");
+        let Err(e) = connect(&cfg, mode, None).await else {
+            panic!("refused")
+        };
         assert_eq!(e.code(), "DPONE_PG_TLS_FAILED", "{mode:?}: {e}");
         wait_finished(&trap, 1).await;
         assert!(!trap.saw(PASSWORD.as_bytes()), "{mode:?}: password sent");
@@ -115,9 +117,9 @@ fn url_tls_parameters_that_contradict_the_mode_are_refused() {
         None
     );
     assert_eq!(conflict(base, Mode::VerifyFull), None);
-    let e = config_from_url("postgres://u@h/d?nonsense=1", Mode::Require)
-        .err()
-        .expect("bad");
+    let Err(e) = config_from_url("postgres://u@h/d?nonsense=1", Mode::Require) else {
+        panic!("bad")
+    };
     assert_eq!(e.code(), "DPONE_PG_URL_INVALID");
 }
 
@@ -143,14 +145,14 @@ async fn a_fifo_or_dev_zero_as_sslrootcert_is_refused_promptly() {
         big.to_str().expect("utf-8"),
     ] {
         let started = Instant::now();
-        let e = tokio::time::timeout(
+        let Err(e) = tokio::time::timeout(
             Duration::from_secs(10),
             connect(&cfg, Mode::VerifyFull, Some(path)),
         )
         .await
-        .expect("finishes promptly")
-        .err()
-        .expect("refused");
+        .expect("finishes promptly") else {
+            panic!("refused")
+        };
         assert_eq!(e.code(), "DPONE_PG_TLS_ROOT_CERT_INVALID", "{e}");
         assert!(!e.to_string().contains(path), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -186,10 +188,9 @@ async fn live_verify_full_connects_with_the_ca_and_binds_the_channel() {
         .expect("query");
     assert!(row.get::<_, bool>(0), "the session is TLS");
     task.abort();
-    let e = connect(&cfg, Mode::VerifyFull, Some(&other))
-        .await
-        .err()
-        .expect("wrong CA");
+    let Err(e) = connect(&cfg, Mode::VerifyFull, Some(&other)).await else {
+        panic!("wrong CA")
+    };
     assert_eq!(e.code(), "DPONE_PG_TLS_FAILED", "{e}");
     assert!(e.to_string().contains("not signed by a trusted CA"), "{e}");
 }
