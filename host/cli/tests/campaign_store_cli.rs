@@ -434,23 +434,36 @@ fn connection_options_refuse_without_echoing_the_url() {
         .expect("run");
     assert_eq!(unset.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&unset.stderr).contains("DPONE_CLI_CAMPAIGN_STORE_URL_UNSET"));
-    let secret = "postgres://user:s3cr3t-pw@db.internal.example:5432/x?sslmode=bogus-mode";
-    let invalid = Command::new(bin)
-        .env("DPONE_TEST_NP_STORE_URL_FOR_CLI", secret)
-        .args(base)
-        .output()
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&invalid.stderr);
-    assert_eq!(invalid.status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains("DPONE_CLI_CAMPAIGN_STORE_URL_INVALID"),
-        "{stderr}"
-    );
-    assert!(
-        !stderr.contains("s3cr3t") && !stderr.contains("db.internal"),
-        "{stderr}"
-    );
-    assert!(invalid.stdout.is_empty());
+    // A URL that does not parse, and one whose own TLS parameter contradicts the options (TLS
+    // is chosen by --store-sslmode alone): both refused before connecting, neither echoed.
+    for (url, code) in [
+        (
+            "postgres://user:s3cr3t-pw@db.internal.example:5432/x?connect_timeout=bogus",
+            "DPONE_CLI_CAMPAIGN_STORE_URL_INVALID",
+        ),
+        (
+            "postgres://user:s3cr3t-pw@db.internal.example:5432/x?sslmode=bogus-mode",
+            "DPONE_CLI_CAMPAIGN_STORE_URL_TLS_CONFLICT",
+        ),
+        (
+            "postgres://user:s3cr3t-pw@db.internal.example:5432/x?sslmode=disable",
+            "DPONE_CLI_CAMPAIGN_STORE_URL_TLS_CONFLICT",
+        ),
+    ] {
+        let invalid = Command::new(bin)
+            .env("DPONE_TEST_NP_STORE_URL_FOR_CLI", url)
+            .args(base)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&invalid.stderr);
+        assert_eq!(invalid.status.code(), Some(3), "{stderr}");
+        assert!(stderr.contains(code), "{code}: {stderr}");
+        assert!(
+            !stderr.contains("s3cr3t") && !stderr.contains("db.internal"),
+            "{stderr}"
+        );
+        assert!(invalid.stdout.is_empty());
+    }
 }
 
 #[test]
