@@ -171,11 +171,13 @@ fn live() -> Option<(Config, String, String)> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
 async fn live_verify_full_connects_with_the_ca_and_binds_the_channel() {
-    let Some((cfg, ca, other)) = live() else {
-        eprintln!("SKIP: DPONE_TEST_PG_URL / DPONE_TEST_PG_CA / DPONE_TEST_PG_OTHER_CA unset");
-        return;
-    };
+    let (cfg, ca, other) =
+        live().expect("the configured server names DPONE_TEST_PG_URL, _CA and _OTHER_CA");
     let (client, task) = connect(&cfg, Mode::VerifyFull, Some(&ca))
         .await
         .expect("verify-full");
