@@ -160,10 +160,12 @@ async fn a_fifo_or_dev_zero_as_sslrootcert_is_refused_promptly() {
 }
 
 /// The live server: its URL parts and the CA files `.ci/start-postgres` wrote.
+/// Each value comes from the environment, else from `target/dpone-test-pg.env` (CI exports only
+/// the URL).
 fn live() -> Option<(Config, String, String)> {
-    let url = std::env::var("DPONE_TEST_PG_URL").ok()?;
-    let ca = std::env::var("DPONE_TEST_PG_CA").ok()?;
-    let other = std::env::var("DPONE_TEST_PG_OTHER_CA").ok()?;
+    let url = live_value("DPONE_TEST_PG_URL")?;
+    let ca = live_value("DPONE_TEST_PG_CA")?;
+    let other = live_value("DPONE_TEST_PG_OTHER_CA")?;
     let mut c: Config = url.parse().expect("DPONE_TEST_PG_URL parses");
     // The server certificate names `localhost` only.
     c.host("localhost").connect_timeout(Duration::from_secs(10));
@@ -195,4 +197,17 @@ async fn live_verify_full_connects_with_the_ca_and_binds_the_channel() {
     };
     assert_eq!(e.code(), "DPONE_PG_TLS_FAILED", "{e}");
     assert!(e.to_string().contains("not signed by a trusted CA"), "{e}");
+}
+
+fn live_value(name: &str) -> Option<String> {
+    if let Ok(v) = std::env::var(name)
+        && !v.is_empty()
+    {
+        return Some(v);
+    }
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
+    let text = std::fs::read_to_string(file).ok()?;
+    let prefix = format!("export {name}=");
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
 }

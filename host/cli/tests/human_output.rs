@@ -220,8 +220,12 @@ fn signed_bundle() -> tempfile::TempDir {
 fn bundle_verify_and_activate_print_a_verdict_first_summary_and_the_same_json_off_a_terminal() {
     let dir = signed_bundle();
     let d = dir.path();
+    // The activation ledger lives in the test's directory, never the user's state directory.
+    let state = d.join("state");
+    let state = state.to_str().expect("utf-8 temp path");
+    let env: &[(&str, &str)] = &[("DPONE_STATE_DIR", state)];
     let verify = ["bundle", "verify", "b", "--trust-policy", "policy.json"];
-    let (rc, shown) = at_terminal_in(&verify, true, d, &[]);
+    let (rc, shown) = at_terminal_in(&verify, true, d, env);
     assert_eq!(rc, 0, "{shown}");
     assert!(shown.starts_with("done: verified\n"), "{shown}");
     assert!(
@@ -234,12 +238,12 @@ fn bundle_verify_and_activate_print_a_verdict_first_summary_and_the_same_json_of
     );
     assert!(shown.contains("\n  component guard  "), "{shown}");
     assert!(!shown.contains('{'), "{shown}");
-    let (rc, json) = json_unchanged(&verify, d, &[]);
+    let (rc, json) = json_unchanged(&verify, d, env);
     assert_eq!(rc, 0);
     assert_eq!(json["verified"], true);
 
     let activate = ["bundle", "activate", "b", "--trust-policy", "policy.json"];
-    let (rc, shown) = at_terminal_in(&activate, true, d, &[]);
+    let (rc, shown) = at_terminal_in(&activate, true, d, env);
     assert_eq!(rc, 0, "{shown}");
     assert!(shown.starts_with("done: activated\n"), "{shown}");
     let agreed = shown
@@ -251,7 +255,7 @@ fn bundle_verify_and_activate_print_a_verdict_first_summary_and_the_same_json_of
         shown.contains("\n  conformance guard  ") && shown.contains(" passed, 0 failed\n"),
         "{shown}"
     );
-    let (rc, json) = json_unchanged(&activate, d, &[]);
+    let (rc, json) = json_unchanged(&activate, d, env);
     assert_eq!(rc, 0);
     assert_eq!(json["activated"], true);
 
@@ -267,7 +271,7 @@ fn bundle_verify_and_activate_print_a_verdict_first_summary_and_the_same_json_of
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&component, bytes).expect("tamper");
-    let (rc, shown) = at_terminal_in(&activate, true, d, &[]);
+    let (rc, shown) = at_terminal_in(&activate, true, d, env);
     assert_ne!(rc, 0, "{shown}");
     let first = shown.lines().next().unwrap_or_default();
     assert!(first.starts_with("refused: DPONE_"), "{shown}");
@@ -275,7 +279,7 @@ fn bundle_verify_and_activate_print_a_verdict_first_summary_and_the_same_json_of
         shown.contains("  next  nothing was trusted or activated\n"),
         "{shown}"
     );
-    let (rc_piped, json) = json_unchanged(&activate, d, &[]);
+    let (rc_piped, json) = json_unchanged(&activate, d, env);
     assert_eq!(rc_piped, rc);
     assert_eq!(json["verified"], false);
     assert_eq!(
