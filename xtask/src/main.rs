@@ -12,14 +12,14 @@
 //!   ClickHouse tests use (`.ci/start-clickhouse`), then `cargo test --workspace`.
 //! - `cargo xtask attest --subject FILE --out BUNDLE --trusted-root-out ROOT [...]`: issue one
 //!   GitHub-style attestation offline with the test signer (see `attest.rs`).
-//! - `cargo xtask audit [--db DIR] [--no-fetch]`: `cargo audit --deny warnings` over
-//!   `Cargo.lock` against the RustSec advisory database (fetched into `DIR`, default cargo
-//!   audit's own, when the network allows; `--no-fetch` uses a local clone as it is). Needs
-//!   `cargo install cargo-audit --locked`.
+//! - `cargo xtask audit [--db DIR | --vendor DIR]`: `Cargo.lock` against the RustSec advisory
+//!   database, offline: the vendored snapshot in `xtask/advisory-db/` by default (see
+//!   `audit.rs`).
 //!
 //! Built components land in `target/components/`.
 
 mod attest;
+mod audit;
 
 use anyhow::{Context, Result, bail, ensure};
 use dpone_policy_build::{BuildEnv, BuildSpec, ComponentLock, build_components};
@@ -62,7 +62,7 @@ fn main() -> Result<()> {
         Some("policies") => policies(&root, args.iter().any(|a| a == "--check")),
         Some("hostile") => hostile(&root),
         Some("attest") => attest::attest(&args[1..]),
-        Some("audit") => audit(&root, &cargo, &args[1..]),
+        Some("audit") => audit::audit(&root, &args[1..]),
         Some("demo") => {
             policies(&root, true)?;
             run(Command::new(&cargo)
@@ -114,44 +114,9 @@ fn main() -> Result<()> {
             run(&mut test)
         }
         _ => bail!(
-            "usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args] | attest ... | audit [--db DIR] [--no-fetch]>"
+            "usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args] | attest ... | audit [--db DIR | --vendor DIR]>"
         ),
     }
-}
-
-/// `cargo audit --deny warnings` on the workspace lock: every vulnerability, and every
-/// unmaintained, unsound or yanked crate, fails. `--db DIR` names the advisory database clone
-/// (fetched or updated there unless `--no-fetch`); without it cargo audit uses its default
-/// location and fetches. The tidy test `the_lock_has_one_tls_stack_and_no_flagged_versions`
-/// keeps the known findings out offline; this is the complete check.
-fn audit(root: &Path, cargo: &str, args: &[String]) -> Result<()> {
-    let installed = Command::new(cargo)
-        .args(["audit", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ensure!(
-        installed,
-        "cargo audit is not installed: cargo install cargo-audit --locked"
-    );
-    let mut audit = Command::new(cargo);
-    audit
-        .current_dir(root)
-        .args(["audit", "--deny", "warnings", "--file"])
-        .arg(root.join("Cargo.lock"));
-    let mut rest = args.iter();
-    while let Some(a) = rest.next() {
-        match a.as_str() {
-            "--db" => {
-                let dir = rest.next().context("--db needs a directory")?;
-                audit.arg("--db").arg(dir);
-            }
-            "--no-fetch" => {
-                audit.arg("--no-fetch");
-            }
-            other => bail!("audit: unknown argument {other:?} (--db DIR, --no-fetch)"),
-        }
-    }
-    run(&mut audit)
 }
 
 /// Starts (or finds) the local PostgreSQL server the database tests use, through
