@@ -3,19 +3,40 @@
 //! way the XMin state catalog is checked: each table's exact columns (name, `format_type` text,
 //! nullability), the unique indexes the protocol relies on (one qualification consumption per
 //! run, one selected request per activation, one reservation per attempt, one membership charge
-//! per workload and pool, one original per grant/phase key), and exactly one immutability
-//! trigger per table — every table is append-only — and exactly the reviewed CHECK constraints
+//! per workload and pool, one original per grant/phase key), and exactly the reviewed
+//! immutability triggers per table — every table is append-only — and exactly the reviewed CHECK constraints
 //! and foreign keys ([`CHECKS`], [`FOREIGN_KEYS`]: none added, dropped or `NOT VALID`, no
 //! referential action but `NO ACTION`, no table outside the store referencing one). A missing
 //! unique index lets a run be consumed twice; a dropped trigger lets a charge be refunded by an
 //! UPDATE; a dropped CHECK lets a limit be exceeded; an added foreign key or CHECK can refuse, or
 //! with a cascade rewrite, rows behind the store's back. Failures name tables, columns and
 //! indexes only.
+//!
+//! The immutability guards are checked as enforcing, not just present
+//! ([`dpone_pg_catalog::verify_guards`]): each table has exactly the reviewed `BEFORE UPDATE OR
+//! DELETE … FOR EACH ROW` trigger and `BEFORE TRUNCATE … FOR EACH STATEMENT` trigger (row
+//! triggers never fire on `TRUNCATE`), each enabled for every session (not `DISABLE` or `ENABLE
+//! REPLICA`), without `WHEN` condition or column list, calling [`FORBID_MUTATION`] exactly as
+//! the DDL defines it (body, language, return type, volatility, security, no `SET`); no table
+//! has row-level security, a policy or a rule. Those refusals start with their reason code
+//! (`DPONE_NP_STORE_TRIGGER_NOT_ENFORCING`, `…_TRIGGER_FUNCTION_NOT_REVIEWED`,
+//! `…_TRUNCATE_UNGUARDED`, `…_ROW_SECURITY_PRESENT`, `…_RULE_PRESENT`) under the error code
+//! `DPONE_NP_STORE_CATALOG_INVALID`.
 
-use dpone_pg_catalog::verify_columns;
 pub use dpone_pg_catalog::{
     CONSTRAINTS_SQL, ColumnContract, Constraint, ForeignKeyContract, IMMUTABLE_TGTYPE,
-    REVIEWED_FK_ACTIONS, TableFacts,
+    REVIEWED_FK_ACTIONS, Reason, ReviewedFunction, TRUNCATE_GUARD_TGTYPE, TableFacts, TriggerFacts,
+};
+use dpone_pg_catalog::{verify_columns, verify_guards};
+
+/// The prefix of the guards' reason codes (`DPONE_NP_STORE_TRIGGER_NOT_ENFORCING`).
+pub const REASON_PREFIX: &str = "DPONE_NP_STORE";
+
+/// The reviewed trigger function every table's guards call (`control-store.sql`).
+pub const FORBID_MUTATION: ReviewedFunction = ReviewedFunction {
+    name: "np_forbid_mutation",
+    source: "BEGIN\nRAISE EXCEPTION 'dpone nonproduction control rows are immutable' \
+             USING ERRCODE = 'P0001';\nEND",
 };
 
 /// One table of the reviewed DDL.
@@ -441,12 +462,15 @@ pub fn verify_table(contract: &TableContract, facts: &TableFacts) -> Result<(), 
             ));
         }
     }
-    match facts.triggers.as_slice() {
-        [(IMMUTABLE_TGTYPE, true)] => verify_constraints(contract, facts),
-        _ => Err(format!(
-            "control table {table:?} must have exactly the reviewed immutability trigger"
-        )),
-    }
+    verify_guards(
+        REASON_PREFIX,
+        "control table",
+        table,
+        facts,
+        true,
+        &FORBID_MUTATION,
+    )?;
+    verify_constraints(contract, facts)
 }
 
 #[cfg(test)]
@@ -465,8 +489,39 @@ mod tests {
                 .iter()
                 .map(|u| (u.iter().map(|s| (*s).to_owned()).collect(), None))
                 .collect(),
-            triggers: vec![(IMMUTABLE_TGTYPE, true)],
+            triggers: vec![
+                TriggerFacts::reviewed("np_immutable", IMMUTABLE_TGTYPE, &FORBID_MUTATION),
+                TriggerFacts::reviewed("np_no_truncate", TRUNCATE_GUARD_TGTYPE, &FORBID_MUTATION),
+            ],
             constraints: reviewed_constraints(c.name),
+            ..TableFacts::default()
+        }
+    }
+
+    #[test]
+    fn the_reviewed_function_and_guards_are_the_ddls() {
+        // Tier: unit (the contract against the reviewed DDL's text).
+        let ddl = include_str!("../../../fixtures/nonproduction/control-store.sql");
+        let f = "CREATE FUNCTION \"dpone_np_control\".\"np_forbid_mutation\"() RETURNS trigger \
+                 LANGUAGE plpgsql AS $$\n";
+        assert!(
+            ddl.contains(&format!("{f}{}\n$$;\n", FORBID_MUTATION.source)),
+            "the reviewed function"
+        );
+        for c in &CONTRACT {
+            for guard in [
+                "np_immutable BEFORE UPDATE OR DELETE",
+                "np_no_truncate BEFORE TRUNCATE",
+            ] {
+                assert!(
+                    ddl.contains(&format!(
+                        "CREATE TRIGGER {guard} ON \"dpone_np_control\".\"{}\"\n",
+                        c.name
+                    )),
+                    "{guard} on {}",
+                    c.name
+                );
+            }
         }
     }
 
@@ -634,13 +689,48 @@ mod tests {
                 .contains("immutability")
         );
         let mut f = reviewed(reservation);
-        f.triggers = vec![(IMMUTABLE_TGTYPE, false)];
+        f.triggers[0].function.source = "BEGIN\n-- RAISE EXCEPTION 'x';\nEND".into();
         assert!(
-            verify_table(reservation, &f).is_err(),
+            verify_table(reservation, &f)
+                .unwrap_err()
+                .starts_with("DPONE_NP_STORE_TRIGGER_FUNCTION_NOT_REVIEWED: "),
             "a trigger that does not raise"
         );
         let mut f = reviewed(reservation);
-        f.triggers.push((5, true));
+        f.triggers[0].enabled = "R".into();
+        assert!(
+            verify_table(reservation, &f).unwrap_err().starts_with(
+                "DPONE_NP_STORE_TRIGGER_NOT_ENFORCING: control table \"np_reservation\""
+            ),
+            "a replica-only trigger"
+        );
+        let mut f = reviewed(reservation);
+        f.triggers.pop();
+        assert!(
+            verify_table(reservation, &f)
+                .unwrap_err()
+                .starts_with("DPONE_NP_STORE_TRUNCATE_UNGUARDED: "),
+            "no truncate guard"
+        );
+        let mut f = reviewed(reservation);
+        f.rules.push("keep".into());
+        assert!(
+            verify_table(reservation, &f)
+                .unwrap_err()
+                .starts_with("DPONE_NP_STORE_RULE_PRESENT: "),
+            "a rule"
+        );
+        let mut f = reviewed(reservation);
+        f.row_security.0 = true;
+        assert!(
+            verify_table(reservation, &f)
+                .unwrap_err()
+                .starts_with("DPONE_NP_STORE_ROW_SECURITY_PRESENT: "),
+            "row security"
+        );
+        let mut f = reviewed(reservation);
+        f.triggers
+            .push(TriggerFacts::reviewed("extra", 5, &FORBID_MUTATION));
         assert!(verify_table(reservation, &f).is_err(), "an extra trigger");
         let mut f = reviewed(reservation);
         f.columns[4].2 = true;

@@ -117,6 +117,19 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
         .batch_execute(&enrollment.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
         .await
         .expect("the enrollment migration applies");
+    // The re-created tables lack the TRUNCATE guards; the truncate-guard migration follows.
+    let err = e.store().verify_catalog().await.unwrap_err();
+    assert!(
+        err.message
+            .starts_with("DPONE_NP_STORE_TRUNCATE_UNGUARDED: "),
+        "without the truncate guards: {err}"
+    );
+    let guards =
+        std::fs::read_to_string(root.join("migrate-add-truncate-guard.sql")).expect("migration");
+    e.admin
+        .batch_execute(&guards.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
+        .await
+        .expect("the truncate-guard migration applies");
     let store = e.store();
     store
         .verify_catalog()

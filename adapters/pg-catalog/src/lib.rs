@@ -1,9 +1,15 @@
 //! The PostgreSQL catalog of a table whose shape is reviewed DDL (the XMin state tables, the
 //! nonproduction control store): what the catalog says of it ([`table_facts`]: columns,
-//! unique indexes, enabled user triggers, CHECK constraints and foreign keys, in and out), and
-//! the checks every such contract shares ([`verify_columns`], [`verify_constraints`]). The
-//! contracts themselves — which tables, columns, indexes, CHECKs and foreign keys — stay with
-//! the crate that owns the DDL. Failures name tables, columns and constraints only.
+//! unique indexes, user triggers with the functions they call, CHECK constraints and foreign
+//! keys, in and out, row security, rules), and the checks every such contract shares
+//! ([`verify_columns`], [`verify_constraints`], [`verify_guards`]). The contracts themselves —
+//! which tables, columns, indexes, CHECKs, foreign keys and which tables are immutable — stay
+//! with the crate that owns the DDL. Failures name tables, columns, constraints, triggers,
+//! functions, policies and rules only, never a row value.
+//!
+//! The immutability guards ([`verify_guards`]) refuse with a stable reason code at the start of
+//! the message (`<prefix>_TRIGGER_NOT_ENFORCING: …`, see [`Reason`]); the owning crate's
+//! catalog code stays the error's code.
 
 use tokio_postgres::Client;
 
@@ -25,6 +31,172 @@ pub const REVIEWED_FK_ACTIONS: &str = "aas";
 /// `pg_trigger.tgtype` of `BEFORE UPDATE OR DELETE FOR EACH ROW` (row 1 + before 2 + delete 8
 /// + update 16).
 pub const IMMUTABLE_TGTYPE: i16 = 27;
+
+/// `pg_trigger.tgtype` of `BEFORE TRUNCATE FOR EACH STATEMENT` (before 2 + truncate 32): row
+/// triggers never fire on `TRUNCATE`, so every immutable table also has this one.
+pub const TRUNCATE_GUARD_TGTYPE: i16 = 34;
+
+/// Why the immutability guards of a reviewed table are refused: a stable reason, written as
+/// `<prefix>_<reason>` at the start of the message (`DPONE_NP_STORE_TRIGGER_NOT_ENFORCING: …`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// A guard trigger is disabled or fires only in replica sessions (`pg_trigger.tgenabled`
+    /// not `O` or `A`), has a `WHEN` condition or a column list.
+    TriggerNotEnforcing,
+    /// A guard trigger calls a function whose definition is not the reviewed one (body,
+    /// language, return type, volatility, security, `SET` clauses, name or schema).
+    TriggerFunctionNotReviewed,
+    /// An immutable table has no `BEFORE TRUNCATE … FOR EACH STATEMENT` guard.
+    TruncateUnguarded,
+    /// Row-level security is enabled or forced on the table, or a policy exists for it.
+    RowSecurityPresent,
+    /// A rule (other than a view's `_RETURN`) exists on the table.
+    RulePresent,
+}
+
+impl Reason {
+    /// Every reason, in documentation order.
+    pub const ALL: [Reason; 5] = [
+        Reason::TriggerNotEnforcing,
+        Reason::TriggerFunctionNotReviewed,
+        Reason::TruncateUnguarded,
+        Reason::RowSecurityPresent,
+        Reason::RulePresent,
+    ];
+
+    /// The reason's suffix (`TRIGGER_NOT_ENFORCING`).
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            Reason::TriggerNotEnforcing => "TRIGGER_NOT_ENFORCING",
+            Reason::TriggerFunctionNotReviewed => "TRIGGER_FUNCTION_NOT_REVIEWED",
+            Reason::TruncateUnguarded => "TRUNCATE_UNGUARDED",
+            Reason::RowSecurityPresent => "ROW_SECURITY_PRESENT",
+            Reason::RulePresent => "RULE_PRESENT",
+        }
+    }
+
+    /// The stable code under `prefix` (`DPONE_NP_STORE` → `DPONE_NP_STORE_RULE_PRESENT`).
+    pub fn code(self, prefix: &str) -> String {
+        format!("{prefix}_{}", self.suffix())
+    }
+}
+
+/// The reviewed trigger function of a contract: `CREATE FUNCTION <schema>.<name>() RETURNS
+/// trigger LANGUAGE plpgsql AS $$<source>$$` in the tables' own schema — `VOLATILE`, `SECURITY
+/// INVOKER`, no `SET` clause, no argument.
+#[derive(Clone, Copy, Debug)]
+pub struct ReviewedFunction {
+    /// Function name.
+    pub name: &'static str,
+    /// Its body as the reviewed DDL writes it between `$$`; compared with `pg_proc.prosrc`
+    /// after trimming surrounding whitespace only.
+    pub source: &'static str,
+}
+
+/// What the catalog says of the function a trigger calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionFacts {
+    /// Its name.
+    pub name: String,
+    /// Whether it is in the table's schema.
+    pub same_schema: bool,
+    /// `prosrc`.
+    pub source: String,
+    /// `pg_language.lanname`.
+    pub language: String,
+    /// `format_type` of `prorettype`.
+    pub returns: String,
+    /// `provolatile` (`v`, `s`, `i`).
+    pub volatility: String,
+    /// `prosecdef`.
+    pub security_definer: bool,
+    /// Whether `proconfig` holds a `SET` clause.
+    pub has_config: bool,
+    /// `pronargs`.
+    pub args: i16,
+}
+
+impl FunctionFacts {
+    /// The function `reviewed` as the reviewed DDL creates it.
+    pub fn reviewed(reviewed: &ReviewedFunction) -> Self {
+        Self {
+            name: reviewed.name.into(),
+            same_schema: true,
+            source: reviewed.source.into(),
+            language: "plpgsql".into(),
+            returns: "trigger".into(),
+            volatility: "v".into(),
+            security_definer: false,
+            has_config: false,
+            args: 0,
+        }
+    }
+
+    /// What differs from `reviewed`, if anything.
+    pub fn differs_from(&self, reviewed: &ReviewedFunction) -> Option<&'static str> {
+        if self.name != reviewed.name || !self.same_schema {
+            Some("another name or schema")
+        } else if self.source.trim() != reviewed.source.trim() {
+            Some("another body")
+        } else if self.language != "plpgsql" {
+            Some("another language")
+        } else if self.returns != "trigger" || self.args != 0 {
+            Some("another signature")
+        } else if self.volatility != "v" {
+            Some("another volatility")
+        } else if self.security_definer {
+            Some("SECURITY DEFINER")
+        } else if self.has_config {
+            Some("a SET clause")
+        } else {
+            None
+        }
+    }
+}
+
+/// A user trigger of a table (internal ones, such as foreign keys', are left out).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriggerFacts {
+    /// `tgname`.
+    pub name: String,
+    /// `tgtype`.
+    pub tgtype: i16,
+    /// `tgenabled`: `O` (origin and local sessions), `A` (always), `R` (replica sessions only),
+    /// `D` (disabled).
+    pub enabled: String,
+    /// Whether it has a `WHEN` condition (`tgqual`).
+    pub has_condition: bool,
+    /// Whether it fires only for a column list (`tgattr`).
+    pub has_columns: bool,
+    /// The function it calls.
+    pub function: FunctionFacts,
+}
+
+impl TriggerFacts {
+    /// The trigger `name` of kind `tgtype` calling `function`, as the reviewed DDL creates it.
+    pub fn reviewed(name: &str, tgtype: i16, function: &ReviewedFunction) -> Self {
+        Self {
+            name: name.into(),
+            tgtype,
+            enabled: "O".into(),
+            has_condition: false,
+            has_columns: false,
+            function: FunctionFacts::reviewed(function),
+        }
+    }
+
+    /// Why it does not fire on every write it names, if so.
+    pub fn not_enforcing(&self) -> Option<&'static str> {
+        match self.enabled.as_str() {
+            "O" | "A" if self.has_condition => Some("has a WHEN condition"),
+            "O" | "A" if self.has_columns => Some("fires only for a column list"),
+            "O" | "A" => None,
+            "R" => Some("fires only in replica sessions (ENABLE REPLICA TRIGGER)"),
+            "D" => Some("is disabled"),
+            _ => Some("is not enabled for every session"),
+        }
+    }
+}
 
 /// The one catalog query for [`Constraint`]s of a table (`$1`: its oid): its CHECK, foreign-key
 /// and exclusion constraints, and the foreign keys of other tables that reference it. Columns:
@@ -118,10 +290,16 @@ pub struct TableFacts {
     pub columns: Vec<(String, String, bool)>,
     /// Valid unique indexes: columns in order (expression indexes are left out), predicate.
     pub unique: Vec<(Vec<String>, Option<String>)>,
-    /// Enabled user triggers: `tgtype`, whether the function body raises.
-    pub triggers: Vec<(i16, bool)>,
+    /// User triggers (enabled or not), with the functions they call.
+    pub triggers: Vec<TriggerFacts>,
     /// CHECK constraints and foreign keys of the table and foreign keys referencing it.
     pub constraints: Vec<Constraint>,
+    /// `relrowsecurity`, `relforcerowsecurity`.
+    pub row_security: (bool, bool),
+    /// Names of the table's row security policies (`pg_policy`).
+    pub policies: Vec<String>,
+    /// Names of the table's rules (`pg_rewrite`) other than `_RETURN`.
+    pub rules: Vec<String>,
 }
 
 /// Reads the catalog of table `schema.name` (an ordinary table; none: empty facts), naming
@@ -132,15 +310,15 @@ pub async fn table_facts(
     name: &str,
     name_of: impl Fn(&str) -> Option<String>,
 ) -> Result<TableFacts, tokio_postgres::Error> {
-    let Some(oid) = c
+    let Some((oid, row_security)) = c
         .query_opt(
-            "SELECT cl.oid FROM pg_catalog.pg_class cl \
+            "SELECT cl.oid, cl.relrowsecurity, cl.relforcerowsecurity FROM pg_catalog.pg_class cl \
              JOIN pg_catalog.pg_namespace n ON n.oid = cl.relnamespace \
              WHERE n.nspname = $1 AND cl.relname = $2 AND cl.relkind = 'r'",
             &[&schema, &name],
         )
         .await?
-        .map(|r| r.get::<_, u32>(0))
+        .map(|r| (r.get::<_, u32>(0), (r.get(1), r.get(2))))
     else {
         return Ok(TableFacts::default());
     };
@@ -174,14 +352,57 @@ pub async fn table_facts(
         .collect();
     let triggers = c
         .query(
-            "SELECT t.tgtype, p.prosrc ~* 'raise\\s+exception' \
-             FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid \
-             WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'",
+            "SELECT t.tgname::text, t.tgtype, t.tgenabled::text, t.tgqual IS NOT NULL, \
+             cardinality(t.tgattr::int2[]) > 0, p.proname::text, \
+             p.pronamespace = cl.relnamespace, p.prosrc, l.lanname::text, \
+             pg_catalog.format_type(p.prorettype, NULL), p.provolatile::text, p.prosecdef, \
+             p.proconfig IS NOT NULL, p.pronargs \
+             FROM pg_catalog.pg_trigger t \
+             JOIN pg_catalog.pg_class cl ON cl.oid = t.tgrelid \
+             JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid \
+             JOIN pg_catalog.pg_language l ON l.oid = p.prolang \
+             WHERE t.tgrelid = $1 AND NOT t.tgisinternal ORDER BY t.tgname",
             &[&oid],
         )
         .await?
         .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .map(|r| TriggerFacts {
+            name: r.get(0),
+            tgtype: r.get(1),
+            enabled: r.get(2),
+            has_condition: r.get(3),
+            has_columns: r.get::<_, Option<bool>>(4).unwrap_or(false),
+            function: FunctionFacts {
+                name: r.get(5),
+                same_schema: r.get(6),
+                source: r.get(7),
+                language: r.get(8),
+                returns: r.get(9),
+                volatility: r.get(10),
+                security_definer: r.get(11),
+                has_config: r.get(12),
+                args: r.get(13),
+            },
+        })
+        .collect();
+    let policies = c
+        .query(
+            "SELECT polname::text FROM pg_catalog.pg_policy WHERE polrelid = $1 ORDER BY 1",
+            &[&oid],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let rules = c
+        .query(
+            "SELECT rulename::text FROM pg_catalog.pg_rewrite \
+             WHERE ev_class = $1 AND rulename <> '_RETURN' ORDER BY 1",
+            &[&oid],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
         .collect();
     let constraints = c
         .query(CONSTRAINTS_SQL, &[&oid])
@@ -194,7 +415,104 @@ pub async fn table_facts(
         unique,
         triggers,
         constraints,
+        row_security,
+        policies,
+        rules,
     })
+}
+
+/// The table's triggers, row security and rules against the reviewed DDL. Every table: no
+/// row-level security (neither enabled nor forced), no policy, no rule. An `immutable` table:
+/// exactly the reviewed `BEFORE UPDATE OR DELETE … FOR EACH ROW` trigger
+/// ([`IMMUTABLE_TGTYPE`]) and `BEFORE TRUNCATE … FOR EACH STATEMENT` trigger
+/// ([`TRUNCATE_GUARD_TGTYPE`]), each enabled for every session, without `WHEN` condition or
+/// column list, calling exactly the reviewed `function`; another table: no trigger. Refusals
+/// of the guards start with their [`Reason`]'s code under `prefix`.
+pub fn verify_guards(
+    prefix: &str,
+    noun: &str,
+    table: &str,
+    facts: &TableFacts,
+    immutable: bool,
+    function: &ReviewedFunction,
+) -> Result<(), String> {
+    let refuse = |reason: Reason, what: String| {
+        Err(format!("{}: {noun} {table:?} {what}", reason.code(prefix)))
+    };
+    if !immutable {
+        if !facts.triggers.is_empty() {
+            return Err(format!(
+                "{noun} {table:?} has a trigger the reviewed DDL does not"
+            ));
+        }
+    } else {
+        let guards = facts
+            .triggers
+            .iter()
+            .filter(|t| matches!(t.tgtype, IMMUTABLE_TGTYPE | TRUNCATE_GUARD_TGTYPE));
+        for t in guards {
+            if let Some(why) = t.not_enforcing() {
+                return refuse(
+                    Reason::TriggerNotEnforcing,
+                    format!("trigger {:?} {why}", t.name),
+                );
+            }
+            if let Some(what) = t.function.differs_from(function) {
+                return refuse(
+                    Reason::TriggerFunctionNotReviewed,
+                    format!(
+                        "trigger {:?} calls function {:?} with {what} than the reviewed {:?}",
+                        t.name, t.function.name, function.name
+                    ),
+                );
+            }
+        }
+        let count = |tgtype| facts.triggers.iter().filter(|t| t.tgtype == tgtype).count();
+        let exactly = || {
+            Err(format!(
+                "{noun} {table:?} must have exactly the reviewed immutability triggers"
+            ))
+        };
+        if count(IMMUTABLE_TGTYPE) != 1 {
+            return exactly();
+        }
+        if count(TRUNCATE_GUARD_TGTYPE) == 0 {
+            return refuse(
+                Reason::TruncateUnguarded,
+                "has no reviewed BEFORE TRUNCATE ... FOR EACH STATEMENT trigger (row triggers \
+                 never fire on TRUNCATE)"
+                    .into(),
+            );
+        }
+        if count(TRUNCATE_GUARD_TGTYPE) != 1 || facts.triggers.len() != 2 {
+            return exactly();
+        }
+    }
+    match facts.row_security {
+        (true, _) => {
+            return refuse(
+                Reason::RowSecurityPresent,
+                "has row-level security enabled".into(),
+            );
+        }
+        (_, true) => {
+            return refuse(
+                Reason::RowSecurityPresent,
+                "has row-level security forced".into(),
+            );
+        }
+        _ => {}
+    }
+    if let Some(policy) = facts.policies.first() {
+        return refuse(
+            Reason::RowSecurityPresent,
+            format!("has row security policy {policy:?}"),
+        );
+    }
+    if let Some(rule) = facts.rules.first() {
+        return refuse(Reason::RulePresent, format!("has rule {rule:?}"));
+    }
+    Ok(())
 }
 
 /// The table exists and has exactly the reviewed columns (name, type, nullability); `noun`
@@ -318,4 +636,100 @@ pub fn verify_constraints(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F: ReviewedFunction = ReviewedFunction {
+        name: "forbid",
+        source: "BEGIN\nRAISE EXCEPTION 'immutable';\nEND",
+    };
+
+    fn guarded() -> TableFacts {
+        TableFacts {
+            triggers: vec![
+                TriggerFacts::reviewed("immutable", IMMUTABLE_TGTYPE, &F),
+                TriggerFacts::reviewed("no_truncate", TRUNCATE_GUARD_TGTYPE, &F),
+            ],
+            ..TableFacts::default()
+        }
+    }
+
+    fn reason(r: Result<(), String>) -> String {
+        let e = r.expect_err("refused");
+        e.split(':').next().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn the_reviewed_guards_pass_and_each_weakening_has_its_reason() {
+        // Tier: unit (pure check).
+        let check = |f: &TableFacts| verify_guards("P", "table", "t", f, true, &F);
+        assert_eq!(check(&guarded()), Ok(()));
+        let mut f = guarded();
+        f.triggers[0].function.source = "\n  BEGIN\nRAISE EXCEPTION 'immutable';\nEND \n".into();
+        assert_eq!(check(&f), Ok(()), "surrounding whitespace only");
+        assert_eq!(
+            verify_guards("P", "table", "t", &TableFacts::default(), false, &F),
+            Ok(())
+        );
+        type Weaken = fn(&mut TableFacts);
+        let weakened: [(&str, Weaken); 14] = [
+            ("P_TRIGGER_NOT_ENFORCING", |f| {
+                f.triggers[0].enabled = "R".into()
+            }),
+            ("P_TRIGGER_NOT_ENFORCING", |f| {
+                f.triggers[1].enabled = "D".into()
+            }),
+            ("P_TRIGGER_NOT_ENFORCING", |f| {
+                f.triggers[0].has_condition = true
+            }),
+            ("P_TRIGGER_NOT_ENFORCING", |f| {
+                f.triggers[0].has_columns = true
+            }),
+            ("P_TRIGGER_FUNCTION_NOT_REVIEWED", |f| {
+                f.triggers[0].function.source = "BEGIN\n-- RAISE EXCEPTION 'immutable';\nEND".into()
+            }),
+            ("P_TRIGGER_FUNCTION_NOT_REVIEWED", |f| {
+                f.triggers[1].function.language = "sql".into()
+            }),
+            ("P_TRIGGER_FUNCTION_NOT_REVIEWED", |f| {
+                f.triggers[0].function.volatility = "s".into()
+            }),
+            ("P_TRIGGER_FUNCTION_NOT_REVIEWED", |f| {
+                f.triggers[0].function.security_definer = true
+            }),
+            ("P_TRIGGER_FUNCTION_NOT_REVIEWED", |f| {
+                f.triggers[0].function.has_config = true
+            }),
+            ("P_TRIGGER_FUNCTION_NOT_REVIEWED", |f| {
+                f.triggers[0].function.same_schema = false
+            }),
+            ("P_TRUNCATE_UNGUARDED", |f| {
+                f.triggers.pop();
+            }),
+            ("P_ROW_SECURITY_PRESENT", |f| f.row_security = (false, true)),
+            ("P_ROW_SECURITY_PRESENT", |f| f.policies.push("p".into())),
+            ("P_RULE_PRESENT", |f| f.rules.push("r".into())),
+        ];
+        for (i, (code, weaken)) in weakened.iter().enumerate() {
+            let mut f = guarded();
+            weaken(&mut f);
+            assert_eq!(reason(check(&f)), *code, "case {i}");
+        }
+        // A missing row guard or an extra trigger is the catalog's plain refusal.
+        let mut f = guarded();
+        f.triggers.remove(0);
+        assert!(check(&f).unwrap_err().contains("exactly the reviewed"));
+        let mut f = guarded();
+        f.triggers.push(TriggerFacts::reviewed("extra", 5, &F));
+        assert!(check(&f).unwrap_err().contains("exactly the reviewed"));
+        // A table that is not immutable has no trigger at all.
+        assert!(
+            verify_guards("P", "table", "t", &guarded(), false, &F)
+                .unwrap_err()
+                .contains("has a trigger")
+        );
+    }
 }

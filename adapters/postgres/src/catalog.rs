@@ -2,17 +2,38 @@
 //! (`fixtures/xmin/state-ddl.sql`), as pure checks over captured catalog rows: each state
 //! table's exact columns (name, type as `format_type` renders it, nullability), the unique
 //! indexes the protocol relies on (columns and partial predicate), and its triggers — exactly
-//! the immutability trigger on the receipt and authority tables, none elsewhere. A missing
+//! the immutability triggers on the receipt and authority tables, none elsewhere. A missing
 //! filtered index lets two active owners coexist; a dropped immutability trigger lets a receipt
 //! be rewritten; an extra trigger can change any write the protocol makes. CHECK constraints and
 //! foreign keys are the reviewed ones exactly ([`STATE_CHECKS`], [`STATE_FOREIGN_KEYS`]): none
 //! added, none dropped, none `NOT VALID`, no referential action but `NO ACTION`, and no table
 //! outside the state tables referencing one. Failures name tables, columns and indexes only.
+//!
+//! The immutability guards are checked as enforcing, not just present
+//! ([`dpone_pg_catalog::verify_guards`]): each immutable table has exactly the reviewed `BEFORE
+//! UPDATE OR DELETE … FOR EACH ROW` trigger and `BEFORE TRUNCATE … FOR EACH STATEMENT` trigger
+//! (row triggers never fire on `TRUNCATE`), each enabled for every session (not `DISABLE` or
+//! `ENABLE REPLICA`), without `WHEN` condition or column list, calling [`FORBID_MUTATION`]
+//! exactly as the DDL defines it (body, language, return type, volatility, security, no `SET`);
+//! no state table has row-level security, a policy or a rule. Those refusals start with their
+//! reason code (`DPONE_XMIN_STATE_TRIGGER_NOT_ENFORCING`, `…_TRIGGER_FUNCTION_NOT_REVIEWED`,
+//! `…_TRUNCATE_UNGUARDED`, `…_ROW_SECURITY_PRESENT`, `…_RULE_PRESENT`) under the error code
+//! `DPONE_XMIN_STATE_CATALOG_INVALID`.
 
-use dpone_pg_catalog::verify_columns;
 pub use dpone_pg_catalog::{
     CONSTRAINTS_SQL, ColumnContract, Constraint, ForeignKeyContract, IMMUTABLE_TGTYPE,
-    REVIEWED_FK_ACTIONS, TableFacts,
+    REVIEWED_FK_ACTIONS, Reason, ReviewedFunction, TRUNCATE_GUARD_TGTYPE, TableFacts, TriggerFacts,
+};
+use dpone_pg_catalog::{verify_columns, verify_guards};
+
+/// The prefix of the guards' reason codes (`DPONE_XMIN_STATE_TRIGGER_NOT_ENFORCING`).
+pub const REASON_PREFIX: &str = "DPONE_XMIN_STATE";
+
+/// The reviewed trigger function the immutable tables' guards call
+/// ([`crate::ddl::render_state_ddl`]).
+pub const FORBID_MUTATION: ReviewedFunction = ReviewedFunction {
+    name: "dpone_forbid_mutation",
+    source: "BEGIN\nRAISE EXCEPTION 'dpone state rows are immutable' USING ERRCODE = 'P0001';\nEND",
 };
 
 /// Per role: the exact columns, in table order.
@@ -119,8 +140,9 @@ pub const STATE_UNIQUE: [(&str, &[UniqueContract]); 5] = [
     ),
 ];
 
-/// Roles whose rows are immutable: exactly one enabled `BEFORE UPDATE OR DELETE … FOR EACH ROW`
-/// trigger calling a function that raises.
+/// Roles whose rows are immutable: exactly the reviewed `BEFORE UPDATE OR DELETE … FOR EACH
+/// ROW` and `BEFORE TRUNCATE … FOR EACH STATEMENT` triggers, enforcing, calling
+/// [`FORBID_MUTATION`].
 pub const IMMUTABLE_ROLES: [&str; 3] = ["receipt", "repair_authority", "repair_consumption"];
 
 /// Per role: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
@@ -213,20 +235,14 @@ pub fn verify_table(role: &str, table: &str, facts: &TableFacts) -> Result<(), S
             ));
         }
     }
-    let immutable = IMMUTABLE_ROLES.contains(&role);
-    match (immutable, facts.triggers.as_slice()) {
-        (true, [(IMMUTABLE_TGTYPE, true)]) | (false, []) => {}
-        (true, _) => {
-            return Err(format!(
-                "state table {table:?} must have exactly the reviewed immutability trigger"
-            ));
-        }
-        (false, _) => {
-            return Err(format!(
-                "state table {table:?} has a trigger the reviewed DDL does not"
-            ));
-        }
-    }
+    verify_guards(
+        REASON_PREFIX,
+        "state table",
+        table,
+        facts,
+        IMMUTABLE_ROLES.contains(&role),
+        &FORBID_MUTATION,
+    )?;
     verify_constraints(role, table, facts)
 }
 
@@ -252,12 +268,34 @@ mod tests {
                 })
                 .collect(),
             triggers: if IMMUTABLE_ROLES.contains(&role) {
-                vec![(IMMUTABLE_TGTYPE, true)]
+                vec![
+                    TriggerFacts::reviewed("dpone_immutable", IMMUTABLE_TGTYPE, &FORBID_MUTATION),
+                    TriggerFacts::reviewed(
+                        "dpone_no_truncate",
+                        TRUNCATE_GUARD_TGTYPE,
+                        &FORBID_MUTATION,
+                    ),
+                ]
             } else {
                 vec![]
             },
             constraints: reviewed_constraints(role),
+            ..TableFacts::default()
         }
+    }
+
+    #[test]
+    fn the_reviewed_function_is_the_ddls() {
+        // Tier: unit (the contract against the rendered DDL).
+        let ddl = crate::ddl::render_state_ddl("dpone_state", &crate::ddl::default_state_tables());
+        assert!(
+            ddl.contains(&format!(
+                "CREATE FUNCTION \"dpone_state\".\"dpone_forbid_mutation\"() RETURNS trigger \
+                 LANGUAGE plpgsql AS $$\n{}\n$$;\n",
+                FORBID_MUTATION.source
+            )),
+            "{ddl}"
+        );
     }
 
     fn reviewed_constraints(role: &str) -> Vec<Constraint> {
@@ -415,13 +453,47 @@ mod tests {
                 .contains("immutability")
         );
         let mut f = reviewed("receipt");
-        f.triggers = vec![(IMMUTABLE_TGTYPE, false)];
+        f.triggers[0].function.source = "BEGIN\n-- RAISE EXCEPTION 'x';\nEND".into();
         assert!(
-            verify_table("receipt", "t", &f).is_err(),
+            verify_table("receipt", "t", &f)
+                .unwrap_err()
+                .starts_with("DPONE_XMIN_STATE_TRIGGER_FUNCTION_NOT_REVIEWED: state table \"t\""),
             "a trigger that does not raise"
         );
+        let mut f = reviewed("repair_consumption");
+        f.triggers[1].enabled = "D".into();
+        assert!(
+            verify_table("repair_consumption", "t", &f)
+                .unwrap_err()
+                .starts_with("DPONE_XMIN_STATE_TRIGGER_NOT_ENFORCING: "),
+            "a disabled truncate guard"
+        );
+        let mut f = reviewed("repair_authority");
+        f.triggers.pop();
+        assert!(
+            verify_table("repair_authority", "t", &f)
+                .unwrap_err()
+                .starts_with("DPONE_XMIN_STATE_TRUNCATE_UNGUARDED: "),
+            "no truncate guard"
+        );
         let mut f = reviewed("source_state");
-        f.triggers = vec![(5, true)];
+        f.policies.push("hide".into());
+        assert!(
+            verify_table("source_state", "t", &f)
+                .unwrap_err()
+                .starts_with("DPONE_XMIN_STATE_ROW_SECURITY_PRESENT: "),
+            "a policy"
+        );
+        let mut f = reviewed("run");
+        f.rules.push("keep".into());
+        assert!(
+            verify_table("run", "t", &f)
+                .unwrap_err()
+                .starts_with("DPONE_XMIN_STATE_RULE_PRESENT: "),
+            "a rule"
+        );
+        let mut f = reviewed("source_state");
+        f.triggers = vec![TriggerFacts::reviewed("x", 5, &FORBID_MUTATION)];
         assert!(
             verify_table("source_state", "t", &f)
                 .unwrap_err()

@@ -115,11 +115,51 @@ CREATE TRIGGER dpone_immutable BEFORE UPDATE OR DELETE ON {rc}\n\
 CREATE TRIGGER dpone_immutable BEFORE UPDATE OR DELETE ON {au}\n\
     FOR EACH ROW EXECUTE FUNCTION {forbid}();\n\
 CREATE TRIGGER dpone_immutable BEFORE UPDATE OR DELETE ON {co}\n\
-    FOR EACH ROW EXECUTE FUNCTION {forbid}();\n",
+    FOR EACH ROW EXECUTE FUNCTION {forbid}();\n\
+{truncate_guards}",
         schema_q = ident(schema),
         idx = idx(&t.source_state),
         run_idx = ident(&format!("{}_committed_once", t.run)),
+        truncate_guards = truncate_guards(schema, t)
+            .iter()
+            .map(|(_, create)| format!("{create};\n"))
+            .collect::<String>(),
     )
+}
+
+/// Per immutable state table (receipt, repair authority, consumption): the reviewed `BEFORE
+/// TRUNCATE … FOR EACH STATEMENT` guard (row triggers never fire on `TRUNCATE`), as its `DROP
+/// TRIGGER IF EXISTS` and its `CREATE TRIGGER` (no terminating `;`).
+fn truncate_guards(schema: &str, t: &StateTables) -> Vec<(String, String)> {
+    let forbid = qualified(schema, "dpone_forbid_mutation");
+    [&t.receipt, &t.repair_authority, &t.repair_consumption]
+        .into_iter()
+        .map(|table| {
+            let table = qualified(schema, table);
+            (
+                format!("DROP TRIGGER IF EXISTS dpone_no_truncate ON {table}"),
+                format!(
+                    "CREATE TRIGGER dpone_no_truncate BEFORE TRUNCATE ON {table}\n\
+                     FOR EACH STATEMENT EXECUTE FUNCTION {forbid}()"
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The reviewed migration that adds the `TRUNCATE` guards of [`render_state_ddl`] to state
+/// tables provisioned before they existed (`fixtures/xmin/migrate-add-truncate-guard.sql` with
+/// the default names; a test keeps them equal). It can be applied again.
+pub fn render_state_truncate_guard_migration(schema: &str, t: &StateTables) -> String {
+    let mut out = String::from(
+        "-- Adds the TRUNCATE guards to XMin state tables provisioned before they existed (row\n\
+-- triggers never fire on TRUNCATE). Reviewed DDL, applied by the environment owner like\n\
+-- state-ddl.sql; the CREATE statements are part of state-ddl.sql (a test keeps them equal).\n",
+    );
+    for (drop, create) in truncate_guards(schema, t) {
+        out.push_str(&format!("{drop};\n{create};\n"));
+    }
+    out
 }
 
 /// Reviewed DDL for a target table of a plan: key columns (primary key), business columns, the
