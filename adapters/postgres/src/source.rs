@@ -17,9 +17,9 @@
 //!    on the *pinned* OID, the relation kind (a partitioned table is refused), whether row-level
 //!    security applies to the principal (refused), `standard_conforming_strings`, and
 //!    `pg_current_snapshot()` with its xmin `U` and xmax `H` as 64-bit `xid8`. Version-2
-//!    (`catalog_identity`) never calls a control or statistics function (with a `timeline` pin
-//!    it reads the timeline from the current WAL file name); version 1 additionally reads
-//!    `pg_control_system()` and the timeline;
+//!    (`catalog_identity`) never calls a control, WAL-file or statistics function (a version-2
+//!    selection carrying a timeline or system identifier is refused before any I/O); version 1
+//!    additionally reads `pg_control_system()` and the timeline;
 //! 4. the column projection (built-in types only, so binary COPY round-trips losslessly);
 //! 5. epoch and freeze checks against the previous checkpoint (fail closed);
 //! 6. binary `COPY (SELECT … FROM ONLY "schema"."relation" …) TO STDOUT` of the delta
@@ -327,6 +327,7 @@ impl SourcePort for PgSource {
         store: &dyn ArtifactStore,
     ) -> Result<SnapshotEnvelope> {
         self.last = None;
+        check_profile(req.authority)?;
         if let Some(b) = &self.bound {
             b.check_before_read()?;
         }
@@ -386,6 +387,24 @@ impl SourcePort for PgSource {
         }
         result
     }
+}
+
+/// Refuses, before any I/O, a version-2 (`catalog_identity`) selection that carries a
+/// physical pin (system identifier or timeline): version 2 calls no control, WAL-file or
+/// statistics function that could verify one, and a signed field is never silently ignored.
+/// The registry refuses such a document already; this keeps the boundary closed for any other
+/// caller.
+fn check_profile(a: &SelectedSourceAuthority) -> Result<()> {
+    if a.profile == AuthorityProfile::CatalogIdentity
+        && (a.timeline.is_some() || a.system_identifier.is_some())
+    {
+        return Err(XminError::new(
+            ErrorCode::RegistryAuthorityInvalid,
+            "a version 2 (catalog_identity) source authority carries no timeline or system \
+             identifier; pin those with version 1 (physical_cluster)",
+        ));
+    }
+    Ok(())
 }
 
 /// `work`, abandoned at `deadline` (dropped where it waits) with
@@ -717,25 +736,8 @@ async fn verify_authority(
         h: parse(13)?,
         lineage: SourceLineage::default(),
     };
-    if a.profile == AuthorityProfile::CatalogIdentity
-        && let Some(pinned) = a.timeline
-    {
-        // Version 2 with a timeline pin (primary only): the WAL file name's first 8 hex digits
-        // are the timeline; no control function is called.
-        let row = c
-            .query_one(
-                "SELECT pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn())",
-                &[],
-            )
-            .await
-            .map_err(|e| read_error("read timeline", &e))?;
-        let wal: String = row.get(0);
-        let tli = wal.get(..8).and_then(|h| u32::from_str_radix(h, 16).ok());
-        if tli != Some(pinned) {
-            return Err(mismatch(ErrorCode::SourceTimelineMismatch, "timeline"));
-        }
-        observed.lineage.timeline = tli;
-    }
+    // Version 2 (`catalog_identity`) reads nothing more: no control, WAL-file or statistics
+    // function (spec 003); its lineage stays empty.
     if a.profile == AuthorityProfile::PhysicalCluster {
         let row = c
             .query_one(

@@ -407,9 +407,16 @@ impl PgTarget {
         Self::new(TargetSpec::from_route(route)?)
     }
 
+    /// The control connection. Every (re)connection verifies the database pin before it is
+    /// used, so a target recreated or moved to another server while no connection was open
+    /// (the old one closed, or dropped for the acknowledgement probe) is refused as pin drift,
+    /// never read from or written to.
     async fn control(&mut self) -> Result<&tokio_postgres::Client> {
         if self.control.as_ref().is_none_or(|c| c.client.is_closed()) {
-            self.control = Some(connect(&self.spec.endpoint, ErrorCode::TargetConnect, APP).await?);
+            self.control = None;
+            let conn = connect(&self.spec.endpoint, ErrorCode::TargetConnect, APP).await?;
+            Self::verify_pin(&conn.client, &self.spec.pin).await?;
+            self.control = Some(conn);
         }
         match &self.control {
             Some(c) => Ok(&c.client),
@@ -712,6 +719,7 @@ impl TargetPort for PgTarget {
 
     async fn preflight(&mut self) -> Result<()> {
         let spec = self.spec.clone();
+        // `control` verifies the pin of a new connection; an open one is verified again here.
         let c = self.control().await?;
         Self::verify_pin(c, &spec.pin).await?;
         Self::verify_target_table(c, &spec).await?;

@@ -1,6 +1,7 @@
 //! The key snapshot is complete or the read is refused: row-level security, inheritance
 //! children, partitioned parents, missing privileges, a schema renamed during the read, pinned
-//! session settings and the optional version-2 timeline pin, each on a real PostgreSQL server.
+//! session settings, and that version 2 calls no control, WAL or statistics function, each on a
+//! real PostgreSQL server.
 //!
 //! Tier: real PostgreSQL integration (native policies).
 
@@ -356,14 +357,41 @@ async fn session_settings_are_pinned_over_database_defaults() {
     f.run().await.expect("run under hostile database defaults");
 }
 
-/// Version 2 may pin the timeline of a primary; a different timeline (a promotion) fails closed.
+/// Revokes from `PUBLIC`, in the source database only (its own `pg_catalog`), `EXECUTE` on every
+/// control, WAL and statistics function and `SELECT` on every statistics view.
+const REVOKE_CONTROL_WAL_STATISTICS: &str = r"DO $$
+DECLARE o text;
+BEGIN
+  FOR o IN SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
+            WHERE p.pronamespace = 'pg_catalog'::regnamespace
+              AND (p.proname LIKE 'pg\_control\_%' OR p.proname LIKE '%wal%'
+                   OR p.proname LIKE 'pg\_stat\_%')
+  LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', o);
+  END LOOP;
+  FOR o IN SELECT format('%I.%I', v.schemaname, v.viewname) FROM pg_catalog.pg_views v
+            WHERE v.schemaname = 'pg_catalog'
+              AND (v.viewname LIKE 'pg\_stat%' OR v.viewname LIKE 'pg\_statio%')
+  LOOP
+    EXECUTE format('REVOKE SELECT ON %s FROM PUBLIC', o);
+  END LOOP;
+END $$";
+
+/// Spec 003: version 2 "never calls pg_control_system(), pg_control_checkpoint(), WAL-file
+/// functions, or statistics views". A registry that gives version 2 a `timeline` pin is refused
+/// (`DPONE_XMIN_REGISTRY_AUTHORITY_INVALID`), and so is such a selection reaching the source
+/// boundary by any other way, before any I/O; a reader that can execute no control, WAL or
+/// statistics function (nor read a statistics view) extracts under version 2.
+///
+/// Fails before the fix: the registry accepted the pin, and the source read the timeline with
+/// `pg_walfile_name(pg_current_wal_lsn())` (here: permission denied for the reader).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(dpone_live_pg),
     ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
 )]
-async fn a_version_2_timeline_pin_fails_closed_on_change() {
-    let f = Fixture::new("tli", guarded()).await.expect("fixture");
+async fn version_2_calls_no_control_wal_or_statistics_function() {
+    let f = Fixture::new("v2nowal", guarded()).await.expect("fixture");
     f.src_sql("INSERT INTO public.items VALUES (1, 'a', 1, 1)")
         .await;
     let tli: i32 =
@@ -371,22 +399,54 @@ async fn a_version_2_timeline_pin_fails_closed_on_change() {
             .await
             .expect("timeline")
             .get(0);
-    let with = |t: i64| {
-        let reg = f.registry_yaml.replace(
-            "      relations:\n",
-            &format!("      timeline: {t}\n      relations:\n"),
-        );
-        prepare(&f.manifest_yaml, &reg, &f.env).expect("route")
-    };
-    refused(
-        &f,
-        &with(i64::from(tli) + 1),
-        ErrorCode::SourceTimelineMismatch,
-    )
-    .await;
-    run_route(&f, &with(i64::from(tli)), &mut PgSource::new())
+    let tli = u32::try_from(tli).expect("timeline");
+
+    // The registry refuses a version-2 timeline pin, even the current timeline of a primary.
+    let reg = f.registry_yaml.replace(
+        "      relations:\n",
+        &format!("      timeline: {tli}\n      relations:\n"),
+    );
+    assert_ne!(reg, f.registry_yaml);
+    let e = prepare(&f.manifest_yaml, &reg, &f.env).expect_err("version 2 with a timeline");
+    assert_eq!(e.code(), ErrorCode::RegistryAuthorityInvalid, "{e}");
+
+    // A reader in a source database where no control, WAL or statistics function is executable.
+    f.src_sql(REVOKE_CONTROL_WAL_STATISTICS).await;
+    let (route, role) = reader_route(&f, "nowal", "GRANT SELECT ON public.items TO {role};").await;
+    let mut cfg = f.src.cfg.clone();
+    cfg.user(&role);
+    let reader = support::connect_to(&cfg, &f.src.name).await;
+    for probe in [
+        "SELECT pg_catalog.pg_current_wal_lsn()",
+        "SELECT pg_catalog.pg_walfile_name('0/0'::pg_lsn)",
+        "SELECT system_identifier FROM pg_catalog.pg_control_system()",
+        "SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()",
+        "SELECT count(*) FROM pg_catalog.pg_stat_activity",
+    ] {
+        let e = reader
+            .query_one(probe, &[])
+            .await
+            .expect_err("the reader may not call it");
+        assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{probe}: {e:?}");
+    }
+    drop(reader);
+
+    // Version 2 extracts as that reader.
+    let out = run_route(&f, &route, &mut PgSource::new())
         .await
-        .expect("the current timeline runs");
+        .expect("version 2 needs no control, WAL or statistics function");
+    assert_eq!(out.receipt.metrics.inserted, 1);
+    assert!(
+        out.receipt.source_lineage.is_empty(),
+        "version 2 reads no lineage"
+    );
+
+    // A version-2 selection carrying a timeline, which only a caller bypassing the registry can
+    // build, is refused at the source boundary before any I/O, the current timeline included.
+    let mut pinned = route.clone();
+    pinned.resolved.source_authority.timeline = Some(tli);
+    refused(&f, &pinned, ErrorCode::RegistryAuthorityInvalid).await;
+    drop_role(&f, &role).await;
 }
 
 /// The fixture's manifest with a `column_values` scope on `column`.

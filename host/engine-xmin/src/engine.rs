@@ -192,6 +192,18 @@ where
         .await
         .map_err(pre)?
     {
+        // Spec 003: an old invocation cannot replay a receipt under new database authority.
+        // The receipt must have been committed under this route's fingerprint (state key,
+        // selected source authority digest, target pin digest), the pins preflight has just
+        // verified; a rotation since then is refused, source-free and with nothing written.
+        if receipt.state_key != id.state_key || receipt.route_fingerprint != id.route_fingerprint {
+            return Err(pre(XminError::new(
+                ErrorCode::ReceiptAuthorityChanged,
+                "this invocation's receipt was committed under another route fingerprint \
+                 (the source authority or a target/state pin was rotated since): it is not \
+                 replayed under the new authority; start a new invocation",
+            )));
+        }
         return Ok(RunOutcome {
             status: RunStatus::Replayed,
             receipt,

@@ -218,6 +218,10 @@ codes! {
     StateCheckpointStale = "DPONE_XMIN_STATE_CHECKPOINT_STALE",
     /// The state row of this key was superseded by a transfer.
     StateSuperseded = "DPONE_XMIN_STATE_SUPERSEDED",
+    /// This invocation's receipt was committed under another route fingerprint (a rotated
+    /// source authority or target/state pin): it is not replayed under the new authority, and
+    /// nothing is written; start a new invocation.
+    ReceiptAuthorityChanged = "DPONE_XMIN_RECEIPT_AUTHORITY_CHANGED",
     /// The guard policy refused the run; the policy's reason code is in the message.
     GuardDenied = "DPONE_XMIN_GUARD_DENIED",
     /// A policy component failed (trap, limit, malformed output); fail closed.

@@ -394,8 +394,8 @@ pub struct SourceAuthority {
     /// Version 1 only: `pg_control_system().system_identifier`, as decimal text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_identifier: Option<String>,
-    /// Version 1: the current timeline (required). Version 2: optional, primary only, read from
-    /// the current WAL file name; a promotion (new timeline) then fails closed.
+    /// Version 1 only: the current timeline (required). Version 2 refuses it: it calls no
+    /// control or WAL-file function that could verify it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<u32>,
 }
@@ -904,17 +904,13 @@ fn check_authority(name: &str, a: &SourceAuthority) -> Result<()> {
                     "version 2 (catalog_identity) must not carry system_identifier",
                 ));
             }
-            // Optional: the timeline of a primary, read from the current WAL file name (no
-            // control function), so a promotion fails closed.
-            if let Some(t) = a.timeline {
-                if t == 0 {
-                    return Err(bad("timeline must be non-zero"));
-                }
-                if a.recovery_role != RecoveryRole::Primary {
-                    return Err(bad(
-                        "version 2 can pin the timeline of a primary only (recovery_role: primary)",
-                    ));
-                }
+            // Spec 003: version 2 never calls control, WAL-file or statistics functions, so
+            // it cannot verify a timeline; a signed field is never silently ignored.
+            if a.timeline.is_some() {
+                return Err(bad(
+                    "version 2 (catalog_identity) must not carry timeline (it reads no control \
+                     or WAL-file function); pin the timeline with version 1 (physical_cluster)",
+                ));
             }
         }
         (1 | 2, _) => {
