@@ -39,6 +39,9 @@ pub enum CampaignCommand {
     /// Protected control store: record the pinned policy as a trust revision.
     #[command(subcommand)]
     Policy(crate::campaign_store_cmd::PolicyCommand),
+    /// Protected control store: record a participant's live physical identity under the current
+    /// policy's enrollment (append-only).
+    Enroll(Box<crate::campaign_store_cmd::EnrollArgs>),
     /// Protected control store: verify and register a grant's immutable original.
     #[command(subcommand)]
     Grant(crate::campaign_store_cmd::GrantCommand),
@@ -161,6 +164,7 @@ pub fn run(command: CampaignCommand) -> Result<(), Failure> {
         CampaignCommand::Verify(args) => verify(&args),
         CampaignCommand::Inspect(args) => inspect(&args),
         CampaignCommand::Policy(c) => crate::campaign_store_cmd::run_policy(c),
+        CampaignCommand::Enroll(args) => crate::campaign_store_cmd::enroll(&args),
         CampaignCommand::Grant(c) => crate::campaign_store_cmd::run_grant(c),
         CampaignCommand::Admit(args) => crate::campaign_store_cmd::admit(&args),
         CampaignCommand::Settle(args) => crate::campaign_store_cmd::settle(&args),

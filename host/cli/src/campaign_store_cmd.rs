@@ -1,4 +1,4 @@
-//! `dpone-host campaign policy register | grant register | admit | settle | status`: the
+//! `dpone-host campaign policy register | enroll | grant register | admit | settle | status`: the
 //! protected part of the nonproduction composition authority (spec 004, issue 12 §2 and §4) on
 //! the PostgreSQL control store (`dpone-adapter-np-control-store`).
 //!
@@ -6,6 +6,7 @@
 //!   trusted root against the policy's pin) as an append-only trust revision with the current
 //!   revocation epoch. Recording the current record again returns the current revision;
 //!   restoring older bytes appends a new one.
+//! - `enroll` records a participant's physical identity observed live (see [`enroll`]).
 //! - `grant register` authenticates inside the store's revision bracket
 //!   (`ControlStorePort::authenticate`: the current trust revision is read before and after):
 //!   inside it the grant is verified exactly as `campaign verify` does (signature, reopen, scope
@@ -135,6 +136,30 @@ pub struct GrantArgs {
     /// Precompiled-code cache directory.
     #[arg(long)]
     cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// `campaign enroll` options.
+#[derive(Args)]
+pub struct EnrollArgs {
+    /// The `dpone.nonproduction-authority-policy.v1` document; it must be the store's current
+    /// trust revision, and its enrollment must name the participant.
+    #[arg(long)]
+    policy: PathBuf,
+    /// The external pin of the policy, `sha256:<hex>`.
+    #[arg(long)]
+    policy_digest: String,
+    /// The participant id (of the policy's `enrollment.participants`).
+    #[arg(long)]
+    participant: String,
+    /// The connection registry holding the connection that reaches the participant.
+    #[arg(long, env = "DPONE_CONNECTIONS")]
+    connections: PathBuf,
+    /// The registry connection that reaches the participant (its credential is read from the
+    /// variable the registry names).
+    #[arg(long)]
+    connection: String,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -316,7 +341,7 @@ fn np_failure(what: &str, e: &dpone_engine_nonproduction::NpError) -> Failure {
     })
 }
 
-fn parse<T: Document>(what: &str, bytes: &[u8]) -> Result<T, Failure> {
+pub(crate) fn parse<T: Document>(what: &str, bytes: &[u8]) -> Result<T, Failure> {
     T::parse(bytes).map_err(|e| np_failure(what, &e))
 }
 
@@ -382,19 +407,27 @@ pub fn run_grant(command: GrantCommand) -> Result<(), Failure> {
     }
 }
 
-fn policy_register(args: &PolicyRegisterArgs) -> Result<(), Failure> {
-    let bytes = read(&args.policy, InputKind::NonproductionDocument)?;
-    let root = dpone_trust::trusted_root::read_trusted_root_file(&args.trusted_root)?;
+/// The policy file's bytes and document, checked against its external pin.
+fn pinned_policy(
+    path: &std::path::Path,
+    digest: &str,
+) -> Result<(Vec<u8>, AuthorityPolicy), Failure> {
+    let bytes = read(path, InputKind::NonproductionDocument)?;
     let policy: AuthorityPolicy = parse("policy", &bytes)?;
-    let pin =
-        dpone_engine_nonproduction::fields::Digest::parse("--policy-digest", &args.policy_digest)
-            .map_err(|e| np_failure("pin", &e))?;
+    let pin = dpone_engine_nonproduction::fields::Digest::parse("--policy-digest", digest)
+        .map_err(|e| np_failure("pin", &e))?;
     if policy.digest() != pin {
         return Err(Failure::refused(
             dpone_engine_nonproduction::codes::REOPEN_POLICY_UNPINNED,
             "policy: the policy is not the pinned policy",
         ));
     }
+    Ok((bytes, policy))
+}
+
+fn policy_register(args: &PolicyRegisterArgs) -> Result<(), Failure> {
+    let (_, policy) = pinned_policy(&args.policy, &args.policy_digest)?;
+    let root = dpone_trust::trusted_root::read_trusted_root_file(&args.trusted_root)?;
     if sha256_of(&root) != policy.signer.trusted_root_digest.as_str() {
         return Err(Failure::refused(
             dpone_engine_nonproduction::codes::REOPEN_ROOT_STALE,
@@ -416,6 +449,104 @@ fn policy_register(args: &PolicyRegisterArgs) -> Result<(), Failure> {
     print_json(&json!({
         "result": "recorded",
         "trust": trust_json(&trust),
+    }))
+}
+
+/// `campaign enroll`: the platform role records a participant's physical identity, observed
+/// live on the connection that reaches it, under the current policy's enrollment (append-only).
+/// The participant must be one of the pinned policy's enrolled participants and of an engine
+/// whose identity this host observes (PostgreSQL: system identifier, database name and OID);
+/// the policy must be the store's current trust revision, which the store re-checks in the
+/// statement that records it. The same identity again reopens the record; another identity is
+/// `DPONE_NP_STORE_ENROLLMENT_CONFLICT`. Nothing names the endpoint or a credential.
+pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
+    use dpone_engine_nonproduction::common::Engine;
+    use dpone_engine_nonproduction::enrollment::Enrollment;
+    use dpone_engine_xmin::registry::ConnectionKind;
+    let (bytes, policy) = pinned_policy(&args.policy, &args.policy_digest)?;
+    let Some(participant) = policy
+        .enrollment
+        .participants
+        .iter()
+        .find(|p| p.participant_id.as_str() == args.participant)
+    else {
+        return Err(Failure::refused(
+            "DPONE_CLI_CAMPAIGN_ENROLL_PARTICIPANT_UNKNOWN",
+            "the participant is not one of the pinned policy's enrolled participants",
+        ));
+    };
+    if participant.engine != Engine::Postgresql {
+        return Err(Failure::refused(
+            "DPONE_CLI_CAMPAIGN_ENROLL_ENGINE_UNOBSERVABLE",
+            "this host observes the physical identity of PostgreSQL participants only",
+        ));
+    }
+    let registry = dpone_engine_xmin::Registry::from_yaml(&crate::input::read_text(
+        &args.connections,
+        InputKind::ConnectionRegistry,
+    )?)
+    .map_err(Failure::from)?;
+    let connection = registry.connections.get(&args.connection).ok_or_else(|| {
+        Failure::bad_input(
+            "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN",
+            "--connection names no PostgreSQL connection of the registry",
+        )
+    })?;
+    let code = match connection.kind {
+        ConnectionKind::PostgresSource => dpone_engine_xmin::ErrorCode::SourceConnect,
+        ConnectionKind::PostgresTarget => dpone_engine_xmin::ErrorCode::TargetConnect,
+        ConnectionKind::MssqlTarget => {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN",
+                "--connection names no PostgreSQL connection of the registry",
+            ));
+        }
+    };
+    let endpoint = connection
+        .endpoint(&dpone_engine_xmin::ProcessEnvironment)
+        .map_err(Failure::from)?;
+    let environment = mapping::environment(&policy).map_err(store_failure)?;
+    let enrollment_digest =
+        store::Sha256Digest::parse("enrollment_digest", policy.enrollment_digest().as_str())
+            .map_err(store_failure)?;
+    let store = open(&args.store)?;
+    let rt = runtime()?;
+    let current = rt
+        .block_on(store.current_trust(&environment))
+        .map_err(store_failure)?;
+    let Some(trust) = current.filter(|t| t.policy_bytes == bytes) else {
+        return Err(Failure::refused(
+            POLICY_NOT_CURRENT,
+            "the pinned policy is not the store's current trust revision (campaign policy register)",
+        ));
+    };
+    let identity = rt.block_on(crate::np_run::observe(&endpoint, code))?;
+    let record = Enrollment {
+        participant_id: args.participant.clone(),
+        identity_digest: identity.digest(),
+        identity,
+    };
+    let enrolled = rt
+        .block_on(store.enroll(&environment, &enrollment_digest, trust.revision, &record))
+        .map_err(store_failure)?;
+    print_json(&json!({
+        "result": match enrolled {
+            store::Enrolled::Recorded => "enrolled",
+            store::Enrolled::Reopened => "reopened",
+        },
+        "environment_id": environment.as_str(),
+        "enrollment_digest": enrollment_digest.as_str(),
+        "trust_revision": trust.revision,
+        "participant_id": record.participant_id,
+        "engine": "postgresql",
+        "identity": {
+            "schema": dpone_engine_nonproduction::enrollment::IDENTITY_SCHEMA,
+            "system_identifier": record.identity.system_identifier,
+            "database_name": record.identity.database_name,
+            "database_oid": record.identity.database_oid,
+        },
+        "identity_digest": record.identity_digest.as_str(),
+        "append_only": true,
     }))
 }
 
@@ -825,6 +956,17 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
             let mut v = reservation_json(&l.reservation);
             v["reserved_at_unix"] = json!(l.reserved_at_unix);
             v["run_claimed_at_unix"] = json!(l.run_claimed_at_unix);
+            v["participants"] = l
+                .run_participants
+                .iter()
+                .map(|p| {
+                    json!({
+                        "role": p.role.as_str(),
+                        "participant_id": p.participant_id,
+                        "identity_digest": p.identity_digest.as_str(),
+                    })
+                })
+                .collect();
             v["state"] = json!(if l.settlement.is_some() {
                 "settled"
             } else {

@@ -153,6 +153,7 @@ fn command_name(command: &Command) -> &'static str {
             campaign_cmd::CampaignCommand::Verify(_) => "campaign verify",
             campaign_cmd::CampaignCommand::Inspect(_) => "campaign inspect",
             campaign_cmd::CampaignCommand::Policy(_) => "campaign policy",
+            campaign_cmd::CampaignCommand::Enroll(_) => "campaign enroll",
             campaign_cmd::CampaignCommand::Grant(_) => "campaign grant",
             campaign_cmd::CampaignCommand::Admit(_) => "campaign admit",
             campaign_cmd::CampaignCommand::Settle(_) => "campaign settle",

@@ -63,8 +63,21 @@
 //!    not record is reported with the measurements to settle by hand
 //!    (`DPONE_CLI_NP_SETTLEMENT_UNRECORDED`, exit 75).
 //!
-//! The route identity of the manifest (its engines and participants) is not compared with the
-//! workload's route in the composition; the pack digest binds the exact manifest instead.
+//! Physical binding (XMin route, spec 004 "actual nonproduction enrollment"): after the checks
+//! of 2. and before the run's claim, every connection the manifest uses is bound by its role to
+//! the participant the workload's route names in the composition the grant binds
+//! (`--np-composition`; an execution grant binds it by `parent_release_digest`): the source to
+//! `source_participant`, the target and the state (the XMin route writes its state through the
+//! target's connection) to `target_participant`. Each connection's engine must be the route's,
+//! its participant enrolled (`campaign enroll`) under the grant's `enrollment_digest`, and the
+//! identity observed live on it now (system identifier, database name and OID,
+//! [`enrollment::OBSERVE_SQL`]) exactly the enrolled one; every relation the run reads or
+//! writes must be one of the workload's effects of that participant, byte-exactly (a manifest
+//! relation that reaches its registry pin only as an ASCII-case alias is refused:
+//! `DPONE_CLI_NP_RELATION_CASE_ALIAS`). A refusal reads nothing, writes nothing, leaves the
+//! reservation unclaimed and settles nothing; the participants bound are recorded with the
+//! claim and listed by `campaign status`. The ClickHouse route is not physically bound yet (its
+//! ClickHouse target's identity is not observed by this host).
 //! The store's URL is read from the variable `--store-url-env` names and never printed.
 
 pub mod deadline;
@@ -75,10 +88,19 @@ use crate::route::{self, RouteArgs};
 use crate::shipped;
 use clap::Args;
 use dpone_adapter_np_control_store::{self as store, PgControlStore, Settled};
+use dpone_engine_nonproduction::enrollment::{
+    self, ConnectionRole, ObservedConnection, PhysicalIdentity, RunParticipant,
+};
 use dpone_engine_nonproduction::reservation_run::{
     self, ManifestMismatch, OpenRefusal, Outcome, Read, RunEnd,
 };
+use dpone_engine_nonproduction::{Authority, Composition, Document as _};
+use dpone_engine_xmin::manifest::TargetKind;
+use dpone_engine_xmin::registry::Endpoint;
+use dpone_engine_xmin::{ErrorCode, Route as XminRoute};
 use serde_json::{Value, json};
+use std::cell::RefCell;
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Code: the measured usage could not be recorded; the reservation stays unresolved (exit 75).
@@ -93,6 +115,11 @@ pub struct NpRunArgs {
     /// store is.
     #[arg(long)]
     pub np_reservation: Option<String>,
+    /// The composition the reservation's grant binds (an execution grant by its
+    /// `parent_release_digest`): its entry for the workload names the route whose enrolled
+    /// participants the run's connections must be. Required for the XMin route.
+    #[arg(long, requires = "np_reservation")]
+    pub np_composition: Option<PathBuf>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -118,6 +145,13 @@ pub trait RunGate {
     /// Called once with the parsed manifest's workload name before any source or target
     /// access; a refusal ends the command and nothing is read.
     fn admit(&mut self, workload: &str) -> Result<Admitted, Failure>;
+
+    /// [`RunGate::admit`] for the XMin route, with its connections physically bound to the
+    /// enrolled participants of the workload's route before the claim (see the module's
+    /// documentation); a refusal ends the command and nothing is read or written.
+    fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {
+        self.admit(&route.manifest.name)
+    }
 
     /// Called once after the run, also after a failure before the read (`read: None`): the
     /// settlement's JSON for the run's output, and the failure to report when it could not be
@@ -156,12 +190,28 @@ pub fn run(
     args.source = source.clone();
     let manifest = shipped::read_input(args.manifest_path()?, crate::input::InputKind::Manifest)?;
     let route = route::detect(&String::from_utf8_lossy(&manifest))?;
+    let composition = match &np.np_composition {
+        Some(path) => Some(campaign_store_cmd::parse::<Composition>(
+            "composition",
+            &shipped::read_input(path, crate::input::InputKind::NonproductionDocument)?,
+        )?),
+        None if matches!(route, route::Route::XminReconciliation) => {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_NP_COMPOSITION_REQUIRED",
+                "an XMin run under a reservation needs --np-composition: the composition its \
+                 grant binds names the route whose enrolled participants the run must use",
+            ));
+        }
+        None => None,
+    };
     let mut gate = Gate {
         store: campaign_store_cmd::open(&np.store)?,
         rt: campaign_store_cmd::runtime()?,
         id,
         manifest,
+        composition,
         reservation: None,
+        participants: Vec::new(),
     };
     match route {
         route::Route::XminReconciliation => crate::xmin_cmd::run_gated(&args, Some(&mut gate)),
@@ -177,8 +227,268 @@ struct Gate {
     rt: tokio::runtime::Runtime,
     id: store::Sha256Digest,
     manifest: Vec<u8>,
+    /// The composition `--np-composition` named (parsed; bound to the grant when used).
+    composition: Option<Composition>,
     /// Set once the checks passed.
     reservation: Option<store::Reservation>,
+    /// The participants the run was bound to (recorded with the claim).
+    participants: Vec<RunParticipant>,
+}
+
+/// One connection of an XMin run to observe and bind.
+struct Planned {
+    role: ConnectionRole,
+    engine: dpone_engine_nonproduction::common::Engine,
+    /// The endpoint to observe (`None`: an engine whose identity this host does not observe).
+    endpoint: Option<Endpoint>,
+    relations: Vec<String>,
+}
+
+/// The connections an XMin run uses, by role, with the relations it names on each: the
+/// source relation (its registry key: what the run reads), the target table, and the state
+/// tables, which the run writes through the target's connection. A manifest relation that
+/// reaches its pin only as an ASCII-case alias of the registry key is refused here.
+fn xmin_connections(route: &XminRoute) -> Result<Vec<Planned>, Failure> {
+    use dpone_engine_nonproduction::common::Engine;
+    let m = &route.manifest;
+    let r = &route.resolved;
+    let read = r.source_authority.relation_key();
+    if m.source_relation != read {
+        return Err(Failure::refused(
+            "DPONE_CLI_NP_RELATION_CASE_ALIAS",
+            "the manifest's source relation reaches its registry pin only as an ASCII-case \
+             alias; under a reservation the relation read must be named byte-exactly",
+        ));
+    }
+    let (target_engine, endpoint) = match m.target_kind {
+        TargetKind::Postgres => (Engine::Postgresql, Some(r.target.clone())),
+        TargetKind::Mssql => (Engine::Sqlserver, None),
+    };
+    let s = &m.state;
+    Ok(vec![
+        Planned {
+            role: ConnectionRole::Source,
+            engine: Engine::Postgresql,
+            endpoint: Some(r.source.clone()),
+            relations: vec![read],
+        },
+        Planned {
+            role: ConnectionRole::Target,
+            engine: target_engine,
+            endpoint: endpoint.clone(),
+            relations: vec![format!("{}.{}", m.target_schema, m.target_table)],
+        },
+        Planned {
+            role: ConnectionRole::State,
+            engine: target_engine,
+            endpoint,
+            relations: [
+                &s.source_state,
+                &s.run,
+                &s.receipt,
+                &s.repair_authority,
+                &s.repair_consumption,
+            ]
+            .iter()
+            .map(|t| format!("{}.{t}", r.state_schema))
+            .collect(),
+        },
+    ])
+}
+
+/// Observes the identity of the database `ep` names, on a session of its own (one statement,
+/// [`enrollment::OBSERVE_SQL`]); failures carry a code only, never the endpoint.
+pub(crate) async fn observe(ep: &Endpoint, code: ErrorCode) -> Result<PhysicalIdentity, Failure> {
+    let conn = dpone_adapter_postgres::conn::connect(ep, code, "dpone-np-enrollment")
+        .await
+        .map_err(Failure::from)?;
+    let row = conn
+        .client
+        .query_one(enrollment::OBSERVE_SQL, &[])
+        .await
+        .map_err(|e| {
+            Failure::from(dpone_adapter_postgres::sql::db_error(
+                code,
+                "observe the identity",
+                &e,
+            ))
+        })?;
+    let (sys, name, oid): (Option<String>, Option<String>, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2));
+    match (sys, name, oid.and_then(|o| u32::try_from(o).ok())) {
+        (Some(system_identifier), Some(database_name), Some(database_oid)) => {
+            Ok(PhysicalIdentity {
+                system_identifier,
+                database_name,
+                database_oid,
+            })
+        }
+        _ => Err(Failure::refused(
+            "DPONE_CLI_NP_PARTICIPANT_UNOBSERVABLE",
+            "the participant's identity could not be observed (system identifier, database \
+             name or OID missing)",
+        )),
+    }
+}
+
+/// The failure of a binding refusal, each code raised literally (`docs/cli.md`).
+fn binding_failure(code: &str, message: String) -> Failure {
+    match code {
+        "DPONE_CLI_NP_ROUTE_ENGINE_MISMATCH" => {
+            Failure::refused("DPONE_CLI_NP_ROUTE_ENGINE_MISMATCH", message)
+        }
+        "DPONE_CLI_NP_PARTICIPANT_NOT_ENROLLED" => {
+            Failure::refused("DPONE_CLI_NP_PARTICIPANT_NOT_ENROLLED", message)
+        }
+        "DPONE_CLI_NP_PARTICIPANT_UNOBSERVABLE" => {
+            Failure::refused("DPONE_CLI_NP_PARTICIPANT_UNOBSERVABLE", message)
+        }
+        "DPONE_CLI_NP_PARTICIPANT_IDENTITY_MISMATCH" => {
+            Failure::refused("DPONE_CLI_NP_PARTICIPANT_IDENTITY_MISMATCH", message)
+        }
+        "DPONE_CLI_NP_RELATION_OUT_OF_SCOPE" => {
+            Failure::refused("DPONE_CLI_NP_RELATION_OUT_OF_SCOPE", message)
+        }
+        "DPONE_CLI_NP_COMPOSITION_MISMATCH" => {
+            Failure::refused("DPONE_CLI_NP_COMPOSITION_MISMATCH", message)
+        }
+        "DPONE_CLI_NP_WORKLOAD_UNBOUND" => {
+            Failure::refused("DPONE_CLI_NP_WORKLOAD_UNBOUND", message)
+        }
+        _ => Failure::internal("DPONE_CLI_INTERNAL", "an unknown binding refusal"),
+    }
+}
+
+fn stored(what: &str) -> OpenRefusal {
+    OpenRefusal::Store(store::StoreError::new(
+        store::StoreCode::StoredStateInvalid,
+        format!("the registered grant's {what} is not usable"),
+    ))
+}
+
+/// The binding of an XMin run under reservation `r`: the registered grant (the reservation's),
+/// the workload of the composition it binds, the enrollment under its `enrollment_digest`, the
+/// identities observed now, then [`enrollment::bind_run`]. A failure that is not a refusal of
+/// the binding (a connection that fails) is left in `failed`.
+async fn bind_xmin(
+    store: &PgControlStore,
+    r: &store::Reservation,
+    composition: &Composition,
+    planned: &[Planned],
+    failed: &RefCell<Option<Failure>>,
+) -> Result<Vec<RunParticipant>, OpenRefusal> {
+    use dpone_adapter_np_control_store::ControlStorePort as _;
+    let refusal = |code: &'static str, message: String| OpenRefusal::Binding { code, message };
+    let history = store
+        .history(&r.grant)
+        .await
+        .map_err(OpenRefusal::Store)?
+        .ok_or_else(|| stored("registration"))?;
+    if history.grant_digest != r.grant_digest {
+        return Err(stored("digest"));
+    }
+    let grant = Authority::parse(&history.original_bytes).map_err(|_| stored("original"))?;
+    let workload = enrollment::reserved_workload(&grant, composition, r.workload.as_str())
+        .map_err(|w| {
+            refusal(
+                w.code(),
+                "the composition given is not the one the reservation's grant binds, or does \
+                 not route the workload within the grant's signed routes and scope"
+                    .to_owned(),
+            )
+        })?;
+    let environment = store::Uuid::parse("environment_id", grant.environment_id.as_str())
+        .map_err(|_| stored("environment"))?;
+    let digest = store::Sha256Digest::parse("enrollment_digest", grant.enrollment_digest.as_str())
+        .map_err(|_| stored("enrollment digest"))?;
+    let enrolled = store
+        .enrolled(&environment, &digest)
+        .await
+        .map_err(OpenRefusal::Store)?;
+    let mut observed = Vec::with_capacity(planned.len());
+    for p in planned {
+        let code = match p.role {
+            ConnectionRole::Source => ErrorCode::SourceConnect,
+            _ => ErrorCode::TargetConnect,
+        };
+        let identity = match &p.endpoint {
+            Some(ep) => match observe(ep, code).await {
+                Ok(i) => Some(i),
+                Err(f) => {
+                    let message = f.message.clone();
+                    *failed.borrow_mut() = Some(f);
+                    return Err(refusal("", message));
+                }
+            },
+            None => None,
+        };
+        observed.push(ObservedConnection {
+            role: p.role,
+            engine: p.engine,
+            identity,
+            relations: p.relations.clone(),
+        });
+    }
+    enrollment::bind_run(&workload, &observed, &enrolled).map_err(|b| {
+        let what = match b {
+            enrollment::BindRefusal::RouteEngineMismatch(_) => {
+                "its engine is not the route's engine for this role"
+            }
+            enrollment::BindRefusal::NotEnrolled(_) => {
+                "the route's participant for it is not enrolled under the grant's enrollment"
+            }
+            enrollment::BindRefusal::Unobservable(_) => {
+                "this host does not observe the physical identity of its engine"
+            }
+            enrollment::BindRefusal::IdentityMismatch(_) => {
+                "the database it reaches is not the enrolled participant (another server, \
+                 database or a recreated database)"
+            }
+            enrollment::BindRefusal::RelationOutOfScope(_) => {
+                "a relation it names is not one of the workload's effects of its participant"
+            }
+        };
+        refusal(
+            b.code(),
+            format!(
+                "the run's {} connection is refused before any read or write: {what}",
+                b.role().as_str()
+            ),
+        )
+    })
+}
+
+impl Gate {
+    /// The outcome of opening the reservation: the bound and deadline, or the failure (`failed`:
+    /// a failure of the binding that is not a refusal, reported as itself).
+    fn opened(
+        &mut self,
+        opened: Result<reservation_run::Opened, OpenRefusal>,
+        failed: Option<Failure>,
+    ) -> Result<Admitted, Failure> {
+        let opened = opened.map_err(|refusal| match refusal {
+            OpenRefusal::Store(e) => store_failure(e),
+            OpenRefusal::Manifest(ManifestMismatch::Workload) => Failure::refused(
+                "DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH",
+                "the manifest's workload (its name) is not the reservation's workload",
+            ),
+            OpenRefusal::Binding { code, message } => {
+                failed.unwrap_or_else(|| binding_failure(code, message))
+            }
+            OpenRefusal::Manifest(ManifestMismatch::PackDigest) => Failure::refused(
+                "DPONE_CLI_NP_RESERVATION_MANIFEST_MISMATCH",
+                "the manifest's bytes are not the admitted workload's pack (sha256 differs \
+                 from its registered pack_digest)",
+            ),
+        })?;
+        let admitted = Admitted {
+            max_rows: opened.max_rows,
+            max_bytes: opened.max_bytes,
+            deadline: opened.clock.deadline,
+        };
+        self.reservation = Some(opened.reservation);
+        Ok(admitted)
+    }
 }
 
 impl RunGate for Gate {
@@ -187,34 +497,42 @@ impl RunGate for Gate {
     }
 
     fn admit(&mut self, workload: &str) -> Result<Admitted, Failure> {
-        let opened = self
-            .rt
-            .block_on(reservation_run::open(
-                &self.store,
-                &self.id,
-                &self.manifest,
-                workload,
-            ))
-            .map_err(|refusal| match refusal {
-                OpenRefusal::Store(e) => store_failure(e),
-                OpenRefusal::Manifest(ManifestMismatch::Workload) => Failure::refused(
-                    "DPONE_CLI_NP_RESERVATION_WORKLOAD_MISMATCH",
-                    "the manifest's workload (its name) is not the reservation's workload",
-                ),
-                OpenRefusal::Binding { code, message } => Failure::refused(code, message),
-                OpenRefusal::Manifest(ManifestMismatch::PackDigest) => Failure::refused(
-                    "DPONE_CLI_NP_RESERVATION_MANIFEST_MISMATCH",
-                    "the manifest's bytes are not the admitted workload's pack (sha256 differs \
-                     from its registered pack_digest)",
-                ),
-            })?;
-        let admitted = Admitted {
-            max_rows: opened.max_rows,
-            max_bytes: opened.max_bytes,
-            deadline: opened.clock.deadline,
+        let opened = self.rt.block_on(reservation_run::open(
+            &self.store,
+            &self.id,
+            &self.manifest,
+            workload,
+        ));
+        self.opened(opened, None)
+    }
+
+    fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {
+        let planned = xmin_connections(route)?;
+        let Some(composition) = &self.composition else {
+            return Err(Failure::internal(
+                "DPONE_CLI_INTERNAL",
+                "an XMin reservation run without its composition",
+            ));
         };
-        self.reservation = Some(opened.reservation);
-        Ok(admitted)
+        let failed = RefCell::new(None);
+        let bound = RefCell::new(Vec::new());
+        let store = &self.store;
+        let opened = self.rt.block_on(reservation_run::open_bound(
+            store,
+            &self.id,
+            &self.manifest,
+            &route.manifest.name,
+            |r| {
+                let (r, planned, failed, bound) = (r.clone(), &planned, &failed, &bound);
+                async move {
+                    let p = bind_xmin(store, &r, composition, planned, failed).await?;
+                    bound.borrow_mut().clone_from(&p);
+                    Ok(p)
+                }
+            },
+        ));
+        self.participants = bound.into_inner();
+        self.opened(opened, failed.into_inner())
     }
 
     fn settle(
@@ -246,6 +564,11 @@ impl RunGate for Gate {
             "workload_id": r.workload.as_str(),
             "attempt_id": r.attempt.as_str(),
             "trust_revision": r.trust_revision,
+            "participants": self.participants.iter().map(|p| json!({
+                "role": p.role.as_str(),
+                "participant_id": p.participant_id,
+                "identity_digest": p.identity_digest.as_str(),
+            })).collect::<Vec<_>>(),
             "bound": {
                 "source_rows": r.source_rows,
                 "source_bytes": r.source_bytes,

@@ -222,7 +222,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     };
     with_route_text(args, text.as_deref(), |route, policies| {
         let admitted = match gate.as_deref_mut() {
-            Some(g) => Some(g.admit(&route.manifest.name)?),
+            Some(g) => Some(g.admit_xmin(route)?),
             None => None,
         };
         let request = RunRequest {

@@ -60,6 +60,9 @@ struct Xmin<'a> {
     manifest: PathBuf,
     registry: PathBuf,
     artifacts: PathBuf,
+    /// The composition a reservation run names (`--np-composition`), written by
+    /// [`Xmin::bind`].
+    composition: PathBuf,
 }
 
 impl<'a> Xmin<'a> {
@@ -73,11 +76,58 @@ impl<'a> Xmin<'a> {
 
     /// The route with exactly `manifest` as its manifest file.
     fn with_text(fixture: &'a Fixture, dir: &Path, name: &str, manifest: &str) -> Self {
+        Self::with_registry(fixture, dir, name, manifest, &fixture.registry_yaml)
+    }
+
+    /// The route with exactly `manifest` and `registry` as its files.
+    fn with_registry(
+        fixture: &'a Fixture,
+        dir: &Path,
+        name: &str,
+        manifest: &str,
+        registry: &str,
+    ) -> Self {
         Self {
             fixture,
             manifest: write(dir, &format!("{name}.yaml"), manifest),
-            registry: write(dir, "registry.yaml", &fixture.registry_yaml),
+            registry: write(dir, "registry.yaml", registry),
             artifacts: dir.join("artifacts"),
+            composition: dir.join("composition.json"),
+        }
+    }
+
+    /// Writes the campaign's composition for `--np-composition`.
+    fn bind(&self, docs: &c::Docs) {
+        std::fs::write(&self.composition, c::canon(&docs.composition)).expect("write");
+    }
+
+    /// `campaign enroll` of `participant` through this route's registry connection
+    /// `connection`.
+    fn enroll(&self, run: &Run<'_>, docs: &c::Docs, participant: &str, connection: &str) -> Output {
+        let args = [
+            "enroll".to_owned(),
+            "--policy".to_owned(),
+            run.file("policy.json", &c::canon(&docs.policy)),
+            "--policy-digest".to_owned(),
+            docs.policy_digest(),
+            "--participant".to_owned(),
+            participant.to_owned(),
+            "--connections".to_owned(),
+            self.registry.display().to_string(),
+            "--connection".to_owned(),
+            connection.to_owned(),
+        ];
+        run.command(&args)
+            .envs(&self.fixture.env)
+            .output()
+            .expect("run dpone-host")
+    }
+
+    /// Enrolls the route's source (`synth-pg-read`) and target (`synth-pg-write`) databases.
+    fn enroll_both(&self, run: &Run<'_>, docs: &c::Docs) {
+        for (p, conn) in [(PG_READ, "pg_source"), (PG_WRITE, "pg_target")] {
+            let v = ok(&self.enroll(run, docs, p, conn));
+            assert_eq!(v["result"], "enrolled", "{v}");
         }
     }
 
@@ -108,7 +158,10 @@ impl<'a> Xmin<'a> {
             .arg(&self.artifacts)
             .args(["--invocation", invocation]);
         if let Some(r) = reservation {
-            cmd.args(["--np-reservation", r]).args(store.args());
+            cmd.args(["--np-reservation", r])
+                .arg("--np-composition")
+                .arg(&self.composition)
+                .args(store.args());
         }
         cmd
     }
@@ -125,9 +178,97 @@ fn pack_of(path: &Path) -> String {
         .to_owned()
 }
 
-/// A campaign whose workload `WORKLOAD` is the manifest whose digest is `pack`.
+/// A campaign whose workload `WORKLOAD` is the manifest whose digest is `pack` (its route as
+/// the fixtures have it: the ClickHouse route is not physically bound).
 fn docs_for(pack: &str) -> c::Docs {
     let mut docs = live_docs();
+    docs.set_pack(WORKLOAD, pack);
+    docs
+}
+
+/// The enrolled participant the XMin route reads (the fixture's source database).
+const PG_READ: &str = "synth-pg-read";
+/// The enrolled participant the XMin route writes (the fixture's target and state database),
+/// enrolled by the policy beside the fixtures' participants.
+const PG_WRITE: &str = "synth-pg-write";
+
+/// A campaign whose workload `WORKLOAD` is the XMin manifest whose digest is `pack`, routed
+/// truthfully: PostgreSQL `synth-pg-read` (the fixture's source database) to PostgreSQL
+/// `synth-pg-write` (its target and state database), with exactly the relations the run reads
+/// (`read`, in the source database) and writes as its effects.
+fn xmin_docs(pack: &str, f: &Fixture, read: &str) -> c::Docs {
+    use serde_json::json;
+    let mut docs = live_docs();
+    let participants = docs.policy["enrollment"]["participants"]
+        .as_array_mut()
+        .expect("participants");
+    participants.push(json!({
+        "access": "write", "engine": "postgresql", "participant_id": PG_WRITE,
+        "trust_tier": "non_production",
+    }));
+    participants.sort_by(|a, b| {
+        a["participant_id"]
+            .as_str()
+            .cmp(&b["participant_id"].as_str())
+    });
+    let route = json!({
+        "mode": "full_refresh", "source_engine": "postgresql", "source_participant": PG_READ,
+        "target_engine": "postgresql", "target_participant": PG_WRITE,
+        "workload_kind": "ordinary_transfer",
+    });
+    let (src, tgt) = (&f.src.name, &f.pg_target_db().name);
+    let mut effects = vec![
+        (PG_READ, format!("{src}.{read}"), "read", "read"),
+        (PG_WRITE, format!("{tgt}.dwh.items"), "write", "write"),
+    ];
+    for t in [
+        "dpone_source_state",
+        "dpone_run_state",
+        "dpone_commit_receipt",
+        "dpone_repair_authority",
+        "dpone_repair_authority_consumption",
+    ] {
+        effects.push((PG_WRITE, format!("{tgt}.dpone_state.{t}"), "write", "state"));
+    }
+    effects.sort();
+    let effects: Vec<Value> = effects
+        .into_iter()
+        .map(|(p, r, a, e)| json!({"access": a, "effect": e, "participant_id": p, "relation": r}))
+        .collect();
+    let old = docs.composition["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .find(|w| w["workload_id"] == WORKLOAD)
+        .expect("the workload")["route"]
+        .clone();
+    for w in docs.composition["workloads"]
+        .as_array_mut()
+        .expect("workloads")
+    {
+        if w["workload_id"] == WORKLOAD {
+            w["route"] = route.clone();
+            w["effects"] = Value::Array(effects.clone());
+        }
+    }
+    docs.composition["scope"] = c::scope_of_effects(&docs.policy, &docs.composition);
+    let key = |r: &Value| {
+        [
+            "source_engine",
+            "source_participant",
+            "target_engine",
+            "target_participant",
+            "mode",
+            "workload_kind",
+        ]
+        .map(|k| r[k].as_str().unwrap_or_default().to_owned())
+    };
+    let routes = docs.egrant["routes"].as_array_mut().expect("routes");
+    routes.retain(|r| *r != old);
+    routes.push(route);
+    routes.sort_by_key(key);
+    docs.egrant["scope"] = docs.composition["scope"].clone();
+    docs.seal();
     docs.set_pack(WORKLOAD, pack);
     docs
 }
@@ -235,10 +376,12 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     // The campaign: policy, execution grant (the workload's pack is this manifest), the
     // workload's reservations.
     let run = Run::new(&store);
-    let docs = docs_for(&xmin.pack());
+    let docs = xmin_docs(&xmin.pack(), &f, "public.items");
     let grant = c::canon(&docs.egrant);
     let grant_id = id(&docs.egrant["grant_id"]);
     ok(&run.policy_register(&docs, None));
+    xmin.bind(&docs);
+    xmin.enroll_both(&run, &docs);
     ok(&run.grant_register(&docs, true, &grant));
 
     // One row short: exactly 199 rows pass, the 200th fails closed; the target is untouched
@@ -323,6 +466,7 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     let text = std::fs::read_to_string(&xmin.manifest).expect("manifest");
     let edited = Xmin::with_text(&f, &edited_dir, WORKLOAD, &format!("{text}# edited\n"));
     assert_ne!(edited.pack(), xmin.pack());
+    edited.bind(&docs);
     let before_edit = f.target_fingerprint().await;
     let out = edited.run(&store, "edited", Some(&exact));
     assert_eq!(
@@ -356,6 +500,16 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     let l = listed(&run, &grant_id, &exact);
     assert_eq!(l["state"], "settled");
     assert_eq!(l["settlement"]["outcome"], "succeeded");
+    assert_eq!(
+        bound_roles(&l),
+        [
+            ("source", PG_READ),
+            ("state", PG_WRITE),
+            ("target", PG_WRITE)
+        ]
+        .map(|(r, p)| (r.to_owned(), p.to_owned())),
+        "the run was bound to the enrolled participants of its route: {l}"
+    );
     assert_eq!(l["settlement"]["measured_source_rows"], 200);
     assert_eq!(l["settlement"]["measured_source_bytes"], bytes);
     let st = ok(&run.status(&grant_id, "execution", &[]));
@@ -457,6 +611,283 @@ async fn a_run_under_a_reservation_is_bounded_by_it_and_settles_what_it_read() {
     store.drop_schema().await;
 }
 
+/// The (role, participant) pairs a listed reservation's run was bound to.
+fn bound_roles(l: &Value) -> Vec<(String, String)> {
+    l["participants"]
+        .as_array()
+        .expect("participants")
+        .iter()
+        .map(|p| {
+            assert!(
+                p["identity_digest"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("sha256:")),
+                "{p}"
+            );
+            (id(&p["role"]), id(&p["participant_id"]))
+        })
+        .collect()
+}
+
+/// No endpoint or credential in a command's output.
+fn no_endpoint(out: &Output, f: &Fixture) {
+    for text in [
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    ] {
+        assert!(
+            !text.contains("127.0.0.1") && !text.contains("localhost"),
+            "an endpoint leaked: {text}"
+        );
+        for secret in f.env.values() {
+            assert!(
+                secret.len() < 4 || !text.contains(secret.as_str()),
+                "a credential leaked"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn a_run_is_bound_to_the_enrolled_participants_of_its_route_before_any_read() {
+    let _live = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::new().await;
+    let f = Fixture::new("npbind", Options::default())
+        .await
+        .expect("the PostgreSQL fixture (server configured)");
+    f.src_sql(SOURCE_ROWS).await;
+    // Another source and target database on the same server, with the same rows.
+    let other = Fixture::new("npbind_o", Options::default())
+        .await
+        .expect("the PostgreSQL fixture (server configured)");
+    other.src_sql(SOURCE_ROWS).await;
+    let xmin = Xmin::new(&f, dir.path(), WORKLOAD);
+    let text = std::fs::read_to_string(&xmin.manifest).expect("manifest");
+    let run = Run::new(&store);
+    let docs = xmin_docs(&xmin.pack(), &f, "public.items");
+    let grant = c::canon(&docs.egrant);
+    let grant_id = id(&docs.egrant["grant_id"]);
+    ok(&run.policy_register(&docs, None));
+    xmin.bind(&docs);
+
+    // Enrollment: only a participant of the pinned policy's enrollment, only an engine whose
+    // identity this host observes; the identity observed live, no endpoint printed.
+    let out = xmin.enroll(&run, &docs, "synth-nobody", "pg_source");
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_CLI_CAMPAIGN_ENROLL_PARTICIPANT_UNKNOWN"
+    );
+    let out = xmin.enroll(&run, &docs, "synth-ch-write", "pg_source");
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_CLI_CAMPAIGN_ENROLL_ENGINE_UNOBSERVABLE"
+    );
+    let out = xmin.enroll(&run, &docs, PG_READ, "pg_source");
+    no_endpoint(&out, &f);
+    let e = ok(&out);
+    assert_eq!(e["result"], "enrolled", "{e}");
+    assert_eq!(e["participant_id"], PG_READ);
+    assert_eq!(e["identity"]["database_name"], f.src.name.as_str());
+    assert_eq!(e["trust_revision"], 1);
+    let again = ok(&xmin.enroll(&run, &docs, PG_READ, "pg_source"));
+    assert_eq!(
+        again["result"], "reopened",
+        "the same identity is idempotent"
+    );
+    assert_eq!(again["identity_digest"], e["identity_digest"]);
+    // The same participant observed on another database: append-only, refused.
+    let other_dir = dir.path().join("other");
+    std::fs::create_dir_all(&other_dir).expect("dir");
+    let elsewhere = Xmin::with_registry(&other, &other_dir, WORKLOAD, &text, &other.registry_yaml);
+    assert_eq!(elsewhere.pack(), xmin.pack(), "the same manifest bytes");
+    elsewhere.bind(&docs);
+    let out = elsewhere.enroll(&run, &docs, PG_READ, "pg_source");
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_NP_STORE_ENROLLMENT_CONFLICT"
+    );
+
+    ok(&run.grant_register(&docs, true, &grant));
+    let rid = reservation(&run, &docs, &grant, WORKLOAD, "b1", 200, 1 << 20);
+    let (empty, other_empty) = (
+        f.target_fingerprint().await,
+        other.target_fingerprint().await,
+    );
+    let untouched = |what: &str, out: &Output, x: &Xmin<'_>, invocation: &str, code: &str| {
+        assert_eq!(
+            refused_before_read(out, &store, x, invocation),
+            code,
+            "{what}"
+        );
+        no_endpoint(out, x.fixture);
+        let l = listed(&run, &grant_id, &rid);
+        assert_eq!(l["state"], "unresolved", "{what}: nothing settled: {l}");
+        assert!(l["run_claimed_at_unix"].is_null(), "{what}: unclaimed: {l}");
+    };
+
+    // The route's target participant is not enrolled.
+    let out = xmin.run(&store, "unenrolled", Some(&rid));
+    untouched(
+        "target not enrolled",
+        &out,
+        &xmin,
+        "unenrolled",
+        "DPONE_CLI_NP_PARTICIPANT_NOT_ENROLLED",
+    );
+    let w = ok(&xmin.enroll(&run, &docs, PG_WRITE, "pg_target"));
+    assert_eq!(
+        w["identity"]["database_name"],
+        f.pg_target_db().name.as_str()
+    );
+
+    // The same manifest bytes with the registry (endpoints and pins) pointed at other
+    // databases of the server: the source, then only the target.
+    let out = elsewhere.run(&store, "moved-source", Some(&rid));
+    untouched(
+        "source elsewhere",
+        &out,
+        &elsewhere,
+        "moved-source",
+        "DPONE_CLI_NP_PARTICIPANT_IDENTITY_MISMATCH",
+    );
+    let at = |y: &str| y.find("  pg_target:").expect("the target connection");
+    let spliced = format!(
+        "{}{}",
+        &f.registry_yaml[..at(&f.registry_yaml)],
+        &other.registry_yaml[at(&other.registry_yaml)..]
+    );
+    let target_dir = dir.path().join("target");
+    std::fs::create_dir_all(&target_dir).expect("dir");
+    let moved = Xmin::with_registry(&f, &target_dir, WORKLOAD, &text, &spliced);
+    moved.bind(&docs);
+    let out = moved.run(&store, "moved-target", Some(&rid));
+    untouched(
+        "target elsewhere",
+        &out,
+        &moved,
+        "moved-target",
+        "DPONE_CLI_NP_PARTICIPANT_IDENTITY_MISMATCH",
+    );
+
+    // A registry key that is only an ASCII-case variant of the manifest's relation.
+    assert!(f.registry_yaml.contains("public.items:"));
+    let case_dir = dir.path().join("case");
+    std::fs::create_dir_all(&case_dir).expect("dir");
+    let case = Xmin::with_registry(
+        &f,
+        &case_dir,
+        WORKLOAD,
+        &text,
+        &f.registry_yaml.replace("public.items:", "Public.Items:"),
+    );
+    case.bind(&docs);
+    let out = case.run(&store, "case", Some(&rid));
+    untouched(
+        "case-variant key",
+        &out,
+        &case,
+        "case",
+        "DPONE_CLI_NP_RELATION_CASE_ALIAS",
+    );
+
+    // A composition that is not the one the grant binds.
+    let mut forged = docs.clone();
+    forged.composition["composition_id"] = "7c9e6679-7425-40de-944b-e07fc1f90ae7".into();
+    xmin.bind(&forged);
+    let out = xmin.run(&store, "forged", Some(&rid));
+    untouched(
+        "another composition",
+        &out,
+        &xmin,
+        "forged",
+        "DPONE_CLI_NP_COMPOSITION_MISMATCH",
+    );
+    xmin.bind(&docs);
+
+    for (what, target, before) in [
+        ("target", &f, &empty),
+        ("other target", &other, &other_empty),
+    ] {
+        assert_eq!(
+            &target.target_fingerprint().await,
+            before,
+            "{what}: nothing written"
+        );
+        assert!(target.active_keys().await.is_empty(), "{what}: no rows");
+    }
+
+    // The bound run: the enrolled participants, the workload's relations.
+    let out = xmin.run(&store, "bound", Some(&rid));
+    let v = ok_run(&out);
+    assert_eq!(
+        v["np_reservation"]["settlement"]["outcome"], "succeeded",
+        "{v}"
+    );
+    assert_eq!(f.active_keys().await.len(), 200);
+    let l = listed(&run, &grant_id, &rid);
+    assert_eq!(
+        bound_roles(&l),
+        [
+            ("source", PG_READ),
+            ("state", PG_WRITE),
+            ("target", PG_WRITE)
+        ]
+        .map(|(r, p)| (r.to_owned(), p.to_owned()))
+    );
+    store.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn a_relation_outside_the_workloads_subjects_is_refused_before_any_read() {
+    let _live = one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::new().await;
+    let f = Fixture::new("npscope", Options::default())
+        .await
+        .expect("the PostgreSQL fixture (server configured)");
+    f.src_sql(SOURCE_ROWS).await;
+    let xmin = Xmin::new(&f, dir.path(), WORKLOAD);
+    let run = Run::new(&store);
+    // The signed workload reads another relation of the same participant.
+    let docs = xmin_docs(&xmin.pack(), &f, "public.items_archive");
+    let grant = c::canon(&docs.egrant);
+    let grant_id = id(&docs.egrant["grant_id"]);
+    ok(&run.policy_register(&docs, None));
+    xmin.bind(&docs);
+    xmin.enroll_both(&run, &docs);
+    ok(&run.grant_register(&docs, true, &grant));
+    let rid = reservation(&run, &docs, &grant, WORKLOAD, "s1", 200, 1 << 20);
+    let empty = f.target_fingerprint().await;
+    let out = xmin.run(&store, "scope", Some(&rid));
+    assert_eq!(
+        refused_before_read(&out, &store, &xmin, "scope"),
+        "DPONE_CLI_NP_RELATION_OUT_OF_SCOPE"
+    );
+    assert_eq!(f.target_fingerprint().await, empty);
+    assert!(f.active_keys().await.is_empty());
+    let l = listed(&run, &grant_id, &rid);
+    assert_eq!(l["state"], "unresolved");
+    assert!(l["run_claimed_at_unix"].is_null());
+    store.drop_schema().await;
+}
+
 /// `campaign admit` of `WORKLOAD` with the given attempt seconds.
 fn admit_for(
     run: &Run<'_>,
@@ -522,10 +953,12 @@ async fn an_xmin_run_past_its_attempt_deadline_is_stopped_uncommitted_and_settle
     let xmin = Xmin::new(&f, dir.path(), WORKLOAD);
     let before = f.target_fingerprint().await;
     let run = Run::new(&store);
-    let docs = docs_for(&xmin.pack());
+    let docs = xmin_docs(&xmin.pack(), &f, "public.items");
     let grant = c::canon(&docs.egrant);
     let grant_id = id(&docs.egrant["grant_id"]);
     ok(&run.policy_register(&docs, None));
+    xmin.bind(&docs);
+    xmin.enroll_both(&run, &docs);
     ok(&run.grant_register(&docs, true, &grant));
 
     // A genuinely slow source: another session holds the relation in ACCESS EXCLUSIVE mode,
@@ -1073,9 +1506,11 @@ async fn concurrent_runs_under_one_reservation_read_once() {
     f.src_sql(SOURCE_ROWS).await;
     let xmin = Xmin::new(&f, dir.path(), WORKLOAD);
     let run = Run::new(&store);
-    let docs = docs_for(&xmin.pack());
+    let docs = xmin_docs(&xmin.pack(), &f, "public.items");
     let grant = c::canon(&docs.egrant);
     ok(&run.policy_register(&docs, None));
+    xmin.bind(&docs);
+    xmin.enroll_both(&run, &docs);
     ok(&run.grant_register(&docs, true, &grant));
     let rid = admit_for(&run, &docs, &grant, "c1", 200, 1 << 20, 600);
 

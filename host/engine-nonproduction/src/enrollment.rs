@@ -208,3 +208,72 @@ pub fn bind_run(
     }
     Ok(out)
 }
+
+/// The one statement that observes a PostgreSQL participant's [`PhysicalIdentity`] on a live
+/// session: `pg_control_system().system_identifier`, `current_database()` and that database's
+/// `pg_database.oid` (one row; every column non-null on a server that answers).
+pub const OBSERVE_SQL: &str = "SELECT (SELECT system_identifier::text FROM \
+     pg_catalog.pg_control_system()), pg_catalog.current_database()::text, \
+     (SELECT oid::bigint FROM pg_catalog.pg_database WHERE datname = \
+     pg_catalog.current_database())";
+
+/// Why a reservation's workload (its route and effects) cannot be established for a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadRefusal {
+    /// The composition given is not the one the execution grant binds
+    /// (`parent_release_digest`).
+    CompositionMismatch,
+    /// The workload is not in the composition, or (qualification) its route or one of its
+    /// subjects is not among the grant's signed routes and scope.
+    WorkloadUnbound,
+}
+
+impl WorkloadRefusal {
+    /// The stable code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::CompositionMismatch => "DPONE_CLI_NP_COMPOSITION_MISMATCH",
+            Self::WorkloadUnbound => "DPONE_CLI_NP_WORKLOAD_UNBOUND",
+        }
+    }
+}
+
+/// The workload `workload_id` a run under a reservation of `grant` binds its connections to:
+/// the composition's entry, where the composition is the one the grant binds. An execution
+/// grant binds it by digest (`parent_release_digest`); a qualification grant names no
+/// composition, so the workload's route must be one of the grant's signed `routes` and each of
+/// its effects one of the grant's signed scope `subjects`.
+pub fn reserved_workload(
+    grant: &crate::Authority,
+    composition: &crate::Composition,
+    workload_id: &str,
+) -> Result<CompositionWorkload, WorkloadRefusal> {
+    use crate::Document as _;
+    use crate::authority::PhaseSubjects;
+    let w = composition
+        .workloads
+        .iter()
+        .find(|w| w.workload_id.as_str() == workload_id)
+        .ok_or(WorkloadRefusal::WorkloadUnbound)?;
+    match &grant.phase_subjects {
+        PhaseSubjects::Execution(e) => {
+            if composition.digest() != e.parent_release_digest {
+                return Err(WorkloadRefusal::CompositionMismatch);
+            }
+        }
+        PhaseSubjects::Qualification(_) => {
+            let routed = grant.routes.contains(&w.route);
+            let scoped = w.effects.iter().all(|f| {
+                grant
+                    .scope
+                    .subjects
+                    .iter()
+                    .any(|s| s.participant_id == f.participant_id && s.relation == f.relation)
+            });
+            if !(routed && scoped) {
+                return Err(WorkloadRefusal::WorkloadUnbound);
+            }
+        }
+    }
+    Ok(w.clone())
+}

@@ -449,6 +449,17 @@ impl SelectedSourceAuthority {
     }
 }
 
+impl SelectedSourceAuthority {
+    /// The selected relation's registry key, `schema.relation`, exactly as the registry spells
+    /// it: what the run reads. A manifest's `source_relation` may reach it as an ASCII-case
+    /// alias ([`resolve_relation`], spec 003: the OID pins make it the same pinned relation);
+    /// a run under a nonproduction reservation, whose scope names relations byte-exactly,
+    /// refuses unless the manifest names this key exactly.
+    pub fn relation_key(&self) -> String {
+        format!("{}.{}", self.schema, self.relation)
+    }
+}
+
 /// Registry connections resolved for one manifest.
 #[derive(Clone, Debug)]
 pub struct ResolvedRoute {
