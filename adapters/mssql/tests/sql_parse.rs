@@ -13,33 +13,21 @@ use sqlparser::parser::Parser;
 const NOT_PARSEABLE: &[(&str, &str)] = &[
     (
         "applock",
-        "EXEC @rc = sp_getapplock ...: sqlparser 0.59 has no EXEC with a return-status variable; \
+        "EXEC @rc = sp_getapplock ...: sqlparser 0.64 has no EXEC with a return-status variable; \
          the status is needed because sp_getapplock reports a timeout by return value, not error",
     ),
     (
         "timestamp_and_flag/target_ddl",
-        "computed column `AS (expr) PERSISTED`: sqlparser 0.59 reads `AS` as a type name; the \
+        "computed column `AS (expr) PERSISTED`: sqlparser 0.64 reads `AS` as a type name; the \
          persisted computed flag is what the timestamp_and_flag mode requires",
     ),
     (
-        "state_ddl/batch3",
-        "THROW inside a CREATE TRIGGER body: sqlparser 0.59 has no THROW statement",
-    ),
-    (
-        "state_ddl/batch4",
-        "THROW inside a CREATE TRIGGER body: sqlparser 0.59 has no THROW statement",
-    ),
-    (
-        "state_ddl/batch5",
-        "THROW inside a CREATE TRIGGER body: sqlparser 0.59 has no THROW statement",
-    ),
-    (
         "migrate_v1_to_v2/batch1",
-        "EXEC @rc = sp_getapplock (return status) and THROW: neither is in sqlparser 0.59",
+        "EXEC @rc = sp_getapplock (return status) and THROW: neither is in sqlparser 0.64",
     ),
 ];
 
-/// The DML `OUTPUT` clause that yields exact counts. sqlparser 0.59 accepts `OUTPUT` only on
+/// The DML `OUTPUT` clause that yields exact counts. sqlparser 0.64 accepts `OUTPUT` only on
 /// `MERGE`, so the test removes exactly this text (which must be present where listed) and
 /// parses the rest of the statement.
 const DML_OUTPUT: &str = "OUTPUT CONVERT(bit, 1) INTO @dpone_out (n) ";
