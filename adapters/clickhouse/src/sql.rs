@@ -267,6 +267,13 @@ pub fn read_rows(database: &str, table: &str, schema: &Schema) -> Result<Stateme
 /// first byte; per bucket its rows and the SHA-256 of its hashes sorted bytewise and
 /// concatenated. `substring(…, 1, 32)` makes each hash a `String` of exactly 32 bytes (a
 /// `FixedString` converted to `String` loses trailing zero bytes).
+///
+/// Each row is serialised with `formatRow('RowBinary', …)`, which returns exactly the row's
+/// `RowBinary` bytes (`RowBinary` has no row delimiter), as the host hashes them from the
+/// artifact. `formatRowNoNewline` must not be used: it trims one trailing 0x0A byte, so every
+/// row whose encoding ends in 0x0A (about 1 in 256) would hash differently on the member and a
+/// faithful copy would be refused. `tests/rowset_exactness.rs` proves the query against the
+/// host for rows of every profile type ending in every byte value.
 pub fn rowset_buckets(database: &str, table: &str, schema: &Schema) -> Result<Statement, SqlError> {
     // Columns are referenced qualified, so no alias of the query can stand for a column of the
     // same name.

@@ -729,10 +729,26 @@ fn member_buckets(
 }
 
 /// Most rows of one table checked alone after its set differs.
-const RECHECKS_PER_TABLE: usize = 12;
+const RECHECKS_PER_TABLE: usize = 32;
+
+/// A row (or set) whose member digest differs from the host's.
+struct Failure {
+    line: String,
+    /// The byte a row proven to differ on its own ends in.
+    row_end: Option<u8>,
+}
+
+impl Failure {
+    fn set(line: String) -> Self {
+        Self {
+            line,
+            row_end: None,
+        }
+    }
+}
 
 /// Checks one table; returns a line per failing row (or set).
-fn check(tier: &Tier, c: &ClickHouseCluster, replica: u32, job: &Job, n: usize) -> Vec<String> {
+fn check(tier: &Tier, c: &ClickHouseCluster, replica: u32, job: &Job, n: usize) -> Vec<Failure> {
     let stream: Vec<u8> = job
         .rows
         .iter()
@@ -750,12 +766,12 @@ fn check(tier: &Tier, c: &ClickHouseCluster, replica: u32, job: &Job, n: usize) 
         return if member_summary == expected && member_summary != host {
             Vec::new()
         } else {
-            vec![format!(
+            vec![Failure::set(format!(
                 "{}: the member no longer stores exactly the normalized values ({} rows); \
                  revisit lc_float_normalized",
                 job.ty,
                 job.rows.len()
-            )]
+            ))]
         };
     }
     if member_summary == host {
@@ -790,10 +806,10 @@ fn check(tier: &Tier, c: &ClickHouseCluster, replica: u32, job: &Job, n: usize) 
     for (j, &i) in suspects.iter().enumerate() {
         let (label, row) = &job.rows[i];
         if j >= RECHECKS_PER_TABLE {
-            failures.push(format!(
-                "{}: {label}: in a differing bucket (not rechecked)",
+            failures.push(Failure::set(format!(
+                "{}: {label}: in a differing bucket (not rechecked alone)",
                 job.ty
-            ));
+            )));
             continue;
         }
         let alone = rowset::combine(
@@ -803,18 +819,21 @@ fn check(tier: &Tier, c: &ClickHouseCluster, replica: u32, job: &Job, n: usize) 
         .expect("well-formed reply");
         let host_alone = rowset_digest(&job.schema, &row[..], 1 << 20).expect("host digest");
         if alone != host_alone {
-            failures.push(format!(
-                "{}: {label}: the member's row digest differs from the host's (row {})",
-                job.ty,
-                hex(row)
-            ));
+            failures.push(Failure {
+                line: format!(
+                    "{}: {label}: the member's row digest differs from the host's (row {})",
+                    job.ty,
+                    hex(row)
+                ),
+                row_end: row.last().copied(),
+            });
         }
     }
     if failures.is_empty() {
-        failures.push(format!(
+        failures.push(Failure::set(format!(
             "{}: the set differs (buckets {differing:02X?}) but no single row does",
             job.ty
-        ));
+        )));
     }
     failures
 }
@@ -856,16 +875,22 @@ fn every_profile_type_ending_in_every_byte_has_the_same_rowset_digest_on_the_mem
             });
         }
     });
-    let failures = failures.into_inner().expect("lock");
+    let failures: Vec<Failure> = failures.into_inner().expect("lock");
+    let ends: BTreeSet<String> = failures
+        .iter()
+        .filter_map(|f| f.row_end.map(|b| format!("0x{b:02X}")))
+        .collect();
     assert!(
         failures.is_empty(),
-        "{} of {rows} rows in {} tables differ between the member's rowset query and the host:\n{}",
-        failures.len(),
+        "the member's rowset query and the host differ ({rows} rows in {} tables): {} rows \
+         differ on their own, and they end in the bytes {ends:?}; {} other lines\n{}",
         jobs.len(),
+        failures.iter().filter(|f| f.row_end.is_some()).count(),
+        failures.iter().filter(|f| f.row_end.is_none()).count(),
         failures
             .iter()
-            .take(80)
-            .cloned()
+            .take(400)
+            .map(|f| f.line.as_str())
             .collect::<Vec<_>>()
             .join("\n")
     );
