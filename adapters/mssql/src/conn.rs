@@ -3,12 +3,27 @@
 //!
 //! Errors never carry the server's message text (it can quote key values): only the error
 //! class and, for server errors, the SQL Server error number.
+//!
+//! TLS is always required ([`EncryptionLevel::Required`]) and the server's chain and name are
+//! validated by default. An endpoint's `sslrootcert` pins a CA bundle: the file is read here
+//! through the bounded reader of regular files (at most [`MAX_CA_BUNDLE_BYTES`]; a FIFO, a
+//! device, `/proc`, `/sys` or `/dev` is refused) and must hold PEM certificates, and those
+//! certificates, already parsed, are handed to tiberius (never the path, which would be read
+//! again, unbounded). tiberius 0.13 adds a pinned CA **to** the system's roots; it has no way to
+//! replace them. `trust_server_certificate` (no validation) and `sslrootcert` are mutually
+//! exclusive. A CA that cannot be used is [`ConnError::RootCert`]
+//! (`DPONE_XMIN_TLS_ROOT_CERT_INVALID`, [`connect_code`]), without the path.
 
 use crate::catalog::{StateFact, UniqueIndexColumn};
 use crate::pins::{CatalogRow, SessionIdentity};
 use crate::server::ServerFacts;
 use crate::sql;
+use dpone_engine_xmin::ErrorCode;
 use dpone_engine_xmin::registry::Endpoint;
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
+use std::path::Path;
 use tiberius::{AuthMethod, Client, ColumnData, Config, EncryptionLevel, Row};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
@@ -18,6 +33,10 @@ pub type MssqlClient = Client<Compat<TcpStream>>;
 
 /// Environment variable holding the ADO.NET connection string of the live-test server.
 pub const TEST_URL_ENV: &str = "DPONE_TEST_MSSQL_URL";
+
+/// The largest `sslrootcert` CA bundle read (as for PostgreSQL; a full system bundle is about
+/// 220 KB).
+pub const MAX_CA_BUNDLE_BYTES: u64 = 1 << 20;
 
 /// A connection or statement failure, without server text.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +64,20 @@ pub enum ConnError {
     /// A result had an unexpected shape.
     #[error("unexpected result shape in {0}")]
     Shape(&'static str),
+    /// The pinned CA cannot be used (the reason, never the path), or it was combined with
+    /// `trust_server_certificate`.
+    #[error("TLS trust anchors: {0}")]
+    RootCert(String),
+}
+
+/// The engine's code of a failure to connect: a pinned CA that cannot be used is
+/// `DPONE_XMIN_TLS_ROOT_CERT_INVALID` (retrying does not fix it), anything else
+/// `DPONE_XMIN_TARGET_CONNECT`.
+pub fn connect_code(e: &ConnError) -> ErrorCode {
+    match e {
+        ConnError::RootCert(_) => ErrorCode::TlsRootCertInvalid,
+        _ => ErrorCode::TargetConnect,
+    }
 }
 
 /// Maps a driver error without its server text.
@@ -96,13 +129,36 @@ pub async fn set_session_options(client: &mut MssqlClient) -> Result<(), ConnErr
 }
 
 /// Connects to `database` with a registry endpoint's coordinates and credential (SQL Server
-/// authentication), TLS required and negotiated with rustls. The certificate chain is validated
-/// unless the registry set `trust_server_certificate` (disposable test instances only).
+/// authentication), TLS required and negotiated with rustls ([`endpoint_config`]).
 pub async fn connect_endpoint(
     endpoint: &Endpoint,
     database: &str,
     trust_server_certificate: bool,
 ) -> Result<MssqlClient, ConnError> {
+    connect_config(endpoint_config(
+        endpoint,
+        database,
+        trust_server_certificate,
+    )?)
+    .await
+}
+
+/// The tiberius configuration of a registry endpoint, before any I/O but the CA file's read:
+/// TLS required; the certificate chain validated against the system's roots plus the
+/// endpoint's pinned `sslrootcert` certificates ([`pinned_ca`]), or not validated at all when
+/// the registry set `trust_server_certificate` (disposable test instances only). Both at once
+/// is refused ([`ConnError::RootCert`]; tiberius would panic).
+pub fn endpoint_config(
+    endpoint: &Endpoint,
+    database: &str,
+    trust_server_certificate: bool,
+) -> Result<Config, ConnError> {
+    let ca = endpoint.spec.sslrootcert.as_deref();
+    if trust_server_certificate && ca.is_some() {
+        return Err(ConnError::RootCert(
+            "sslrootcert and trust_server_certificate are mutually exclusive".into(),
+        ));
+    }
     let mut config = Config::new();
     config.host(&endpoint.spec.host);
     config.port(endpoint.spec.port);
@@ -111,10 +167,40 @@ pub async fn connect_endpoint(
     let password = endpoint.password.as_ref().map_or("", |p| p.expose());
     config.authentication(AuthMethod::sql_server(&endpoint.spec.user, password));
     config.encryption(EncryptionLevel::Required);
-    if trust_server_certificate {
+    if let Some(path) = ca {
+        for cert in pinned_ca(path)? {
+            config.trust_cert_ca_bundle(cert.as_ref().to_vec());
+        }
+    } else if trust_server_certificate {
         config.trust_cert();
     }
-    connect_config(config).await
+    Ok(config)
+}
+
+/// The usable CA certificates of a pinned bundle: read bounded (a regular file of at most
+/// [`MAX_CA_BUNDLE_BYTES`]), PEM, at least one certificate a trust anchor can be made of
+/// (unparsable ones are left out, as for PostgreSQL). Errors name the reason, never the path.
+pub fn pinned_ca(path: &str) -> Result<Vec<CertificateDer<'static>>, ConnError> {
+    let pem =
+        dpone_boundary::read::read_regular(Path::new(path), MAX_CA_BUNDLE_BYTES).map_err(|e| {
+            ConnError::RootCert(format!("sslrootcert cannot be read ({})", e.describe()))
+        })?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|_| ConnError::RootCert("sslrootcert is not PEM".into()))?;
+    if certs.is_empty() {
+        return Err(ConnError::RootCert("sslrootcert is not PEM".into()));
+    }
+    let usable: Vec<CertificateDer<'static>> = certs
+        .into_iter()
+        .filter(|c| RootCertStore::empty().add(c.clone()).is_ok())
+        .collect();
+    if usable.is_empty() {
+        return Err(ConnError::RootCert(
+            "sslrootcert holds no usable CA certificate".into(),
+        ));
+    }
+    Ok(usable)
 }
 
 /// Runs a parameterized statement (through `sp_executesql`) and returns the rows of its last

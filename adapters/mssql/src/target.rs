@@ -539,7 +539,7 @@ impl MssqlTarget {
             self.spec.pins.trust_server_certificate,
         )
         .await
-        .map_err(|e| XminError::new(ErrorCode::TargetConnect, e.to_string()))?;
+        .map_err(|e| XminError::new(conn::connect_code(&e), e.to_string()))?;
         check_server(&mut client).await?;
         conn::set_session_options(&mut client).await.map_err(cx)?;
         Ok(client)

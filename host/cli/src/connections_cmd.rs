@@ -635,7 +635,7 @@ async fn observe_mssql(
     })?;
     let mut client = mssql::connect_endpoint(ep, &database, trust_server_certificate)
         .await
-        .map_err(|e| Unobserved::mssql(ErrorCode::TargetConnect, &e))?;
+        .map_err(|e| Unobserved::mssql(mssql::connect_code(&e), &e))?;
     let statement = |e: ConnError| Unobserved::mssql(ErrorCode::TargetStatementFailed, &e);
     // The server first: a TDS server that is not a supported SQL Server (Babelfish, an older
     // version) is refused before its catalog is read.

@@ -277,12 +277,14 @@ pub struct EndpointSpec {
     /// Login role.
     pub user: String,
     /// PostgreSQL TLS mode (libpq's names); absent: `verify-full` for a TCP host, `disable`
-    /// for a unix socket. Refused on SQL Server connections (they use
-    /// `trust_server_certificate`).
+    /// for a unix socket. Refused on SQL Server connections (TLS is always required there;
+    /// they use `sslrootcert` or `trust_server_certificate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sslmode: Option<SslMode>,
     /// The pinned CA bundle (an absolute path to PEM certificates) that `verify-ca` and
-    /// `verify-full` trust; absent: the system's root certificates.
+    /// `verify-full` trust; absent: the system's root certificates. On a SQL Server connection
+    /// the CA that validates the server's chain (tiberius adds it to the system's roots);
+    /// mutually exclusive with `trust_server_certificate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sslrootcert: Option<String>,
 }
@@ -861,11 +863,25 @@ fn check_system_identifier(s: &str) -> Result<u64, ()> {
 fn check_tls(name: &str, c: &Connection) -> std::result::Result<(), String> {
     let e = &c.endpoint;
     if c.kind == ConnectionKind::MssqlTarget {
-        if e.sslmode.is_some() || e.sslrootcert.is_some() {
+        if e.sslmode.is_some() {
             return Err(format!(
-                "connection {name:?}: sslmode and sslrootcert are PostgreSQL options \
-                 (SQL Server connections use trust_server_certificate)"
+                "connection {name:?}: sslmode is a PostgreSQL option (SQL Server connections \
+                 always require TLS; they use sslrootcert or trust_server_certificate)"
             ));
+        }
+        if let Some(ca) = &e.sslrootcert {
+            if c.trust_server_certificate {
+                return Err(format!(
+                    "connection {name:?}: sslrootcert and trust_server_certificate are mutually \
+                     exclusive (a pinned CA validates the chain; trust_server_certificate skips \
+                     validation)"
+                ));
+            }
+            if !ca.starts_with('/') || ca.contains('\0') {
+                return Err(format!(
+                    "connection {name:?}: sslrootcert must be an absolute path"
+                ));
+            }
         }
         return Ok(());
     }
