@@ -438,7 +438,9 @@ struct Job {
 /// that compares equal, so `-0.0` is stored as `+0.0` and every NaN as the positive quiet NaN
 /// (`0x7FC00000`, `0x7FF8000000000000`). The rowset proof compares bits, so a table holding
 /// such a value cannot prove under it (it is refused, never accepted); the rows are kept out
-/// of the equality property and pinned below, so a change of that behaviour is seen.
+/// of the equality property and pinned below, so a change of that behaviour is seen. (The
+/// engine creates such columns only with `allow_suspicious_low_cardinality_types`, which these
+/// tables set and the route's candidate `CREATE` does not.)
 fn lc_float_normalized(ty: &str, s: Scalar, last: &Last) -> Option<Last> {
     if !ty.starts_with("LowCardinality(") {
         return None;
