@@ -14,9 +14,14 @@
 //! codes only (kinds, functions, outcomes, digests, phases, error codes, counts), never row
 //! values, endpoints, credentials or paths.
 //!
-//! Transport: the exporter's requests go through [`PlainHttp`], a blocking HTTP/1.1 POST over
-//! a plain `http://` connection (no TLS stack, no reqwest or tonic); an `https://` endpoint is
-//! refused with one warning on stderr and nothing is exported.
+//! Transport: the exporter's requests go through [`OtlpHttp`], a blocking HTTP/1.1 POST over a
+//! plain `http://` connection or over rustls for `https://` (no reqwest or tonic), one client
+//! per signal ([`transport`]). An `https://` endpoint is verified against the system's roots, or
+//! against exactly the CA file that `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` /
+//! `OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE` (else `OTEL_EXPORTER_OTLP_CERTIFICATE`) names.
+//! Headers are never sent in clear to a non-loopback host. A signal whose transport cannot be
+//! set up is not exported, with one warning line on stderr naming the code
+//! ([`http::TransportError`]), never the endpoint, a header or a path.
 
 use dpone_policy_runtime::{Decided, PolicyError, PolicyKind};
 use opentelemetry::KeyValue;
@@ -36,7 +41,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 mod http;
-pub use http::PlainHttp;
+pub use http::OtlpHttp;
 
 /// The metric instruments; set only when metrics are exported.
 struct Instruments {
@@ -80,6 +85,46 @@ fn configured() -> (bool, bool) {
     (traces, metrics)
 }
 
+/// The variables of one signal's exporter.
+struct Signal {
+    endpoint: &'static str,
+    headers: &'static str,
+    certificate: &'static str,
+}
+
+const TRACES: Signal = Signal {
+    endpoint: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    headers: "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    certificate: "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+};
+
+const METRICS: Signal = Signal {
+    endpoint: "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    headers: "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+    certificate: "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+};
+
+/// A variable's value when it is set and not empty.
+fn var_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The transport of one signal, from the variables the exporter reads the same way: the
+/// signal's endpoint, else the base endpoint (only its scheme and host matter here), else the
+/// SDK's default; the signal's headers variable when set (even empty), else the base one; the
+/// signal's certificate, else the base one.
+fn transport(signal: &Signal) -> Result<OtlpHttp, http::TransportError> {
+    let endpoint = var_value(signal.endpoint)
+        .or_else(|| var_value("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        .unwrap_or_else(|| "http://localhost:4318".to_owned());
+    let headers = std::env::var(signal.headers)
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_HEADERS"))
+        .is_ok_and(|h| !h.trim().is_empty());
+    let certificate =
+        var_value(signal.certificate).or_else(|| var_value("OTEL_EXPORTER_OTLP_CERTIFICATE"));
+    OtlpHttp::for_signal(&endpoint, headers, certificate.as_deref())
+}
+
 fn resource() -> Resource {
     let builder = Resource::builder();
     if var_set("OTEL_SERVICE_NAME") {
@@ -95,20 +140,25 @@ pub fn init() -> Telemetry {
     let (traces, metrics) = configured();
     let mut warnings = Vec::new();
     let tracer = if traces {
-        match opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_http_client(PlainHttp)
-            .build()
-        {
-            Ok(exporter) => Some(
+        match transport(&TRACES).map(|client| {
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_http_client(client)
+                .build()
+        }) {
+            Ok(Ok(exporter)) => Some(
                 SdkTracerProvider::builder()
                     .with_batch_exporter(exporter)
                     .with_resource(resource())
                     .build(),
             ),
-            Err(e) => {
+            Ok(Err(e)) => {
                 warnings.push(format!("traces not exported: {}", kind_of(&e.to_string())));
+                None
+            }
+            Err(e) => {
+                warnings.push(format!("traces not exported: {e}"));
                 None
             }
         }
@@ -116,20 +166,25 @@ pub fn init() -> Telemetry {
         None
     };
     let meter = if metrics {
-        match opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_http_client(PlainHttp)
-            .build()
-        {
-            Ok(exporter) => Some(
+        match transport(&METRICS).map(|client| {
+            opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_http_client(client)
+                .build()
+        }) {
+            Ok(Ok(exporter)) => Some(
                 SdkMeterProvider::builder()
                     .with_periodic_exporter(exporter)
                     .with_resource(resource())
                     .build(),
             ),
-            Err(e) => {
+            Ok(Err(e)) => {
                 warnings.push(format!("metrics not exported: {}", kind_of(&e.to_string())));
+                None
+            }
+            Err(e) => {
+                warnings.push(format!("metrics not exported: {e}"));
                 None
             }
         }
