@@ -181,11 +181,16 @@ fn a_budget_above_the_host_ceiling_is_refused() {
 }
 
 /// Wraps a core module of `fixtures/hostile/features/` (one WebAssembly proposal outside the
-/// host's feature set each) as a guard component, as the author kit's encoder does.
+/// host's feature set each) as a guard component, as the author kit's encoder does; a
+/// `NAME.component.wat` fixture is a component already and is only assembled.
 fn feature_component(name: &str) -> Vec<u8> {
-    let path = workspace()
-        .join("fixtures/hostile/features")
-        .join(format!("{name}.wat"));
+    let dir = workspace().join("fixtures/hostile/features");
+    let whole = dir.join(format!("{name}.component.wat"));
+    if whole.exists() {
+        // Already a component (see the fixture's comment).
+        return wat::parse_file(&whole).unwrap_or_else(|e| panic!("{name} assembles: {e}"));
+    }
+    let path = dir.join(format!("{name}.wat"));
     let mut module = wat::parse_file(&path).unwrap_or_else(|e| panic!("{name} assembles: {e}"));
     let mut resolve = wit_parser::Resolve::default();
     let (package, _) = resolve
@@ -224,14 +229,9 @@ fn a_component_using_a_disabled_proposal_is_refused_at_load() {
         ("custom-page-sizes", "proposal"),
         ("wide-arithmetic", "wide_arithmetic"),
         ("extended-const", "extended_const"),
+        ("memory64", "memory64"),
     ] {
         let bytes = feature_component(name);
-        if name == "gc-subtype-call-indirect" {
-            // Kept for `dpone-host policy eval guard --component` (host/cli/tests).
-            let dir = workspace().join("target/components");
-            std::fs::create_dir_all(&dir).expect("target/components");
-            std::fs::write(dir.join("hostile-gc-subtype.wasm"), &bytes).expect("written");
-        }
         match runtime.load(
             PolicyKind::Guard,
             &bytes,

@@ -199,8 +199,9 @@ impl PolicyRuntime {
             });
         }
         budget.check(&self.config)?;
-        check_surface(kind, bytes)?;
+        // The whole component is validated under the feature set before anything else reads it.
         validate_features(bytes)?;
+        check_surface(kind, bytes)?;
         let started = Instant::now();
         let (component, code_source) = self.compile_or_load(bytes, &digest)?;
         let load_micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
