@@ -205,7 +205,8 @@ fn live_value(name: &str) -> Option<String> {
     {
         return Some(v);
     }
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dpone-test-pg.env");
     let text = std::fs::read_to_string(file).ok()?;
     let prefix = format!("export {name}=");
     text.lines()
