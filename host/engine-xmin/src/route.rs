@@ -84,7 +84,7 @@ pub struct PlanReport {
 /// The fixed order of a run on a PostgreSQL target.
 pub const POSTGRES_RUN_STEPS: &[&str] = &[
     "preflight target/state pins and catalogs",
-    "probe receipt of this invocation (replay is source-free)",
+    "probe receipt of this invocation (replayed only under the route fingerprint it was committed under; source-free)",
     "read state and preview the repair authority",
     "source: REPEATABLE READ READ ONLY, lock relation ACCESS SHARE, verify authority and OIDs, U/H",
     "source: stream delta [previous, H) and complete keys with binary COPY to artifacts",
@@ -103,7 +103,7 @@ pub const POSTGRES_RUN_STEPS: &[&str] = &[
 pub const MSSQL_RUN_STEPS: &[&str] = &[
     "server check on every session: SQL Server 2016+ or Managed Instance, not Babelfish (SERVERPROPERTY, @@VERSION, edition); then the session options",
     "preflight: VIEW ANY DATABASE, target/staging/state database pins, state on the target's instance under the same principal, target columns and bulk-load types, key index, state catalog",
-    "probe receipt of this invocation (replay is source-free)",
+    "probe receipt of this invocation (replayed only under the route fingerprint it was committed under; source-free)",
     "read state and preview the repair authority",
     "source: REPEATABLE READ READ ONLY, lock relation ACCESS SHARE, verify authority and OIDs, U/H",
     "source: stream delta [previous, H) and complete keys with binary COPY to artifacts",
