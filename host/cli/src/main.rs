@@ -13,6 +13,7 @@ mod connections_cmd;
 mod demo;
 mod exit;
 mod input;
+mod junit;
 mod np_run;
 mod policy_cmd;
 mod render;

@@ -142,6 +142,10 @@ pub struct TestArgs {
     /// reported.
     #[arg(long)]
     pin: Option<Sha256Digest>,
+    /// Also write the results as JUnit XML to this file: one test case per table row (and per
+    /// conformance row), written whether or not rows fail.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 /// `policy bench`.
@@ -551,16 +555,33 @@ fn test(args: TestArgs) -> Result<(), Failure> {
 
     let mut table_reports = Vec::new();
     let mut failures = Vec::new();
+    let mut suites = Vec::new();
     let mut rows = 0;
     for (name, kind, table) in &tables {
         let policy = loaded.get(kind).ok_or_else(|| {
             Failure::internal("DPONE_CLI_INTERNAL", "a table's kind was not loaded")
         })?;
+        let mut times = Vec::with_capacity(table.rows.len());
         let outcomes = table.run(|input| {
-            policy
+            let started = Instant::now();
+            let decided = policy
                 .decide_json(&table.function, input)
                 .map(|d| d.decision)
-                .map_err(|e| e.code().to_owned())
+                .map_err(|e| e.code().to_owned());
+            times.push(started.elapsed());
+            decided
+        });
+        suites.push(crate::junit::Suite {
+            name: name.clone(),
+            cases: outcomes
+                .iter()
+                .zip(&times)
+                .map(|(o, time)| crate::junit::Case {
+                    name: o.name.clone(),
+                    time: *time,
+                    failure: o.mismatch.clone().filter(|_| !o.passed),
+                })
+                .collect(),
         });
         let failed: Vec<_> = outcomes.into_iter().filter(|o| !o.passed).collect();
         rows += table.rows.len();
@@ -582,6 +603,21 @@ fn test(args: TestArgs) -> Result<(), Failure> {
                 .map_err(|e| Failure::internal(e.code(), e.to_string()))?;
             for (table, outcomes) in ran {
                 conformance_failed += outcomes.iter().filter(|o| !o.passed).count();
+                suites.push(crate::junit::Suite {
+                    name: format!("conformance/{}/{}", table.kind, table.function),
+                    cases: outcomes
+                        .iter()
+                        .map(|o| crate::junit::Case {
+                            name: o.id.clone(),
+                            time: std::time::Duration::ZERO,
+                            failure: if o.passed {
+                                None
+                            } else {
+                                Some(o.failure.clone().unwrap_or_else(|| o.outcome.clone()))
+                            },
+                        })
+                        .collect(),
+                });
                 evidence.push(crate::activation::conformance_evidence(&table, &outcomes));
             }
         }
@@ -590,6 +626,9 @@ fn test(args: TestArgs) -> Result<(), Failure> {
         serde_json::Value::Null
     };
 
+    if let Some(path) = &args.junit {
+        crate::junit::write(path, &suites)?;
+    }
     let first = tables.first();
     print_json(&serde_json::json!({
         "component_sha256": pin,
