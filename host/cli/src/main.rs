@@ -229,3 +229,131 @@ mod tests {
         assert!(Cli::try_parse_from(["dpone-host", "--output", "yaml", "demo"]).is_err());
     }
 }
+
+/// The exit-code table of docs/cli.md against the codes the modules raise (here, at the root,
+/// because it reads every module).
+#[cfg(test)]
+mod exit_table {
+    use crate::exit::{BAD_INPUT, Failure, INTERNAL, REFUSED, RETRY};
+    use std::collections::BTreeMap;
+
+    const DOCS: &str = include_str!("../../../docs/cli.md");
+
+    /// Rows `| `CODE` | EXIT |…` of the table that follows `heading` in docs/cli.md.
+    fn documented(after: &str) -> BTreeMap<String, u8> {
+        let start = DOCS
+            .find(after)
+            .unwrap_or_else(|| panic!("docs/cli.md lacks {after:?}"));
+        let mut rows = BTreeMap::new();
+        let mut in_table = false;
+        for line in DOCS[start..].lines().skip(1) {
+            if line.starts_with('|') {
+                in_table = true;
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let Some(code) = cells
+                    .get(1)
+                    .and_then(|c| c.strip_prefix('`')?.strip_suffix('`'))
+                else {
+                    continue;
+                };
+                let exit = cells[2]
+                    .parse()
+                    .unwrap_or_else(|_| panic!("exit of {line}"));
+                assert!(rows.insert(code.to_owned(), exit).is_none(), "{code} twice");
+            } else if in_table {
+                break;
+            }
+        }
+        assert!(!rows.is_empty(), "no table after {after:?}");
+        rows
+    }
+
+    /// Codes the CLI raises itself, with the constructor's exit status, read from its sources.
+    fn raised_by_the_cli() -> BTreeMap<String, u8> {
+        let sources = [
+            include_str!("activation.rs"),
+            include_str!("campaign_cmd.rs"),
+            include_str!("campaign_store_cmd.rs"),
+            include_str!("clickhouse_cmd.rs"),
+            include_str!("clickhouse_cmd/resolve.rs"),
+            include_str!("clickhouse_cmd/wiring.rs"),
+            include_str!("connections_cmd.rs"),
+            include_str!("demo.rs"),
+            include_str!("exit.rs"),
+            include_str!("input.rs"),
+            include_str!("main.rs"),
+            include_str!("np_run.rs"),
+            include_str!("policy_cmd.rs"),
+            include_str!("route.rs"),
+            include_str!("scaffold.rs"),
+            include_str!("shipped.rs"),
+            include_str!("trust_cmd.rs"),
+            include_str!("xmin_cmd.rs"),
+        ];
+        let mut raised = BTreeMap::new();
+        for source in sources {
+            for (ctor, exit) in [
+                ("Failure::bad_input(", BAD_INPUT),
+                ("Failure::refused(", REFUSED),
+                ("Failure::internal(", INTERNAL),
+            ] {
+                for (at, _) in source.match_indices(ctor) {
+                    let rest = source[at + ctor.len()..].trim_start();
+                    let Some(code) = rest
+                        .strip_prefix('"')
+                        .and_then(|r| r.split('"').next())
+                        .filter(|c| c.starts_with("DPONE_"))
+                    else {
+                        continue;
+                    };
+                    if let Some(previous) = raised.insert(code.to_owned(), exit) {
+                        assert_eq!(previous, exit, "{code} is raised with two exit statuses");
+                    }
+                }
+            }
+        }
+        // Raised through constants or computed.
+        for code in [
+            "DPONE_CLI_INPUT_NOT_REGULAR_FILE",
+            "DPONE_CLI_INPUT_TOO_LARGE",
+            crate::route::MANIFEST_REQUIRED,
+        ] {
+            raised.insert(code.to_owned(), BAD_INPUT);
+        }
+        raised.insert(
+            crate::campaign_store_cmd::POLICY_NOT_CURRENT.to_owned(),
+            REFUSED,
+        );
+        raised.insert(crate::np_run::SETTLEMENT_UNRECORDED.to_owned(), RETRY);
+        raised
+    }
+
+    #[test]
+    fn exit_statuses_match_the_documented_table() {
+        let docs = documented("Codes the CLI raises itself:");
+        let raised = raised_by_the_cli();
+        assert_eq!(
+            docs, raised,
+            "docs/cli.md (left) and the CLI's own codes (right) disagree"
+        );
+
+        let docs = documented("Codes of the XMin key-reconciliation route");
+        let mut actual = BTreeMap::new();
+        for &code in dpone_engine_xmin::ErrorCode::ALL {
+            actual.insert(code.as_str().to_owned(), Failure::xmin(code, "").exit);
+        }
+        assert_eq!(
+            docs, actual,
+            "docs/cli.md (left) and the XMin codes' classes (right) disagree"
+        );
+        // The issue's case: a manifest parse error is bad input, not a refusal.
+        assert_eq!(
+            Failure::from(dpone_engine_xmin::XminError::new(
+                dpone_engine_xmin::ErrorCode::YamlAmbiguousScalar,
+                "x"
+            ))
+            .exit,
+            BAD_INPUT
+        );
+    }
+}

@@ -1,5 +1,5 @@
 //! Human output at a terminal. The JSON a command prints stays the single source of truth:
-//! [`crate::exit::print_json`] prints it unchanged unless the output mode is text (`--output
+//! `exit::print_json` prints it unchanged unless the output mode is text (`--output
 //! text`, or `--output auto` — the default — with stdout a terminal), and then renders that same
 //! JSON value here as a short verdict-first summary: `done`, `refused: CODE` or `not finished`
 //! with the safe next action, then the few facts that matter, aligned. Colour only on a

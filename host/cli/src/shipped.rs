@@ -4,21 +4,46 @@
 //! (`--trust-policy` / `DPONE_TRUST_POLICY`): only a signed bundle (`--bundle` /
 //! `DPONE_POLICY_BUNDLE`) that passes the activation gate; the shipped pins are then not used.
 
-use crate::activation::{ActivatedBundle, activate_bundle_recorded};
-use crate::exit::Failure;
+use crate::activation::{ActivatedBundle, ActivationError, activate_bundle_recorded};
+use crate::exit::{self, Failure};
 use crate::input::InputKind;
-use crate::trust_cmd::{load_bundle, read_trust_policy};
 use clap::Args;
 use dpone_policy_build::ComponentLock;
 use dpone_policy_runtime::{
-    Budget, LoadedPolicy, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig, Sha256Digest,
+    Budget, LoadedPolicy, PolicyError, PolicyKind, PolicyRuntime, PrecompiledCache, SandboxConfig,
+    Sha256Digest,
 };
+use dpone_trust::archive;
+use dpone_trust::bundle::BundleFiles;
+use dpone_trust::policy::TrustPolicy;
 use std::path::{Path, PathBuf};
 
 /// The lock file as it was when this binary was built.
 const EMBEDDED_LOCK: &str = include_str!("../../../policies/components.lock.json");
 
 include!(concat!(env!("OUT_DIR"), "/embedded_components.rs"));
+
+/// The exit status of an activation refusal, by its cause. Here rather than in `activation`,
+/// which knows nothing of the cli (the bundle-activation tests compile it alone).
+impl From<ActivationError> for Failure {
+    fn from(e: ActivationError) -> Self {
+        let exit = match &e {
+            ActivationError::Trust(trust) => exit::exit_for_class(trust.class()),
+            ActivationError::Load {
+                source: PolicyError::InputInvalid { .. } | PolicyError::UnknownFunction { .. },
+                ..
+            } => exit::BAD_INPUT,
+            ActivationError::Load { .. } => exit::POLICY_FAILED,
+            other if other.is_refusal() => exit::REFUSED,
+            _ => exit::INTERNAL,
+        };
+        Self {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+            exit,
+        }
+    }
+}
 
 /// The embedded bytes of the shipped component of `kind`.
 pub fn embedded(kind: PolicyKind) -> Result<&'static [u8], Failure> {
@@ -63,6 +88,30 @@ pub fn pin(kind: PolicyKind) -> Result<Sha256Digest, Failure> {
 /// ceiling of its kind), reporting which kind it is but never the path.
 pub fn read_input(path: &Path, kind: InputKind) -> Result<Vec<u8>, Failure> {
     crate::input::read(path, kind)
+}
+
+/// Reads and parses a trust policy file.
+pub(crate) fn read_trust_policy(path: &Path) -> Result<TrustPolicy, Failure> {
+    Ok(TrustPolicy::parse(&read_input(
+        path,
+        InputKind::TrustPolicy,
+    )?)?)
+}
+
+/// A bundle directory, or an archive file.
+pub(crate) fn load_bundle(path: &Path) -> Result<BundleFiles, Failure> {
+    let meta = std::fs::metadata(path).map_err(|err| {
+        Failure::bad_input(
+            "DPONE_CLI_INPUT_UNREADABLE",
+            format!("cannot read the bundle: {}", err.kind()),
+        )
+    })?;
+    if meta.is_dir() {
+        Ok(BundleFiles::read_dir(path)?)
+    } else {
+        let bytes = read_input(path, InputKind::BundleArchive)?;
+        Ok(archive::unpack(&bytes)?)
+    }
 }
 
 /// Where the per-host key that authenticates precompiled-cache records lives: `DPONE_CACHE_KEY`

@@ -10,7 +10,7 @@
 use crate::activation;
 use crate::exit::{Failure, print_json};
 use crate::input::{InputKind, read as read_input};
-use crate::shipped;
+use crate::shipped::{self, load_bundle, read_trust_policy};
 use clap::{ArgGroup, Args, Subcommand};
 use dpone_trust::archive;
 use dpone_trust::bundle::{self, BundleBuilder, BundleFiles};
@@ -287,14 +287,6 @@ fn keygen(out: &Path) -> Result<Value, Failure> {
     }))
 }
 
-/// Reads and parses a trust policy file.
-pub(crate) fn read_trust_policy(path: &Path) -> Result<TrustPolicy, Failure> {
-    Ok(TrustPolicy::parse(&read_input(
-        path,
-        InputKind::TrustPolicy,
-    )?)?)
-}
-
 fn parse_kind_file(spec: &str) -> Result<(PolicyKind, PathBuf), Failure> {
     let (kind, file) = spec
         .split_once('=')
@@ -361,22 +353,6 @@ fn sign(dir: &Path, key_path: &Path) -> Result<Value, Failure> {
         "manifest_sha256": signatures.manifest_sha256.to_hex(),
         "signatures": signatures.signatures.len(),
     }))
-}
-
-/// A bundle directory, or an archive file.
-pub(crate) fn load_bundle(path: &Path) -> Result<BundleFiles, Failure> {
-    let meta = std::fs::metadata(path).map_err(|err| {
-        Failure::bad_input(
-            "DPONE_CLI_INPUT_UNREADABLE",
-            format!("cannot read the bundle: {}", err.kind()),
-        )
-    })?;
-    if meta.is_dir() {
-        Ok(BundleFiles::read_dir(path)?)
-    } else {
-        let bytes = read_input(path, InputKind::BundleArchive)?;
-        Ok(archive::unpack(&bytes)?)
-    }
 }
 
 fn verify(path: &Path, policy_path: &Path) -> Result<Value, Failure> {
