@@ -324,8 +324,11 @@ fn main() {
     let cluster_name =
         var("DPONE_TEST_CLICKHOUSE_CLUSTER").unwrap_or_else(|| "analytics_cluster".into());
     let config = ClickHouseConfig {
-        coordinator_url: url,
-        member_urls,
+        coordinator_url: url.into(),
+        member_urls: member_urls
+            .iter()
+            .map(|(k, u)| (*k, u.clone().into()))
+            .collect(),
         credential: Credential {
             user: var("DPONE_TEST_CLICKHOUSE_USER").unwrap_or_else(|| "default".into()),
             password: var("DPONE_TEST_CLICKHOUSE_PASSWORD").unwrap_or_default(),

@@ -8,6 +8,20 @@
 //! and keeps no idle connections. The adapter owns a single-threaded Tokio runtime and blocks
 //! on it, so the engine stays synchronous; do not call it from inside another Tokio runtime.
 //!
+//! ## TLS
+//!
+//! An `https://` endpoint is reached over rustls 0.23 (the host's one TLS stack, the aws-lc-rs
+//! provider passed explicitly) through `hyper-rustls`, HTTP/1.1 only, and its clients speak
+//! nothing but TLS: the server's certificate must chain to the endpoint's pinned CA bundle
+//! (`sslrootcert`, PEM, read once through the bounded reader of regular files, at most
+//! [`MAX_CA_BUNDLE_BYTES`]) when one is given, else to the system's roots, and must name the
+//! URL's host. There is no option to skip verification and no client certificate. An
+//! `http://` endpoint's clients never negotiate TLS (which plaintext URLs the credential may
+//! travel to is the registry's rule). A CA bundle that cannot be used refuses the set-up
+//! ([`class::TLS_ROOT_CERT`]); a server certificate that does not verify refuses the request
+//! before anything is sent ([`class::TLS_CERTIFICATE`], rejected); another TLS failure is
+//! [`class::TLS`], like a broken connection. Errors never carry the path or the endpoint.
+//!
 //! ## Body bytes sent
 //!
 //! Every member load records a [`BodyObservation`]: the HTTP request body bytes of its `INSERT
@@ -23,12 +37,14 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use clickhouse::Client;
 use dpone_engine_clickhouse::canonical::{BucketDigest, rowset};
+pub use dpone_engine_clickhouse::contracts::manifest::ClickHouseEndpoint;
 use dpone_engine_clickhouse::contracts::{
     ClusterStatement, Column, Digest, MemberId, Schema, TargetKey, Uuid, member_id,
 };
@@ -38,7 +54,7 @@ use dpone_engine_clickhouse::ports::{
     QueueHostStatus, TableObservation, Versioned,
 };
 use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 
@@ -67,10 +83,10 @@ impl std::fmt::Debug for Credential {
 /// Where and how to connect.
 #[derive(Clone, Debug)]
 pub struct ClickHouseConfig {
-    /// HTTP URL of the coordinator endpoint.
-    pub coordinator_url: String,
-    /// HTTP URL of each member, keyed by (shard_num, replica_num).
-    pub member_urls: BTreeMap<(u32, u32), String>,
+    /// The coordinator endpoint (`http://` or `https://`, with its pinned CA).
+    pub coordinator_url: ClickHouseEndpoint,
+    /// Each member's endpoint, keyed by (shard_num, replica_num).
+    pub member_urls: BTreeMap<(u32, u32), ClickHouseEndpoint>,
     /// The resolved credential, copied into every member client.
     pub credential: Credential,
     /// Database of the KeeperMap authority facade.
@@ -117,31 +133,124 @@ pub struct ClickHouseCluster {
     sent: Mutex<Vec<BodyObservation>>,
 }
 
-/// A `clickhouse` client whose HTTP layer never retries a request (not even one it believes was
-/// not sent) and keeps no idle connection that a later mutation could be replayed on.
-fn one_shot_client() -> Client {
-    let mut connector = HttpConnector::new();
-    connector.set_keepalive(Some(Duration::from_secs(60)));
-    Client::with_http_client(
-        HttpClient::builder(TokioExecutor::new())
+/// The largest `sslrootcert` CA bundle read (a full system bundle is about 220 KB).
+pub const MAX_CA_BUNDLE_BYTES: u64 = 1 << 20;
+
+/// TCP keepalive of every connection (the `clickhouse` crate's default).
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+/// Idle timeout of the read clients' pooled connections (the `clickhouse` crate's default,
+/// below the server's 3 s keep-alive).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A `clickhouse` client over `connector`. `one_shot`: its HTTP layer never retries a request
+/// (not even one it believes was not sent) and keeps no idle connection that a later mutation
+/// could be replayed on; otherwise the `clickhouse` crate's default pool (reads).
+fn client_over<C>(connector: C, one_shot: bool) -> Client
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
+    let mut builder = HttpClient::builder(TokioExecutor::new());
+    if one_shot {
+        builder
             .retry_canceled_requests(false)
-            .pool_max_idle_per_host(0)
-            .build(connector),
-    )
+            .pool_max_idle_per_host(0);
+    } else {
+        builder.pool_idle_timeout(POOL_IDLE_TIMEOUT);
+    }
+    Client::with_http_client(builder.build(connector))
 }
 
-fn clients(url: &str, c: &Credential) -> Clients {
-    let build = |client: Client| {
-        client
-            .with_url(url)
+/// A client for an `http://` endpoint (no TLS) or, with `tls`, an `https://` one (TLS only).
+fn http_client(tls: Option<&rustls::ClientConfig>, one_shot: bool) -> Client {
+    let mut connector = HttpConnector::new();
+    connector.set_keepalive(Some(TCP_KEEPALIVE));
+    match tls {
+        None => client_over(connector, one_shot),
+        Some(config) => {
+            // The TLS layer takes the `https://` URL; the TCP layer below it may not refuse it.
+            connector.enforce_http(false);
+            let https = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(config.clone())
+                .https_only()
+                .enable_http1()
+                .wrap_connector(connector);
+            client_over(https, one_shot)
+        }
+    }
+}
+
+/// The TLS configurations of a cluster's `https://` endpoints, one per distinct pinned CA
+/// (each bundle, or the system's roots, is read once).
+#[derive(Default)]
+struct TlsConfigs(BTreeMap<Option<String>, Arc<rustls::ClientConfig>>);
+
+impl TlsConfigs {
+    fn for_endpoint(
+        &mut self,
+        endpoint: &ClickHouseEndpoint,
+    ) -> Result<Option<Arc<rustls::ClientConfig>>, PortError> {
+        if !endpoint.is_tls() {
+            return Ok(None);
+        }
+        if let Some(c) = self.0.get(&endpoint.sslrootcert) {
+            return Ok(Some(c.clone()));
+        }
+        let c = Arc::new(tls_config(endpoint.sslrootcert.as_deref())?);
+        self.0.insert(endpoint.sslrootcert.clone(), c.clone());
+        Ok(Some(c))
+    }
+}
+
+/// Chain and host name verified against `ca_file`'s certificates, else the system's roots.
+fn tls_config(ca_file: Option<&str>) -> Result<rustls::ClientConfig, PortError> {
+    let invalid = || PortError::rejected(class::TLS_ROOT_CERT);
+    let certs: Vec<rustls::pki_types::CertificateDer<'static>> = match ca_file {
+        Some(path) => {
+            use rustls::pki_types::pem::PemObject as _;
+            let pem = dpone_boundary::read::read_regular(Path::new(path), MAX_CA_BUNDLE_BYTES)
+                .map_err(|_| invalid())?;
+            rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<_, _>>()
+                .map_err(|_| invalid())?
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            if found.certs.is_empty() && !found.errors.is_empty() {
+                return Err(invalid());
+            }
+            found.certs
+        }
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(invalid());
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|_| invalid())?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+fn clients(
+    endpoint: &ClickHouseEndpoint,
+    c: &Credential,
+    tls: &mut TlsConfigs,
+) -> Result<Clients, PortError> {
+    let config = tls.for_endpoint(endpoint)?;
+    let build = |one_shot: bool| {
+        http_client(config.as_deref(), one_shot)
+            .with_url(endpoint.url.as_str())
             .with_user(c.user.clone())
             .with_password(c.password.clone())
             .with_validation(false)
     };
-    Clients {
-        read: build(Client::default()),
-        once: build(one_shot_client()),
-    }
+    Ok(Clients {
+        read: build(false),
+        once: build(true),
+    })
 }
 
 #[derive(clickhouse::Row, Deserialize)]
@@ -211,20 +320,28 @@ fn stmt(r: Result<Statement, sql::SqlError>) -> Result<Statement, PortError> {
 }
 
 impl ClickHouseCluster {
-    /// Builds every client; connects lazily.
+    /// Builds every client (reading each pinned CA bundle, or the system's roots, once for the
+    /// `https://` endpoints); connects lazily.
     pub fn new(config: &ClickHouseConfig) -> Result<Self, PortError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|_| PortError::unavailable("DPONE_CLICKHOUSE_RUNTIME"))?;
+        let mut tls = TlsConfigs::default();
+        let coordinator = clients(&config.coordinator_url, &config.credential, &mut tls)?;
         let members = config
             .member_urls
             .iter()
-            .map(|((s, r), url)| (member_id(*s, *r), clients(url, &config.credential)))
-            .collect();
+            .map(|((s, r), endpoint)| {
+                Ok((
+                    member_id(*s, *r),
+                    clients(endpoint, &config.credential, &mut tls)?,
+                ))
+            })
+            .collect::<Result<_, PortError>>()?;
         Ok(Self {
             rt,
-            coordinator: clients(&config.coordinator_url, &config.credential),
+            coordinator,
             members,
             cluster: config.cluster.clone(),
             authority: (

@@ -66,6 +66,14 @@ pub mod class {
     pub const ARTIFACT_READ: &str = "DPONE_CLICKHOUSE_ARTIFACT_READ";
     /// A configured member is not in the cluster's inventory.
     pub const MEMBER_EXTRA: &str = "DPONE_CLICKHOUSE_MEMBER_NOT_IN_INVENTORY";
+    /// The pinned CA bundle of an `https://` endpoint (or the system's roots) cannot be used:
+    /// not a readable regular file of at most 1 MiB, not PEM, or no usable certificate.
+    pub const TLS_ROOT_CERT: &str = "DPONE_CLICKHOUSE_TLS_ROOT_CERT_INVALID";
+    /// The server's certificate does not verify against the trusted CAs or does not name the
+    /// host: refused before any request is sent.
+    pub const TLS_CERTIFICATE: &str = "DPONE_CLICKHOUSE_TLS_CERTIFICATE";
+    /// The TLS session failed otherwise (an alert, a protocol error).
+    pub const TLS: &str = "DPONE_CLICKHOUSE_TLS";
 }
 
 /// Exception codes that mean the statement itself is wrong for this server: rejected, never
@@ -210,7 +218,12 @@ pub fn port_error(e: &clickhouse::error::Error, mutation: bool) -> PortError {
         PortErrorKind::Unavailable
     };
     match e {
-        E::Network(_) => PortError::new(transport, class::NETWORK),
+        E::Network(inner) => match tls_failure(inner.as_ref()) {
+            // No request leaves before the handshake: deterministic, never ambiguous.
+            Some(TlsFailure::Certificate) => PortError::rejected(class::TLS_CERTIFICATE),
+            Some(TlsFailure::Other) => PortError::new(transport, class::TLS),
+            None => PortError::new(transport, class::NETWORK),
+        },
         E::TimedOut => PortError::new(transport, class::TIMEOUT),
         E::BadResponse(text) => classify_code(exception_code(text), transport),
         E::InvalidParams(_) | E::Unsupported(_) | E::Compression(_) => {
@@ -232,6 +245,40 @@ pub fn port_error(e: &clickhouse::error::Error, mutation: bool) -> PortError {
         // An I/O failure while a body streams, a cut compressed body, anything newer.
         _ => PortError::new(transport, class::NETWORK),
     }
+}
+
+enum TlsFailure {
+    Certificate,
+    Other,
+}
+
+/// The rustls error somewhere in `e`'s chain, if any. An `io::Error`'s `source()` skips the
+/// error it wraps, so wrapped errors are looked into explicitly.
+fn tls_failure(e: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
+    let mut next = Some(e);
+    let mut depth = 0;
+    while let Some(e) = next {
+        if let Some(t) = e.downcast_ref::<rustls::Error>() {
+            return Some(match t {
+                rustls::Error::InvalidCertificate(_)
+                | rustls::Error::NoCertificatesPresented
+                | rustls::Error::UnsupportedNameType => TlsFailure::Certificate,
+                _ => TlsFailure::Other,
+            });
+        }
+        depth += 1;
+        if depth > 16 {
+            return None;
+        }
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(wrapped) => Some(wrapped as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    None
 }
 
 #[cfg(test)]
@@ -369,5 +416,46 @@ mod tests {
         let net = E::Network("reset".into());
         assert_eq!(port_error(&net, false).kind, PortErrorKind::Unavailable);
         assert_eq!(port_error(&net, true).kind, PortErrorKind::Ambiguous);
+    }
+
+    #[test]
+    fn a_certificate_that_does_not_verify_is_rejected_other_tls_failures_are_transport() {
+        // Tier: unit. The rustls error arrives wrapped in an `io::Error` (the connector's) inside
+        // the client's error chain.
+        #[derive(Debug)]
+        struct Wrapper(std::io::Error);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("connect")
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let wrapped = |t: rustls::Error| {
+            E::Network(Box::new(Wrapper(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                t,
+            ))))
+        };
+        let bad_cert = wrapped(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer,
+        ));
+        for mutation in [true, false] {
+            let p = port_error(&bad_cert, mutation);
+            assert_eq!(
+                (p.kind, p.class),
+                (PortErrorKind::Rejected, class::TLS_CERTIFICATE)
+            );
+        }
+        let alert = wrapped(rustls::Error::AlertReceived(
+            rustls::AlertDescription::HandshakeFailure,
+        ));
+        let p = port_error(&alert, true);
+        assert_eq!((p.kind, p.class), (PortErrorKind::Ambiguous, class::TLS));
+        let p = port_error(&alert, false);
+        assert_eq!((p.kind, p.class), (PortErrorKind::Unavailable, class::TLS));
     }
 }

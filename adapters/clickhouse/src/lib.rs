@@ -16,5 +16,8 @@ mod error;
 pub mod sql;
 
 pub use artifact::{Extract, StoreArtifactSource};
-pub use cluster::{BodyObservation, ClickHouseCluster, ClickHouseConfig, Credential};
+pub use cluster::{
+    BodyObservation, ClickHouseCluster, ClickHouseConfig, ClickHouseEndpoint, Credential,
+    MAX_CA_BUNDLE_BYTES,
+};
 pub use error::{class, port_error};

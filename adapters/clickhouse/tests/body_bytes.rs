@@ -148,8 +148,8 @@ fn serve(fail_insert: bool) -> (String, Arc<Mutex<Seen>>) {
 
 fn cluster(url: &str) -> ClickHouseCluster {
     ClickHouseCluster::new(&ClickHouseConfig {
-        coordinator_url: url.to_owned(),
-        member_urls: BTreeMap::from([((1, 1), url.to_owned())]),
+        coordinator_url: url.into(),
+        member_urls: BTreeMap::from([((1, 1), url.into())]),
         credential: Credential {
             user: "default".into(),
             password: "unused".into(),

@@ -68,8 +68,8 @@ fn responder(queue: Vec<u8>) -> String {
 
 fn adapter(url: &str) -> ClickHouseCluster {
     ClickHouseCluster::new(&ClickHouseConfig {
-        coordinator_url: url.to_owned(),
-        member_urls: [((1, 1), url.to_owned()), ((1, 2), url.to_owned())].into(),
+        coordinator_url: url.into(),
+        member_urls: [((1, 1), url.into()), ((1, 2), url.into())].into(),
         credential: Credential {
             user: "default".into(),
             password: String::new(),

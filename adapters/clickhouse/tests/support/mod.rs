@@ -81,8 +81,12 @@ impl Tier {
     /// The adapter's configuration against this tier.
     pub fn config(&self, request_timeout_secs: u64) -> ClickHouseConfig {
         ClickHouseConfig {
-            coordinator_url: self.url.clone(),
-            member_urls: self.members.clone(),
+            coordinator_url: self.url.clone().into(),
+            member_urls: self
+                .members
+                .iter()
+                .map(|(k, u)| (*k, u.clone().into()))
+                .collect(),
             credential: Credential {
                 user: self.user.clone(),
                 password: self.password.clone(),

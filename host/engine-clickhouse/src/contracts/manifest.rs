@@ -31,7 +31,8 @@ use super::record::ContentProof;
 use super::schema::{Column, Schema};
 
 pub use registry::{
-    ClickHouseConnection, Connection, PgSslMode, PostgresConnection, Registry, Secret,
+    ClickHouseConnection, ClickHouseEndpoint, Connection, PgSslMode, PostgresConnection, Registry,
+    Secret,
 };
 pub use spelling::reported_type_spelling;
 
@@ -109,8 +110,11 @@ error_kinds! {
     ConnectionUnknown => "CONNECTION_UNKNOWN",
     /// (registry) The connection is of another kind than the manifest needs.
     ConnectionKind => "CONNECTION_KIND",
-    /// (registry) A URL is not a plain `http://host[:port]` URL.
+    /// (registry) A URL is not a plain `http://host[:port]` or `https://host[:port]` URL.
     UrlInvalid => "URL_INVALID",
+    /// (registry) A plain `http://` URL to a host that is not loopback, so the connection's
+    /// credential would cross the network in clear, without `insecure_plaintext: true`.
+    PlaintextCredential => "PLAINTEXT_CREDENTIAL",
     /// (registry) Two members share a `(shard_num, replica_num)`.
     DuplicateMember => "DUPLICATE_MEMBER",
     /// (registry) The environment variable named for a credential is not set.

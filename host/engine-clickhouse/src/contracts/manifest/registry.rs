@@ -6,7 +6,12 @@
 //! - `clickhouse_cluster`: the coordinator URL (inventory, KeeperMap authority, `ON CLUSTER`
 //!   DDL), one direct URL per member keyed by `(shard_num, replica_num)`, the user, the *name*
 //!   of the environment variable holding the password, the KeeperMap authority facade
-//!   (`database`, `table`) and an optional `distributed_ddl_task_timeout`;
+//!   (`database`, `table`) and an optional `distributed_ddl_task_timeout`; URLs are
+//!   `http://host[:port]` or `https://host[:port]`, optionally with `sslrootcert` (an absolute
+//!   path to the pinned CA bundle every `https://` endpoint is verified against; absent: the
+//!   system's roots). A plain `http://` URL whose host is not loopback (`localhost`,
+//!   `127.0.0.0/8`, `::1`) would carry the credential in clear and is refused
+//!   (`PLAINTEXT_CREDENTIAL`) unless the connection says `insecure_plaintext: true`;
 //! - `postgres_source`: host (name, address or unix socket directory), port, database, user,
 //!   optionally `sslmode` (`disable | require | verify-ca | verify-full`; absent: `verify-full`
 //!   for a TCP host, `disable` for a unix socket) and `sslrootcert` (an absolute path to the
@@ -25,6 +30,7 @@ use serde_json::Value;
 
 use super::{
     Document, ErrorKind, Fields, ManifestError, identifier, integer, invalid, list, string,
+    type_error,
 };
 
 /// Registry schema version this build reads.
@@ -67,13 +73,56 @@ impl fmt::Display for Secret {
     }
 }
 
+/// One endpoint of a `clickhouse_cluster` connection: its URL and the pinned CA bundle an
+/// `https://` URL is verified against. The connection's `sslrootcert` is copied into every
+/// endpoint, so whatever passes the URLs on passes the pin with them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClickHouseEndpoint {
+    /// `http://host[:port]` or `https://host[:port]`.
+    pub url: String,
+    /// The pinned CA bundle (absolute path, PEM) for an `https://` URL; absent: the system's
+    /// roots. Never used for `http://`.
+    pub sslrootcert: Option<String>,
+}
+
+impl ClickHouseEndpoint {
+    /// An endpoint without a pinned CA.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            sslrootcert: None,
+        }
+    }
+
+    /// The endpoint negotiates TLS (`https://`).
+    pub fn is_tls(&self) -> bool {
+        self.url.starts_with("https://")
+    }
+}
+
+impl From<&str> for ClickHouseEndpoint {
+    fn from(url: &str) -> Self {
+        Self::new(url)
+    }
+}
+
+impl From<String> for ClickHouseEndpoint {
+    fn from(url: String) -> Self {
+        Self::new(url)
+    }
+}
+
 /// A `clickhouse_cluster` connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClickHouseConnection {
-    /// HTTP URL of the coordinator endpoint.
-    pub coordinator_url: String,
-    /// HTTP URL of each member, keyed by `(shard_num, replica_num)`.
-    pub member_urls: BTreeMap<(u32, u32), String>,
+    /// The coordinator endpoint.
+    pub coordinator_url: ClickHouseEndpoint,
+    /// Each member's endpoint, keyed by `(shard_num, replica_num)`.
+    pub member_urls: BTreeMap<(u32, u32), ClickHouseEndpoint>,
+    /// The pinned CA bundle of the connection's `https://` endpoints (also in each endpoint).
+    pub sslrootcert: Option<String>,
+    /// The registry allows plain `http://` to hosts that are not loopback.
+    pub insecure_plaintext: bool,
     /// User.
     pub user: String,
     /// Name of the environment variable holding the password.
@@ -272,44 +321,49 @@ fn env_name(path: &str, v: &Value) -> Result<String> {
     }
 }
 
-/// `http://host[:port][/]`: no user information, path, query or fragment. TLS is terminated by
-/// a proxy the environment owns (the HTTP client is built without TLS).
+/// `http://host[:port][/]` or `https://host[:port][/]`: no user information, path, query or
+/// fragment. Whether a plain `http://` URL may carry the credential is decided by the
+/// connection ([`is_plaintext_to_remote`]).
 pub fn check_url(path: &str, v: &Value) -> Result<String> {
     let s = string(DOC, path, v)?;
-    let bad = |why: &str| {
+    url_host(&s).map_err(|why| {
         ManifestError::new(
             DOC,
             ErrorKind::UrlInvalid,
-            format!("{path} must be an http://host[:port] URL ({why})"),
+            format!("{path} must be an http://host[:port] or https://host[:port] URL ({why})"),
         )
-    };
-    let Some(rest) = s.strip_prefix("http://") else {
-        return Err(bad(
-            "only http:// is supported; terminate TLS in a local proxy",
-        ));
-    };
+    })?;
+    Ok(s)
+}
+
+/// The host of a URL `check_url` accepts (an IPv6 literal keeps its brackets), or why not.
+fn url_host(s: &str) -> std::result::Result<&str, &'static str> {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"))
+        .ok_or("only http:// and https:// are supported")?;
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.is_empty() {
-        return Err(bad("no host"));
+        return Err("no host");
     }
     if authority.contains('@') {
-        return Err(bad("credentials never go into a URL"));
+        return Err("credentials never go into a URL");
     }
     if authority.contains(['/', '?', '#']) {
-        return Err(bad("no path, query or fragment"));
+        return Err("no path, query or fragment");
     }
     let ok_chars = authority
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']'));
     if !ok_chars {
-        return Err(bad("unexpected character"));
+        return Err("unexpected character");
     }
     // A port, when present, is 1..=65535 (IPv6 literals are bracketed).
     let host_end = if authority.starts_with('[') {
         authority
             .find(']')
             .map(|i| i + 1)
-            .ok_or_else(|| bad("unclosed IPv6 literal"))?
+            .ok_or("unclosed IPv6 literal")?
     } else {
         authority.find(':').unwrap_or(authority.len())
     };
@@ -318,17 +372,32 @@ pub fn check_url(path: &str, v: &Value) -> Result<String> {
         port => {
             let digits = port
                 .strip_prefix(':')
-                .ok_or_else(|| bad("unexpected text after the host"))?;
+                .ok_or("unexpected text after the host")?;
             match digits.parse::<u16>() {
                 Ok(p) if p > 0 && !digits.starts_with('0') => {}
-                _ => return Err(bad("invalid port")),
+                _ => return Err("invalid port"),
             }
         }
     }
     if host_end == 0 || &authority[..host_end] == "[]" {
-        return Err(bad("no host"));
+        return Err("no host");
     }
-    Ok(s)
+    Ok(&authority[..host_end])
+}
+
+/// `localhost` or a loopback address literal (`127.0.0.0/8`, `::1`); no name is resolved.
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A URL `check_url` accepts that is plain `http://` to a host that is not loopback: a
+/// credential sent to it crosses the network in clear.
+pub fn is_plaintext_to_remote(url: &str) -> bool {
+    url.starts_with("http://") && url_host(url).is_ok_and(|h| !is_loopback_host(h))
 }
 
 fn u32_field(path: &str, v: &Value) -> Result<u32> {
@@ -344,13 +413,17 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
     let members_path = f.path("members");
     let items = list(DOC, &members_path, f.required("members")?)?;
     let mut member_urls = BTreeMap::new();
+    // The field path of each member's URL, in the order of `member_urls`.
+    let mut member_paths = BTreeMap::new();
     for (i, item) in items.iter().enumerate() {
         let p = format!("{members_path}[{i}]");
         let mut m = Fields::new(DOC, &p, item)?;
         let shard = u32_field(&m.path("shard_num"), m.required("shard_num")?)?;
         let replica = u32_field(&m.path("replica_num"), m.required("replica_num")?)?;
-        let url = check_url(&m.path("url"), m.required("url")?)?;
+        let url_path = m.path("url");
+        let url = check_url(&url_path, m.required("url")?)?;
         m.finish()?;
+        member_paths.insert((shard, replica), url_path);
         if member_urls.insert((shard, replica), url).is_some() {
             return Err(ManifestError::new(
                 DOC,
@@ -380,9 +453,63 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
     a.finish()?;
     let ddl_task_timeout_secs = seconds(f, "ddl_task_timeout_secs", DEFAULT_DDL_TASK_TIMEOUT_SECS)?;
     let request_timeout_secs = seconds(f, "request_timeout_secs", DEFAULT_REQUEST_TIMEOUT_SECS)?;
+    let insecure_path = f.path("insecure_plaintext");
+    let insecure_plaintext = match f.optional("insecure_plaintext") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(type_error(DOC, &insecure_path, "a boolean")),
+    };
+    let sslrootcert_path = f.path("sslrootcert");
+    let sslrootcert = f.optional_str("sslrootcert")?;
+    // Every URL with the field path that named it, the coordinator first.
+    let urls: Vec<(String, &String)> =
+        std::iter::once((f.path("coordinator_url"), &coordinator_url))
+            .chain(
+                member_paths
+                    .values()
+                    .zip(member_urls.values())
+                    .map(|(p, u)| (p.clone(), u)),
+            )
+            .collect();
+    if let Some((p, _)) = urls
+        .iter()
+        .find(|(_, u)| !insecure_plaintext && is_plaintext_to_remote(u))
+    {
+        return Err(ManifestError::new(
+            DOC,
+            ErrorKind::PlaintextCredential,
+            format!(
+                "{p} is plain http:// to a host that is not loopback, so the credential would \
+                     cross the network in clear: use https:// (or set {insecure_path}: true)"
+            ),
+        ));
+    }
+    if let Some(ca) = &sslrootcert {
+        if !ca.starts_with('/') || ca.len() > 4096 || ca.chars().any(char::is_control) {
+            return Err(invalid(
+                DOC,
+                format!("{sslrootcert_path} must be an absolute path"),
+            ));
+        }
+        if !urls.iter().any(|(_, u)| u.starts_with("https://")) {
+            return Err(invalid(
+                DOC,
+                format!("{sslrootcert_path} needs at least one https:// URL"),
+            ));
+        }
+    }
+    let endpoint = |url: String| ClickHouseEndpoint {
+        url,
+        sslrootcert: sslrootcert.clone(),
+    };
     Ok(ClickHouseConnection {
-        coordinator_url,
-        member_urls,
+        coordinator_url: endpoint(coordinator_url),
+        member_urls: member_urls
+            .into_iter()
+            .map(|(k, u)| (k, endpoint(u)))
+            .collect(),
+        sslrootcert,
+        insecure_plaintext,
         user,
         password_env,
         authority_database,

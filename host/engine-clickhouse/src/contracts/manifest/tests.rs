@@ -431,8 +431,22 @@ fn the_sample_registry_parses() {
         .expect("clickhouse");
     assert_eq!(ch.member_urls.len(), 2);
     assert_eq!(
-        ch.member_urls.get(&(1, 2)).map(String::as_str),
+        ch.member_urls.get(&(1, 2)).map(|e| e.url.as_str()),
         Some("http://ch-2.analytics.internal:8123")
+    );
+    assert!(ch.insecure_plaintext);
+    let tls = r
+        .clickhouse("analytics_ch_tls", "target.connection_ref")
+        .expect("clickhouse over TLS");
+    assert!(!tls.insecure_plaintext);
+    assert!(tls.coordinator_url.is_tls());
+    let pin = Some("/etc/dpone/clickhouse-ca.pem".to_owned());
+    assert_eq!(tls.sslrootcert, pin);
+    assert_eq!(tls.coordinator_url.sslrootcert, pin);
+    assert!(
+        tls.member_urls
+            .values()
+            .all(|e| e.is_tls() && e.sslrootcert == pin)
     );
     assert_eq!(ch.password_env, "DPONE_CLICKHOUSE_PASSWORD");
     assert_eq!(ch.authority_table, "publication_authority");
@@ -500,7 +514,12 @@ fn registry_refusals_have_registry_codes() {
         ),
         (
             "coordinator_url: http://ch-1.analytics.internal:8123",
-            "coordinator_url: https://ch-1:8443",
+            "coordinator_url: https://user@ch-1:8443",
+            "DPONE_CLICKHOUSE_REGISTRY_URL_INVALID",
+        ),
+        (
+            "coordinator_url: http://ch-1.analytics.internal:8123",
+            "coordinator_url: httpx://ch-1:8443",
             "DPONE_CLICKHOUSE_REGISTRY_URL_INVALID",
         ),
         (
@@ -619,4 +638,146 @@ fn postgres_source_tls_options() {
             "{bad}"
         );
     }
+}
+
+/// The sample's plaintext connection without its opt-out, with `from` replaced by `to`.
+fn plaintext_registry(from: &str, to: &str) -> String {
+    edit_registry("    insecure_plaintext: true\n", "").replacen(from, to, 1)
+}
+
+#[test]
+fn https_urls_are_accepted_with_or_without_a_pinned_ca() {
+    let text = plaintext_registry("", "")
+        .replace(
+            "http://ch-1.analytics.internal:8123",
+            "https://ch-1.analytics.internal",
+        )
+        .replace(
+            "http://ch-2.analytics.internal:8123",
+            "'https://[fd00::2]:8443/'",
+        );
+    let r = Registry::parse(&text).expect("https accepted");
+    let ch = r
+        .clickhouse("analytics_ch", "target.connection_ref")
+        .expect("clickhouse");
+    assert!(!ch.insecure_plaintext);
+    assert_eq!(ch.sslrootcert, None);
+    assert!(ch.coordinator_url.is_tls() && ch.coordinator_url.sslrootcert.is_none());
+    assert_eq!(
+        ch.member_urls.get(&(1, 2)).map(|e| e.url.as_str()),
+        Some("https://[fd00::2]:8443/")
+    );
+}
+
+#[test]
+fn plain_http_with_the_credential_goes_to_loopback_only_unless_the_registry_says_so() {
+    let code = |text: &str| Registry::parse(text).map(|_| ()).map_err(|e| e.code());
+    let refused = Err("DPONE_CLICKHOUSE_REGISTRY_PLAINTEXT_CREDENTIAL");
+    // The sample without its opt-out: the coordinator and both members are remote.
+    assert_eq!(code(&plaintext_registry("", "")), refused);
+    // Only one remote member is enough.
+    let one_remote = plaintext_registry("", "").replace(
+        "http://ch-1.analytics.internal:8123",
+        "http://127.0.0.1:8123",
+    );
+    assert_eq!(code(&one_remote), refused);
+    let e = Registry::parse(&one_remote).expect_err("refused");
+    let text = e.to_string();
+    assert!(text.contains("members[1].url"), "{text}");
+    assert!(!text.contains("ch-2") && !text.contains("8123"), "{text}");
+    // Loopback in every form keeps working without TLS (the test tier).
+    for loopback in [
+        "127.0.0.1:18123",
+        "127.1.2.3",
+        "localhost:8123",
+        "LOCALHOST",
+        "[::1]:8123",
+    ] {
+        let text = plaintext_registry("", "")
+            .replace(
+                "http://ch-1.analytics.internal:8123",
+                &format!("'http://{loopback}'"),
+            )
+            .replace(
+                "http://ch-2.analytics.internal:8123",
+                &format!("'http://{loopback}'"),
+            );
+        assert_eq!(code(&text), Ok(()), "{loopback}");
+    }
+    // Names that only look local are remote; no name is resolved.
+    for remote in [
+        "127.0.0.1.nip.io",
+        "localhost.example",
+        "[::2]",
+        "0.0.0.0",
+        "10.0.0.1",
+    ] {
+        let text = plaintext_registry("", "")
+            .replace(
+                "http://ch-1.analytics.internal:8123",
+                &format!("'http://{remote}'"),
+            )
+            .replace("ch-2.analytics.internal:8123", "127.0.0.1");
+        assert_eq!(code(&text), refused, "{remote}");
+    }
+    // Mixed: https to the remote hosts, http to loopback.
+    let mixed = plaintext_registry("", "")
+        .replace(
+            "http://ch-1.analytics.internal:8123",
+            "http://127.0.0.1:8123",
+        )
+        .replace(
+            "http://ch-2.analytics.internal:8123",
+            "https://ch-2.analytics.internal",
+        );
+    assert_eq!(code(&mixed), Ok(()));
+    // The explicit opt-out (the sample) accepts it; a non-boolean is a type error.
+    assert_eq!(code(REGISTRY), Ok(()));
+    assert_eq!(
+        code(&edit_registry(
+            "insecure_plaintext: true",
+            "insecure_plaintext: 'yes'"
+        )),
+        Err("DPONE_CLICKHOUSE_REGISTRY_FIELD_TYPE")
+    );
+    assert_eq!(
+        code(&edit_registry(
+            "insecure_plaintext: true",
+            "insecure_plaintext: false"
+        )),
+        refused
+    );
+}
+
+#[test]
+fn the_pinned_ca_of_a_clickhouse_connection_is_an_absolute_path_used_with_https() {
+    let code = |text: &str| Registry::parse(text).map(|_| ()).map_err(|e| e.code());
+    let pin = "    sslrootcert: /etc/dpone/clickhouse-ca.pem    # optional pinned CA; absent: system roots\n";
+    let with_ca = |ca: &str| edit_registry(pin, &format!("    sslrootcert: {ca}\n"));
+    assert_eq!(code(&with_ca("/etc/ca.pem")), Ok(()));
+    for bad in ["ca.pem", "'./ca.pem'", "''"] {
+        let text = with_ca(bad);
+        assert_eq!(
+            code(&text),
+            Err("DPONE_CLICKHOUSE_REGISTRY_FIELD_INVALID"),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        code(&with_ca("[/etc/ca.pem]")),
+        Err("DPONE_CLICKHOUSE_REGISTRY_FIELD_TYPE")
+    );
+    // A pin with no https:// URL to use it for is a mistake, not a no-op.
+    let plaintext_pinned = edit_registry(
+        "    insecure_plaintext: true\n",
+        "    insecure_plaintext: true\n    sslrootcert: /etc/ca.pem\n",
+    );
+    let e = Registry::parse(&plaintext_pinned).expect_err("pin without https");
+    assert_eq!(e.code(), "DPONE_CLICKHOUSE_REGISTRY_FIELD_INVALID");
+    assert!(e.to_string().contains("sslrootcert"), "{e}");
+    let long = format!("/{}", "a".repeat(4096));
+    assert_eq!(
+        code(&with_ca(&long)),
+        Err("DPONE_CLICKHOUSE_REGISTRY_FIELD_INVALID")
+    );
 }
