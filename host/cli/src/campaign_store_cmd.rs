@@ -10,7 +10,7 @@
 //! - `grant register` authenticates inside the store's revision bracket
 //!   (`ControlStorePort::authenticate`: the current trust revision is read before and after):
 //!   inside it the grant is verified exactly as `campaign verify` does (signature, reopen, scope
-//!   through the pinned component, [`crate::campaign_cmd::pipeline`]) against the stored policy
+//!   through the pinned component, [`crate::campaign::pipeline`]) against the stored policy
 //!   and its revocation epoch. Then the immutable original is registered in one SERIALIZABLE
 //!   transaction; a qualification grant consumes its one-time run, an execution grant has its
 //!   activation request selected by the activation coordinator. An identical registration
@@ -30,15 +30,16 @@
 //! `docs/cli.md`) and name no endpoint, credential, value or path. The mapping from documents to
 //! the port's values is [`mapping`].
 
-use crate::campaign_cmd::pipeline::{self, Refusal};
-use crate::campaign_cmd::{failure, now};
-use crate::exit::{BAD_INPUT, Failure, INTERNAL, REFUSED, RETRY, print_json};
-use crate::input::{InputKind, check_regular, read};
+use crate::campaign::pipeline::{self, Refusal};
+use crate::campaign::{failure, now, np_failure, parse};
+use crate::control_store::{self, StoreArgs, observe, open, runtime, store_failure};
+use crate::exit::{Failure, REFUSED, print_json};
+use crate::input::{InputKind, read};
 use crate::shipped;
 use clap::{Args, Subcommand, ValueEnum};
 use dpone_adapter_np_control_store::{
     self as store, AttemptOutcome, ControlStorePort, PgControlStore, Registered, Selected, Settled,
-    StoreCode, StoreEndpoint, StoreError,
+    StoreCode, StoreError,
 };
 use dpone_engine_nonproduction::admission::{
     self, AdmitError, AdmitInputs, Admitted, Bracket, ScopeDecider, Verifier,
@@ -57,9 +58,6 @@ use tracing::Instrument as _;
 /// The pinned policy is not the store's current trust revision (exit 1).
 pub const POLICY_NOT_CURRENT: &str = "DPONE_CLI_CAMPAIGN_POLICY_NOT_CURRENT";
 
-/// The default variable holding the control store's connection URL.
-pub const DEFAULT_URL_ENV: &str = "DPONE_NP_STORE_URL";
-
 /// `campaign policy` subcommands.
 #[derive(Subcommand)]
 pub enum PolicyCommand {
@@ -72,37 +70,6 @@ pub enum PolicyCommand {
 pub enum GrantCommand {
     /// Verify a grant as `campaign verify` does and register its immutable original.
     Register(Box<GrantArgs>),
-}
-
-/// TLS toward the control store (`sslmode`).
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum SslMode {
-    /// No TLS.
-    Disable,
-    /// TLS, server not verified.
-    Require,
-    /// TLS, the server's chain verified against `--store-sslrootcert`.
-    VerifyCa,
-    /// TLS, chain and host name verified.
-    VerifyFull,
-}
-
-/// Where the control store is.
-#[derive(Args)]
-pub struct StoreArgs {
-    /// Name of the environment variable holding the store's PostgreSQL connection URL (never
-    /// printed).
-    #[arg(long, default_value = DEFAULT_URL_ENV)]
-    store_url_env: String,
-    /// Schema holding the reviewed DDL (`fixtures/nonproduction/control-store.sql`).
-    #[arg(long, default_value = "dpone_np_control")]
-    store_schema: String,
-    /// TLS mode toward the store.
-    #[arg(long, value_enum, default_value = "verify-full")]
-    store_sslmode: SslMode,
-    /// Pinned CA bundle (PEM) for `verify-ca` / `verify-full`.
-    #[arg(long)]
-    store_sslrootcert: Option<PathBuf>,
 }
 
 /// `campaign policy register` options.
@@ -129,7 +96,7 @@ pub struct PolicyRegisterArgs {
 pub struct GrantArgs {
     /// The grant's files; the policy must be the store's current trust revision.
     #[command(flatten)]
-    files: crate::campaign_cmd::GrantFileArgs,
+    files: crate::campaign::GrantFileArgs,
     /// Directory of the shipped components (still checked against the embedded pins).
     #[arg(long)]
     components_dir: Option<PathBuf>,
@@ -245,104 +212,6 @@ pub struct StatusArgs {
     now: Option<String>,
     #[command(flatten)]
     store: StoreArgs,
-}
-
-/// The exit status of a control-store code (the table of `docs/cli.md`).
-pub fn store_exit(code: StoreCode) -> u8 {
-    match code {
-        StoreCode::InvalidInput | StoreCode::LimitAboveCeiling => BAD_INPUT,
-        StoreCode::Unavailable
-        | StoreCode::SerializationRetriesExhausted
-        | StoreCode::OutcomeUnknown => RETRY,
-        StoreCode::StoredStateInvalid => INTERNAL,
-        _ => REFUSED,
-    }
-}
-
-pub(crate) fn store_failure(e: StoreError) -> Failure {
-    let mut message = e.message;
-    if let Some(id) = &e.reservation_id {
-        message = format!(
-            "{message}; probe reservation {} with campaign status",
-            id.as_str()
-        );
-    }
-    Failure {
-        code: e.code.as_str().to_owned(),
-        message,
-        exit: store_exit(e.code),
-    }
-}
-
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|_| Failure::internal("DPONE_CLI_RUNTIME", "cannot start the async runtime"))
-}
-
-/// The store over the connection the options name; connects lazily.
-pub(crate) fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
-    let url = std::env::var(&args.store_url_env)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| {
-            Failure::bad_input(
-                "DPONE_CLI_CAMPAIGN_STORE_URL_UNSET",
-                "the variable --store-url-env names is not set (it holds the control store's connection URL)",
-            )
-        })?;
-    let tls = match args.store_sslmode {
-        SslMode::Disable => dpone_pg_tls::Mode::Disable,
-        SslMode::Require => dpone_pg_tls::Mode::Require,
-        SslMode::VerifyCa => dpone_pg_tls::Mode::VerifyCa,
-        SslMode::VerifyFull => dpone_pg_tls::Mode::VerifyFull,
-    };
-    // The URL's own TLS parameters may only repeat --store-sslmode (the store's opener forces
-    // the driver's mode from it in any case).
-    let config = dpone_pg_tls::config_from_url(&url, tls).map_err(|e| match e {
-        dpone_pg_tls::ConnectError::UrlConflict(key) => Failure::bad_input(
-            "DPONE_CLI_CAMPAIGN_STORE_URL_TLS_CONFLICT",
-            format!(
-                "the control store's connection URL sets {key}, which contradicts --store-sslmode (TLS is chosen by --store-sslmode and --store-sslrootcert alone)"
-            ),
-        ),
-        _ => Failure::bad_input(
-            "DPONE_CLI_CAMPAIGN_STORE_URL_INVALID",
-            "the control store's connection URL is not a PostgreSQL connection string",
-        ),
-    })?;
-    let root_cert = match &args.store_sslrootcert {
-        Some(p) => Some(check_regular(p, "store CA bundle").and_then(|()| {
-            p.to_str().map(str::to_owned).ok_or_else(|| {
-                Failure::bad_input(
-                    "DPONE_CLI_ARGUMENT",
-                    "--store-sslrootcert is not a UTF-8 path",
-                )
-            })
-        })?),
-        None => None,
-    };
-    PgControlStore::new(StoreEndpoint {
-        config,
-        tls,
-        root_cert,
-        schema: args.store_schema.clone(),
-    })
-    .map_err(store_failure)
-}
-
-fn np_failure(what: &str, e: &dpone_engine_nonproduction::NpError) -> Failure {
-    failure(Refusal {
-        code: e.code().to_owned(),
-        message: format!("{what}: {}", e.detail()),
-        class: pipeline::np_class(e.code()),
-        evidence: None,
-    })
-}
-
-pub(crate) fn parse<T: Document>(what: &str, bytes: &[u8]) -> Result<T, Failure> {
-    T::parse(bytes).map_err(|e| np_failure(what, &e))
 }
 
 fn sha256_of(bytes: &[u8]) -> String {
@@ -520,7 +389,7 @@ pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
             "the pinned policy is not the store's current trust revision (campaign policy register)",
         ));
     };
-    let identity = rt.block_on(crate::np_run::observe(&endpoint, code))?;
+    let identity = rt.block_on(observe(&endpoint, code))?;
     let record = Enrollment {
         participant_id: args.participant.clone(),
         identity_digest: identity.digest(),
@@ -570,7 +439,7 @@ fn prepare(args: &GrantArgs) -> Result<Prepared, Failure> {
     // A protected command reads the system clock; it takes no caller-supplied time (the store
     // checks the grant's window against the database clock as well).
     let now = now(None)?;
-    let crate::campaign_cmd::GrantFiles {
+    let crate::campaign::GrantFiles {
         policy: policy_bytes,
         grant: grant_bytes,
         attestation,
@@ -702,7 +571,7 @@ fn grant_register(args: &GrantArgs) -> Result<(), Failure> {
     let runtime = shipped::runtime(args.cache_dir.as_deref())?;
     let scope = shipped::load(&runtime, args.components_dir.as_deref(), PolicyKind::Scope)?;
     let store = open(&args.store)?;
-    let rt = self::runtime()?;
+    let rt = control_store::runtime()?;
     let verifier = GrantVerifier {
         p: &p,
         args,
@@ -791,7 +660,8 @@ pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
         workload: Some(&args.workload),
     };
     let decider = ComponentDecider(&scope);
-    let outcome = self::runtime()?.block_on(admission::admit(&store, &verifier, &decider, &inputs));
+    let outcome =
+        control_store::runtime()?.block_on(admission::admit(&store, &verifier, &decider, &inputs));
     let component = json!({"kind": "scope", "sha256": scope.digest().to_string(), "pinned": true});
     match outcome {
         Ok(Admitted::Reserved {
@@ -1011,55 +881,4 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         "reservations": reservations,
         "probed": probed,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    const DOCS: &str = include_str!("../../../docs/cli.md");
-
-    #[test]
-    fn store_codes_exit_as_documented() {
-        let start = DOCS
-            .find("Codes of the nonproduction control store")
-            .expect("docs/cli.md documents the control store's codes");
-        let mut documented = BTreeMap::new();
-        let mut in_table = false;
-        for line in DOCS[start..].lines().skip(1) {
-            if line.starts_with('|') {
-                in_table = true;
-                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-                let Some(code) = cells
-                    .get(1)
-                    .and_then(|c| c.strip_prefix('`')?.strip_suffix('`'))
-                else {
-                    continue;
-                };
-                let exit: u8 = cells[2].parse().expect("exit status");
-                assert!(documented.insert(code.to_owned(), exit).is_none());
-            } else if in_table {
-                break;
-            }
-        }
-        let actual: BTreeMap<String, u8> = StoreCode::ALL
-            .iter()
-            .map(|c| (c.as_str().to_owned(), store_exit(*c)))
-            .collect();
-        assert_eq!(
-            documented, actual,
-            "docs/cli.md (left) and store_exit (right)"
-        );
-    }
-
-    #[test]
-    fn a_lost_acknowledgement_names_the_reservation_to_probe_and_retries() {
-        let mut e = StoreError::new(StoreCode::OutcomeUnknown, "commit acknowledgement lost");
-        let id = store::Sha256Digest::of(b"r");
-        e.reservation_id = Some(id.clone());
-        let f = store_failure(e);
-        assert_eq!(f.exit, RETRY);
-        assert!(f.message.contains(id.as_str()));
-    }
 }

@@ -51,9 +51,9 @@ use serde_json::Value;
 
 use crate::exit::{Failure, print_json};
 use crate::input::InputKind;
-use crate::np_run::RunGate;
-use crate::np_run::deadline::DeadlineAuthority;
 use crate::route::RouteArgs;
+use crate::run_gate::RunGate;
+use crate::run_gate::deadline::DeadlineAuthority;
 use crate::shipped;
 use wiring::{ComponentGate, NoAdmission, NoArtifacts, TerminalProgress};
 
@@ -774,7 +774,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 np_reservation,
             );
             if stopped {
-                return Err(crate::np_run::deadline_exceeded());
+                return Err(crate::run_gate::deadline_exceeded());
             }
             // Under a reservation a bound breach reports the source's bound code, as the XMin
             // route does (the engine's code and the cause stay in the JSON).

@@ -6,10 +6,12 @@
 //! 5 internal error; 75 not finished, retry the same invocation.
 
 mod activation;
+mod campaign;
 mod campaign_cmd;
 mod campaign_store_cmd;
 mod clickhouse_cmd;
 mod connections_cmd;
+mod control_store;
 mod demo;
 mod exit;
 mod input;
@@ -18,6 +20,7 @@ mod np_run;
 mod policy_cmd;
 mod render;
 mod route;
+mod run_gate;
 mod scaffold;
 mod shipped;
 mod telemetry;
@@ -272,12 +275,14 @@ mod exit_table {
     fn raised_by_the_cli() -> BTreeMap<String, u8> {
         let sources = [
             include_str!("activation.rs"),
+            include_str!("campaign.rs"),
             include_str!("campaign_cmd.rs"),
             include_str!("campaign_store_cmd.rs"),
             include_str!("clickhouse_cmd.rs"),
             include_str!("clickhouse_cmd/resolve.rs"),
             include_str!("clickhouse_cmd/wiring.rs"),
             include_str!("connections_cmd.rs"),
+            include_str!("control_store.rs"),
             include_str!("demo.rs"),
             include_str!("exit.rs"),
             include_str!("input.rs"),
@@ -285,6 +290,7 @@ mod exit_table {
             include_str!("np_run.rs"),
             include_str!("policy_cmd.rs"),
             include_str!("route.rs"),
+            include_str!("run_gate.rs"),
             include_str!("scaffold.rs"),
             include_str!("shipped.rs"),
             include_str!("trust_cmd.rs"),

@@ -80,16 +80,15 @@
 //! ClickHouse target's identity is not observed by this host).
 //! The store's URL is read from the variable `--store-url-env` names and never printed.
 
-pub mod deadline;
-
-use crate::campaign_store_cmd::{self, StoreArgs, store_failure};
+use crate::campaign;
+use crate::control_store::{self, store_failure};
 use crate::exit::{Failure, RETRY};
 use crate::route::{self, RouteArgs};
+use crate::run_gate::{Admitted, NpRunArgs, RunGate};
 use crate::shipped;
-use clap::Args;
 use dpone_adapter_np_control_store::{self as store, PgControlStore, Settled};
 use dpone_engine_nonproduction::enrollment::{
-    self, ConnectionRole, ObservedConnection, PhysicalIdentity, RunParticipant,
+    self, ConnectionRole, ObservedConnection, RunParticipant,
 };
 use dpone_engine_nonproduction::reservation_run::{
     self, ManifestMismatch, OpenRefusal, Outcome, Read, RunEnd,
@@ -100,79 +99,9 @@ use dpone_engine_xmin::registry::Endpoint;
 use dpone_engine_xmin::{ErrorCode, Route as XminRoute};
 use serde_json::{Value, json};
 use std::cell::RefCell;
-use std::path::PathBuf;
-use std::time::Instant;
 
 /// Code: the measured usage could not be recorded; the reservation stays unresolved (exit 75).
 pub const SETTLEMENT_UNRECORDED: &str = "DPONE_CLI_NP_SETTLEMENT_UNRECORDED";
-
-/// The options of `run` that put it under a nonproduction reservation.
-#[derive(Args)]
-pub struct NpRunArgs {
-    /// Run under this admitted reservation (`sha256:<hex>`, printed by `campaign admit`): its
-    /// rows and bytes bound the source read, its duration bound stops the run, and the
-    /// measured usage is settled after the run. The `--store-*` options say where the control
-    /// store is.
-    #[arg(long)]
-    pub np_reservation: Option<String>,
-    /// The composition the reservation's grant binds (an execution grant by its
-    /// `parent_release_digest`): its entry for the workload names the route whose enrolled
-    /// participants the run's connections must be. Required for the XMin route.
-    #[arg(long, requires = "np_reservation")]
-    pub np_composition: Option<PathBuf>,
-    #[command(flatten)]
-    pub store: StoreArgs,
-}
-
-/// What a run under a reservation may do: read at most `max_rows` / `max_bytes` from the
-/// source, and stop by `deadline`.
-#[derive(Clone, Copy, Debug)]
-pub struct Admitted {
-    /// The reservation's source rows.
-    pub max_rows: u64,
-    /// The reservation's source bytes.
-    pub max_bytes: u64,
-    /// The attempt's deadline.
-    pub deadline: Instant,
-}
-
-/// A route run under an admitted reservation, as the routes see it: the manifest bytes the
-/// route must parse, the checks before any source or target access, and the settlement.
-pub trait RunGate {
-    /// The manifest's exact bytes (read once; digested by [`RunGate::admit`]).
-    fn manifest(&self) -> &[u8];
-
-    /// Called once with the parsed manifest's workload name before any source or target
-    /// access; a refusal ends the command and nothing is read.
-    fn admit(&mut self, workload: &str) -> Result<Admitted, Failure>;
-
-    /// [`RunGate::admit`] for the XMin route, with its connections physically bound to the
-    /// enrolled participants of the workload's route before the claim (see the module's
-    /// documentation); a refusal ends the command and nothing is read or written.
-    fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {
-        self.admit(&route.manifest.name)
-    }
-
-    /// Called once after the run, also after a failure before the read (`read: None`): the
-    /// settlement's JSON for the run's output, and the failure to report when it could not be
-    /// recorded.
-    fn settle(
-        &mut self,
-        end: RunEnd,
-        read: Option<Read>,
-        http_bytes: u64,
-    ) -> (Value, Option<Failure>);
-}
-
-/// The failure of a run its reservation's deadline stopped (exit 1): settled `incomplete`;
-/// admit a new attempt (the ClickHouse operation resumes with the same `--invocation`).
-pub fn deadline_exceeded() -> Failure {
-    Failure::refused(
-        "DPONE_CLI_NP_ATTEMPT_DEADLINE_EXCEEDED",
-        "the reservation's attempt_seconds elapsed: the run was stopped before it committed or \
-         published and is settled incomplete; admit a new attempt",
-    )
-}
 
 /// `run --np-reservation`: the reservation's checks, the bounded run, the settlement.
 pub fn run(
@@ -191,7 +120,7 @@ pub fn run(
     let manifest = shipped::read_input(args.manifest_path()?, crate::input::InputKind::Manifest)?;
     let route = route::detect(&String::from_utf8_lossy(&manifest))?;
     let composition = match &np.np_composition {
-        Some(path) => Some(campaign_store_cmd::parse::<Composition>(
+        Some(path) => Some(campaign::parse::<Composition>(
             "composition",
             &shipped::read_input(path, crate::input::InputKind::NonproductionDocument)?,
         )?),
@@ -205,8 +134,8 @@ pub fn run(
         None => None,
     };
     let mut gate = Gate {
-        store: campaign_store_cmd::open(&np.store)?,
-        rt: campaign_store_cmd::runtime()?,
+        store: control_store::open(&np.store)?,
+        rt: control_store::runtime()?,
         id,
         manifest,
         composition,
@@ -296,41 +225,6 @@ fn xmin_connections(route: &XminRoute) -> Result<Vec<Planned>, Failure> {
     ])
 }
 
-/// Observes the identity of the database `ep` names, on a session of its own (one statement,
-/// [`enrollment::OBSERVE_SQL`]); failures carry a code only, never the endpoint.
-pub(crate) async fn observe(ep: &Endpoint, code: ErrorCode) -> Result<PhysicalIdentity, Failure> {
-    let conn = dpone_adapter_postgres::conn::connect(ep, code, "dpone-np-enrollment")
-        .await
-        .map_err(Failure::from)?;
-    let row = conn
-        .client
-        .query_one(enrollment::OBSERVE_SQL, &[])
-        .await
-        .map_err(|e| {
-            Failure::from(dpone_adapter_postgres::sql::db_error(
-                code,
-                "observe the identity",
-                &e,
-            ))
-        })?;
-    let (sys, name, oid): (Option<String>, Option<String>, Option<i64>) =
-        (row.get(0), row.get(1), row.get(2));
-    match (sys, name, oid.and_then(|o| u32::try_from(o).ok())) {
-        (Some(system_identifier), Some(database_name), Some(database_oid)) => {
-            Ok(PhysicalIdentity {
-                system_identifier,
-                database_name,
-                database_oid,
-            })
-        }
-        _ => Err(Failure::refused(
-            "DPONE_CLI_NP_PARTICIPANT_UNOBSERVABLE",
-            "the participant's identity could not be observed (system identifier, database \
-             name or OID missing)",
-        )),
-    }
-}
-
 /// The failure of a binding refusal, each code raised literally (`docs/cli.md`).
 fn binding_failure(code: &str, message: String) -> Failure {
     match code {
@@ -412,7 +306,7 @@ async fn bind_xmin(
             _ => ErrorCode::TargetConnect,
         };
         let identity = match &p.endpoint {
-            Some(ep) => match observe(ep, code).await {
+            Some(ep) => match control_store::observe(ep, code).await {
                 Ok(i) => Some(i),
                 Err(f) => {
                     let message = f.message.clone();

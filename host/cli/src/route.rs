@@ -48,7 +48,7 @@ impl RouteArgs {
 }
 
 /// Options of `run`: the route options, and the nonproduction reservation the run may be bound
-/// to (`crate::np_run`).
+/// to (`crate::run_gate`).
 #[derive(Args)]
 pub struct RunArgs {
     /// Route options.
@@ -56,7 +56,7 @@ pub struct RunArgs {
     pub route: RouteArgs,
     /// The admitted reservation and the control store.
     #[command(flatten)]
-    pub np: crate::np_run::NpRunArgs,
+    pub np: crate::run_gate::NpRunArgs,
 }
 
 /// Code of a route command run without `--manifest` (and of `check` with neither `--manifest`

@@ -6,9 +6,9 @@
 
 use crate::exit::{Failure, print_json};
 use crate::input::{InputKind, read_text};
-use crate::np_run::RunGate;
-use crate::np_run::deadline::DeadlineTarget;
 use crate::route::RouteArgs;
+use crate::run_gate::RunGate;
+use crate::run_gate::deadline::DeadlineTarget;
 use crate::shipped::{self, Policy, PolicySource};
 use clap::Subcommand;
 use dpone_adapter_mssql::target::{MssqlTarget, MssqlTargetSpec};
@@ -331,7 +331,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
         print_json(&out)?;
         match outcome {
             Ok(_) => unrecorded.map_or(Ok(()), Err),
-            Err(_) if stopped => Err(crate::np_run::deadline_exceeded()),
+            Err(_) if stopped => Err(crate::run_gate::deadline_exceeded()),
             Err(failure) => Err(Failure::xmin(failure.error.code(), failure.error.message())),
         }
     })

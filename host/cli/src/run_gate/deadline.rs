@@ -1,4 +1,4 @@
-//! The attempt's deadline at each route's safe stopping points (see [`crate::np_run`], step 4).
+//! The attempt's deadline at each route's safe stopping points (see `np_run`, step 4).
 //!
 //! - [`DeadlineTarget`] wraps the XMin route's target port: every boundary of the run (the
 //!   pre-read checks and each step of the run transaction) checks the deadline before it is

@@ -1,0 +1,85 @@
+//! The gate a route run passes under a nonproduction reservation, as the routes see it: the
+//! options that put `run` under a reservation ([`NpRunArgs`]), what the admitted reservation
+//! allows ([`Admitted`]), the [`RunGate`] the routes call before any source or target access and
+//! after the run, and the attempt's [`deadline`] at each route's safe stopping points. The gate
+//! itself (the control store behind it, the physical binding, the settlement) is
+//! `crate::np_run`; the routes (`xmin_cmd`, `clickhouse_cmd`) know only this module.
+
+pub mod deadline;
+
+use crate::control_store::StoreArgs;
+use crate::exit::Failure;
+use clap::Args;
+use dpone_engine_nonproduction::reservation_run::{Read, RunEnd};
+use dpone_engine_xmin::Route as XminRoute;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The options of `run` that put it under a nonproduction reservation.
+#[derive(Args)]
+pub struct NpRunArgs {
+    /// Run under this admitted reservation (`sha256:<hex>`, printed by `campaign admit`): its
+    /// rows and bytes bound the source read, its duration bound stops the run, and the
+    /// measured usage is settled after the run. The `--store-*` options say where the control
+    /// store is.
+    #[arg(long)]
+    pub np_reservation: Option<String>,
+    /// The composition the reservation's grant binds (an execution grant by its
+    /// `parent_release_digest`): its entry for the workload names the route whose enrolled
+    /// participants the run's connections must be. Required for the XMin route.
+    #[arg(long, requires = "np_reservation")]
+    pub np_composition: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// What a run under a reservation may do: read at most `max_rows` / `max_bytes` from the
+/// source, and stop by `deadline`.
+#[derive(Clone, Copy, Debug)]
+pub struct Admitted {
+    /// The reservation's source rows.
+    pub max_rows: u64,
+    /// The reservation's source bytes.
+    pub max_bytes: u64,
+    /// The attempt's deadline.
+    pub deadline: Instant,
+}
+
+/// A route run under an admitted reservation, as the routes see it: the manifest bytes the
+/// route must parse, the checks before any source or target access, and the settlement.
+pub trait RunGate {
+    /// The manifest's exact bytes (read once; digested by [`RunGate::admit`]).
+    fn manifest(&self) -> &[u8];
+
+    /// Called once with the parsed manifest's workload name before any source or target
+    /// access; a refusal ends the command and nothing is read.
+    fn admit(&mut self, workload: &str) -> Result<Admitted, Failure>;
+
+    /// [`RunGate::admit`] for the XMin route, with its connections physically bound to the
+    /// enrolled participants of the workload's route before the claim (see the module's
+    /// documentation); a refusal ends the command and nothing is read or written.
+    fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {
+        self.admit(&route.manifest.name)
+    }
+
+    /// Called once after the run, also after a failure before the read (`read: None`): the
+    /// settlement's JSON for the run's output, and the failure to report when it could not be
+    /// recorded.
+    fn settle(
+        &mut self,
+        end: RunEnd,
+        read: Option<Read>,
+        http_bytes: u64,
+    ) -> (Value, Option<Failure>);
+}
+
+/// The failure of a run its reservation's deadline stopped (exit 1): settled `incomplete`;
+/// admit a new attempt (the ClickHouse operation resumes with the same `--invocation`).
+pub fn deadline_exceeded() -> Failure {
+    Failure::refused(
+        "DPONE_CLI_NP_ATTEMPT_DEADLINE_EXCEEDED",
+        "the reservation's attempt_seconds elapsed: the run was stopped before it committed or \
+         published and is settled incomplete; admit a new attempt",
+    )
+}
