@@ -27,6 +27,9 @@ mod telemetry;
 mod trust_cmd;
 mod xmin_cmd;
 
+#[cfg(test)]
+mod layering;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
