@@ -22,9 +22,12 @@
 //! | any other code, or an exception without a code | `SERVER_ERROR` | rejected (fail closed) |
 //!
 //! Client-side failures: a broken or refused connection is `NETWORK` and a client timeout
-//! `TIMEOUT` (ambiguous for a mutation, unavailable for a read); a response that does not
-//! decode as the expected rows is `DECODE`, **rejected** (the same query decodes the same way
-//! next time, so retrying would loop); a statement the client cannot build is
+//! `TIMEOUT` (ambiguous for a mutation, unavailable for a read); over `https://`, a server
+//! certificate that does not verify is `TLS_CERTIFICATE`, **rejected** (the handshake fails
+//! before any request byte is sent, and the same server fails the same way), and any other TLS
+//! failure `TLS` (like `NETWORK`); a response that does not decode as the expected rows is
+//! `DECODE`, **rejected** (the same query decodes the same way next time, so retrying would
+//! loop); a statement the client cannot build is
 //! `STATEMENT_INVALID`, rejected. Anything else the client reports (an I/O failure while a
 //! body streams) counts as transport.
 
