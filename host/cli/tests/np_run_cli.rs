@@ -41,8 +41,7 @@ use std::process::{Command, Output, Stdio};
 use support::campaign as c;
 use support::np_store::*;
 
-/// The workload of the execution grant's membership the XMin manifest runs as.
-const WORKLOAD: &str = "pg-customers";
+use support::np_xmin::WORKLOAD;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -104,19 +103,8 @@ impl<'a> Xmin<'a> {
     /// `campaign enroll` of `participant` through this route's registry connection
     /// `connection`.
     fn enroll(&self, run: &Run<'_>, docs: &c::Docs, participant: &str, connection: &str) -> Output {
-        let args = [
-            "enroll".to_owned(),
-            "--policy".to_owned(),
-            run.file("policy.json", &c::canon(&docs.policy)),
-            "--policy-digest".to_owned(),
-            docs.policy_digest(),
-            "--participant".to_owned(),
-            participant.to_owned(),
-            "--connections".to_owned(),
-            self.registry.display().to_string(),
-            "--connection".to_owned(),
-            connection.to_owned(),
-        ];
+        let args =
+            support::np_xmin::enroll_args(run, docs, participant, &self.registry, connection);
         run.command(&args)
             .envs(&self.fixture.env)
             .output()
@@ -186,91 +174,11 @@ fn docs_for(pack: &str) -> c::Docs {
     docs
 }
 
-/// The enrolled participant the XMin route reads (the fixture's source database).
-const PG_READ: &str = "synth-pg-read";
-/// The enrolled participant the XMin route writes (the fixture's target and state database),
-/// enrolled by the policy beside the fixtures' participants.
-const PG_WRITE: &str = "synth-pg-write";
+use support::np_xmin::{PG_READ, PG_WRITE};
 
-/// A campaign whose workload `WORKLOAD` is the XMin manifest whose digest is `pack`, routed
-/// truthfully: PostgreSQL `synth-pg-read` (the fixture's source database) to PostgreSQL
-/// `synth-pg-write` (its target and state database), with exactly the relations the run reads
-/// (`read`, in the source database) and writes as its effects.
+/// [`support::np_xmin::xmin_docs`] for fixture `f`'s source and target databases.
 fn xmin_docs(pack: &str, f: &Fixture, read: &str) -> c::Docs {
-    use serde_json::json;
-    let mut docs = live_docs();
-    let participants = docs.policy["enrollment"]["participants"]
-        .as_array_mut()
-        .expect("participants");
-    participants.push(json!({
-        "access": "write", "engine": "postgresql", "participant_id": PG_WRITE,
-        "trust_tier": "non_production",
-    }));
-    participants.sort_by(|a, b| {
-        a["participant_id"]
-            .as_str()
-            .cmp(&b["participant_id"].as_str())
-    });
-    let route = json!({
-        "mode": "full_refresh", "source_engine": "postgresql", "source_participant": PG_READ,
-        "target_engine": "postgresql", "target_participant": PG_WRITE,
-        "workload_kind": "ordinary_transfer",
-    });
-    let (src, tgt) = (&f.src.name, &f.pg_target_db().name);
-    let mut effects = vec![
-        (PG_READ, format!("{src}.{read}"), "read", "read"),
-        (PG_WRITE, format!("{tgt}.dwh.items"), "write", "write"),
-    ];
-    for t in [
-        "dpone_source_state",
-        "dpone_run_state",
-        "dpone_commit_receipt",
-        "dpone_repair_authority",
-        "dpone_repair_authority_consumption",
-    ] {
-        effects.push((PG_WRITE, format!("{tgt}.dpone_state.{t}"), "write", "state"));
-    }
-    effects.sort();
-    let effects: Vec<Value> = effects
-        .into_iter()
-        .map(|(p, r, a, e)| json!({"access": a, "effect": e, "participant_id": p, "relation": r}))
-        .collect();
-    let old = docs.composition["workloads"]
-        .as_array()
-        .expect("workloads")
-        .iter()
-        .find(|w| w["workload_id"] == WORKLOAD)
-        .expect("the workload")["route"]
-        .clone();
-    for w in docs.composition["workloads"]
-        .as_array_mut()
-        .expect("workloads")
-    {
-        if w["workload_id"] == WORKLOAD {
-            w["route"] = route.clone();
-            w["effects"] = Value::Array(effects.clone());
-        }
-    }
-    docs.composition["scope"] = c::scope_of_effects(&docs.policy, &docs.composition);
-    let key = |r: &Value| {
-        [
-            "source_engine",
-            "source_participant",
-            "target_engine",
-            "target_participant",
-            "mode",
-            "workload_kind",
-        ]
-        .map(|k| r[k].as_str().unwrap_or_default().to_owned())
-    };
-    let routes = docs.egrant["routes"].as_array_mut().expect("routes");
-    routes.retain(|r| *r != old);
-    routes.push(route);
-    routes.sort_by_key(key);
-    docs.egrant["scope"] = docs.composition["scope"].clone();
-    docs.seal();
-    docs.set_pack(WORKLOAD, pack);
-    docs
+    support::np_xmin::xmin_docs(pack, &f.src.name, &f.pg_target_db().name, read)
 }
 
 fn json(out: &Output) -> Value {

@@ -493,7 +493,7 @@ fn only<'a>(spans: &'a [Span], name: &str) -> &'a Span {
 )]
 async fn the_nonproduction_authority_exports_admit_decide_and_settle_and_no_secrets() {
     use cli::campaign as c;
-    use cli::np_store::{Run, Store, id, live_docs, ok, refused};
+    use cli::np_store::{Run, Store, id, ok, refused};
 
     const WORKLOAD: &str = "pg-customers";
     let store = Store::new().await;
@@ -515,11 +515,22 @@ async fn the_nonproduction_authority_exports_admit_decide_and_settle_and_no_secr
     .as_str()
     .to_owned();
     let run = Run::new(&store);
-    let mut docs = live_docs();
-    docs.set_pack(WORKLOAD, &pack);
+    // The workload routed truthfully (PostgreSQL to PostgreSQL), its participants enrolled, so
+    // the reservation run binds to them.
+    let docs = cli::np_xmin::xmin_docs(&pack, &f.src.name, &f.pg_target_db().name, "public.items");
     let grant = c::canon(&docs.egrant);
     ok(&run.policy_register(&docs, None));
     ok(&run.grant_register(&docs, true, &grant));
+    for (participant, connection) in [
+        (cli::np_xmin::PG_READ, "pg_source"),
+        (cli::np_xmin::PG_WRITE, "pg_target"),
+    ] {
+        let args = cli::np_xmin::enroll_args(&run, &docs, participant, &registry, connection);
+        let enrolled = ok(&run.command(&args).envs(&f.env).output().expect("runs"));
+        assert_eq!(enrolled["result"], "enrolled", "{enrolled}");
+    }
+    let composition = dir.path().join("composition.json");
+    std::fs::write(&composition, c::canon(&docs.composition)).expect("write the composition");
     let scope_pin = pin("scope");
 
     // `campaign admit`: the `admit` phase under the command, every scope decision under it.
@@ -648,6 +659,8 @@ async fn the_nonproduction_authority_exports_admit_decide_and_settle_and_no_secr
     .arg("--artifact-dir")
     .arg(dir.path().join("artifacts"))
     .args(["--invocation", "otlp-np-1", "--np-reservation", &rid])
+    .arg("--np-composition")
+    .arg(&composition)
     .args(store.args())
     .output()
     .expect("dpone-host runs");
