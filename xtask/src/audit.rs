@@ -13,6 +13,7 @@
 //! are not checked (that needs the live crates.io index).
 
 use anyhow::{Context, Result, bail, ensure};
+use dpone_boundary::read::read_regular;
 use rustsec::advisory::Informational;
 use rustsec::report::{Report, Settings};
 use rustsec::{Database, Lockfile};
@@ -23,6 +24,17 @@ use std::process::Command;
 const SNAPSHOT_DIR: &str = "xtask/advisory-db";
 const ARCHIVE: &str = "snapshot.tar.gz";
 const RECORD: &str = "snapshot.toml";
+/// Ceilings of the files the audit reads (the archive is ~0.5 MiB; sources and the record are
+/// small), through the bounded reader: a FIFO or device named by a path is refused, never read.
+const MAX_ARCHIVE: u64 = 64 << 20;
+const MAX_TEXT: u64 = 4 << 20;
+
+/// `path` as UTF-8 text of at most [`MAX_TEXT`] bytes, or `None`.
+fn read_text(path: &Path) -> Option<String> {
+    read_regular(path, MAX_TEXT)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+}
 
 /// An advisory the project carries knowingly: its fixed release cannot be had here, and the
 /// mitigation closes the path to the bug. Each names the files that carry the mitigation and a
@@ -64,9 +76,7 @@ pub const MITIGATED: &[Mitigated] = &[Mitigated {
 pub fn missing_evidence(root: &Path, m: &Mitigated) -> Vec<String> {
     m.evidence
         .iter()
-        .filter(|(file, text)| {
-            !std::fs::read_to_string(root.join(file)).is_ok_and(|body| body.contains(text))
-        })
+        .filter(|(file, text)| !read_text(&root.join(file)).is_some_and(|body| body.contains(text)))
         .map(|(file, text)| format!("{file} does not contain {text:?}"))
         .collect()
 }
@@ -80,7 +90,7 @@ struct Snapshot {
 
 fn read_record(root: &Path) -> Result<Snapshot> {
     let path = root.join(SNAPSHOT_DIR).join(RECORD);
-    let text = std::fs::read_to_string(&path).with_context(|| format!("read {RECORD}"))?;
+    let text = read_text(&path).with_context(|| format!("read {RECORD}"))?;
     let table: toml::Table = text.parse().with_context(|| format!("parse {RECORD}"))?;
     let field = |key: &str| -> Result<String> {
         table
@@ -105,7 +115,7 @@ fn read_record(root: &Path) -> Result<Snapshot> {
 /// directory.
 fn unpack_vendored(root: &Path, snapshot: &Snapshot) -> Result<PathBuf> {
     let archive = root.join(SNAPSHOT_DIR).join(ARCHIVE);
-    let bytes = std::fs::read(&archive).with_context(|| format!("read {ARCHIVE}"))?;
+    let bytes = read_regular(&archive, MAX_ARCHIVE).with_context(|| format!("read {ARCHIVE}"))?;
     let digest = hex::encode(Sha256::digest(&bytes));
     ensure!(
         digest == snapshot.archive_sha256,
@@ -182,7 +192,7 @@ fn vendor(root: &Path, clone: &Path) -> Result<()> {
     ensure!(out.status.success(), "gzip failed");
     let dir = root.join(SNAPSHOT_DIR);
     std::fs::write(dir.join(ARCHIVE), &out.stdout)?;
-    let record = std::fs::read_to_string(dir.join(RECORD)).unwrap_or_default();
+    let record = read_text(&dir.join(RECORD)).unwrap_or_default();
     let comments: String = record
         .lines()
         .take_while(|l| l.starts_with('#'))
