@@ -150,6 +150,19 @@ pub fn finish(result: Result<(), Failure>) -> ExitCode {
     }
 }
 
+/// Prints a command's report: its JSON contract (pretty, one trailing newline) on stdout, or,
+/// in text mode (`--output text`, or a terminal under `--output auto`), the summary the report
+/// gives of itself ([`crate::render::Report::summary`]).
+pub fn print_report<R: crate::render::Report>(report: &R) -> Result<(), Failure> {
+    let text = if crate::render::text_mode() {
+        crate::render::report_text(report).trim_end().to_owned()
+    } else {
+        serde_json::to_string_pretty(report)
+            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?
+    };
+    write_stdout(&format!("{text}\n"))
+}
+
 /// Prints a value as pretty JSON on stdout, or, in text mode (`--output text`, or a terminal
 /// under `--output auto`), the human summary of that same JSON ([`crate::render`]).
 pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {

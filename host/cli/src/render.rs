@@ -1,14 +1,24 @@
-//! Human output at a terminal. The JSON a command prints stays the single source of truth:
-//! `exit::print_json` prints it unchanged unless the output mode is text (`--output
-//! text`, or `--output auto` — the default — with stdout a terminal), and then renders that same
-//! JSON value here as a short verdict-first summary: `done`, `refused: CODE` or `not finished`
-//! with the safe next action, then the few facts that matter, aligned. Colour only on a
-//! terminal and never with `NO_COLOR` set. Every value shown is cleaned of control characters
-//! and capped, so a value cannot drive the terminal.
+//! Human output at a terminal. Every command builds one typed report (a [`Report`]): its
+//! `Serialize` form is the JSON contract, and [`Report::summary`] — written beside the report,
+//! against its typed fields — is the terminal summary. `exit::print_report` prints the JSON
+//! unless the output mode is text (`--output text`, or `--output auto` — the default — with
+//! stdout a terminal), and then the summary: `done`, `refused: CODE` or `not finished` with the
+//! safe next action, then the few facts that matter, aligned. Colour only on a terminal and
+//! never with `NO_COLOR` set. Every value shown is cleaned of control characters and capped, so
+//! a value cannot drive the terminal.
 
+use serde::Serialize;
 use serde_json::Value;
+use std::fmt::Display;
 use std::io::IsTerminal;
 use std::sync::OnceLock;
+
+/// A command's report: the value its JSON contract serializes, and the terminal summary of
+/// that same value.
+pub trait Report: Serialize {
+    /// The verdict-first summary shown at a terminal.
+    fn summary(&self) -> Summary;
+}
 
 /// The `--output` flag.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -86,13 +96,19 @@ fn paint(verdict: Verdict, text: &str, color: bool) -> String {
     format!("\x1b[1;{code}m{text}\x1b[0m")
 }
 
-/// A value as one safe line: control characters replaced, at most 100 characters.
-fn clean(value: &Value) -> String {
-    let raw = match value {
-        Value::String(s) => s.clone(),
+/// A JSON value as one safe line: a string unquoted, `null` as `-`, anything else as JSON;
+/// then as [`clean`].
+pub fn clean_json(value: &Value) -> String {
+    match value {
+        Value::String(s) => clean(s),
         Value::Null => "-".to_owned(),
-        other => other.to_string(),
-    };
+        other => clean(other),
+    }
+}
+
+/// A value as one safe line: control characters replaced, at most 100 characters.
+pub fn clean(value: impl Display) -> String {
+    let raw = value.to_string();
     let mut out: String = raw
         .chars()
         .map(|c| if c.is_control() { '?' } else { c })
@@ -104,15 +120,21 @@ fn clean(value: &Value) -> String {
     out
 }
 
-/// A summary under construction.
-struct Summary {
+/// An optional value as one safe line, `-` when absent.
+pub fn clean_or_dash<T: Display>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), clean)
+}
+
+/// A summary under construction: a verdict, a headline, then `key  value` facts.
+pub struct Summary {
     verdict: Verdict,
     headline: String,
     facts: Vec<(String, String)>,
 }
 
 impl Summary {
-    fn new(verdict: Verdict, headline: impl Into<String>) -> Self {
+    /// A summary with its verdict and headline (cleaned by the caller where it holds values).
+    pub fn new(verdict: Verdict, headline: impl Into<String>) -> Self {
         Self {
             verdict,
             headline: headline.into(),
@@ -120,19 +142,72 @@ impl Summary {
         }
     }
 
-    fn fact(&mut self, key: &str, value: &Value) -> &mut Self {
-        if !value.is_null() {
-            self.facts.push((key.to_owned(), clean(value)));
+    /// A fact shown as one safe line ([`clean`]).
+    pub fn fact(&mut self, key: &str, value: impl Display) -> &mut Self {
+        self.facts.push((key.to_owned(), clean(value)));
+        self
+    }
+
+    /// A fact shown only when present.
+    pub fn fact_if<T: Display>(&mut self, key: &str, value: Option<T>) -> &mut Self {
+        if let Some(value) = value {
+            self.fact(key, value);
         }
         self
     }
 
-    fn line(&mut self, key: &str, value: impl Into<String>) -> &mut Self {
+    /// A JSON-valued fact ([`clean_json`]), left out when `null`: for values whose shape is
+    /// not the host's (a policy component's output).
+    pub fn json_fact(&mut self, key: &str, value: &Value) -> &mut Self {
+        if !value.is_null() {
+            self.facts.push((key.to_owned(), clean_json(value)));
+        }
+        self
+    }
+
+    /// A line assembled by the caller from cleaned parts and fixed text.
+    pub fn line(&mut self, key: &str, value: impl Into<String>) -> &mut Self {
         self.facts.push((key.to_owned(), value.into()));
         self
     }
 
-    fn finish(&self, color: bool) -> String {
+    /// The same summary with another verdict and headline.
+    pub fn verdict(mut self, verdict: Verdict, headline: impl Into<String>) -> Self {
+        self.verdict = verdict;
+        self.headline = headline.into();
+        self
+    }
+
+    /// The summary of a plain report: `verdict: headline`, then the report's top-level scalar
+    /// fields and the length of each of its lists (at most twelve lines, in the order of the
+    /// report's JSON). For reports whose every field is a fact worth showing as it is.
+    pub fn listing(verdict: Verdict, headline: impl Into<String>, report: &impl Serialize) -> Self {
+        let mut s = Self::new(verdict, headline);
+        let value = serde_json::to_value(report).unwrap_or(Value::Null);
+        s.list_fields(&value);
+        s
+    }
+
+    fn list_fields(&mut self, value: &Value) {
+        if let Value::Object(map) = value {
+            for (k, value) in map.iter().filter(|(_, x)| !x.is_object() && !x.is_array()) {
+                if self.facts.len() < 12 {
+                    self.json_fact(&k.replace('_', " "), value);
+                }
+            }
+            for (k, value) in map.iter().filter(|(_, x)| x.is_array()) {
+                if self.facts.len() < 12 {
+                    self.line(
+                        &k.replace('_', " "),
+                        format!("{} items", value.as_array().map_or(0, Vec::len)),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The summary as text, colour only when asked.
+    pub fn finish(&self, color: bool) -> String {
         let word = match self.verdict {
             Verdict::Done => "done",
             Verdict::Refused => "refused",
@@ -149,6 +224,24 @@ impl Summary {
             out.push_str(&format!("  {k:<width$}  {v}\n"));
         }
         out
+    }
+}
+
+/// The summary of `report` as this process shows it (colour per [`configure`]).
+pub fn report_text(report: &impl Report) -> String {
+    let color = MODE.get().is_some_and(|m| m.color);
+    report.summary().finish(color)
+}
+
+/// What a policy decision output says in one word: the variant of a one-key object, an
+/// object's `decision`, or the value itself.
+pub fn decision_outcome(output: &Value) -> String {
+    match output {
+        Value::Object(map) if map.len() == 1 => map.keys().next().cloned().unwrap_or_default(),
+        Value::Object(map) => map
+            .get("decision")
+            .map_or_else(|| "decided".to_owned(), clean_json),
+        other => clean_json(other),
     }
 }
 
@@ -183,23 +276,13 @@ pub fn render(kind: &str, value: &Value, color: bool) -> String {
     summary.finish(color)
 }
 
-fn decision_outcome(output: &Value) -> String {
-    match output {
-        Value::Object(map) if map.len() == 1 => map.keys().next().cloned().unwrap_or_default(),
-        Value::Object(map) => map
-            .get("decision")
-            .map_or_else(|| "decided".to_owned(), clean),
-        other => clean(other),
-    }
-}
-
 fn run(v: &Value) -> Summary {
     let mut s = if let Some(outcome) = v.get("outcome").filter(|o| o.is_object()) {
-        let mut s = Summary::new(Verdict::Done, clean(&outcome["status"]));
+        let mut s = Summary::new(Verdict::Done, clean_json(&outcome["status"]));
         let m = &outcome["receipt"]["metrics"];
-        s.fact("invocation", &v["invocation_id"]);
-        s.fact("load", &outcome["load"]);
-        s.fact("delete mode", &outcome["delete_mode"]);
+        s.json_fact("invocation", &v["invocation_id"]);
+        s.json_fact("load", &outcome["load"]);
+        s.json_fact("delete mode", &outcome["delete_mode"]);
         for key in [
             "inserted",
             "updated",
@@ -210,7 +293,7 @@ fn run(v: &Value) -> Summary {
             "active",
         ] {
             if m[key].as_u64().is_some_and(|n| n > 0) || key == "active" {
-                s.fact(&key.replace('_', " "), &m[key]);
+                s.json_fact(&key.replace('_', " "), &m[key]);
             }
         }
         if let Some(e) = outcome.get("guard_evidence").filter(|e| e.is_object()) {
@@ -219,12 +302,12 @@ fn run(v: &Value) -> Summary {
                 format!(
                     "{} ({}, fuel {})",
                     decision_outcome(&e["output"]),
-                    clean(&outcome["guard_reason"]),
-                    clean(&e["fuel_used"])
+                    clean_json(&outcome["guard_reason"]),
+                    clean_json(&e["fuel_used"])
                 ),
             );
         }
-        s.fact("receipt", &outcome["receipt"]["receipt_id"]);
+        s.json_fact("receipt", &outcome["receipt"]["receipt_id"]);
         s
     } else if let Some(f) = v.get("failure").filter(|f| f.is_object()) {
         let code = f["error"]["code"]
@@ -233,13 +316,13 @@ fn run(v: &Value) -> Summary {
             .unwrap_or("?");
         let unknown = f["phase"] == "commit" || f["rolled_back"] == false;
         let mut s = if unknown {
-            Summary::new(Verdict::NotFinished, clean(&Value::from(code)))
+            Summary::new(Verdict::NotFinished, clean(code))
         } else {
-            Summary::new(Verdict::Refused, clean(&Value::from(code)))
+            Summary::new(Verdict::Refused, clean(code))
         };
-        s.fact("invocation", &v["invocation_id"]);
-        s.fact("phase", &f["phase"]);
-        s.fact("reason", f["error"].get("message").unwrap_or(&f["message"]));
+        s.json_fact("invocation", &v["invocation_id"]);
+        s.json_fact("phase", &f["phase"]);
+        s.json_fact("reason", f["error"].get("message").unwrap_or(&f["message"]));
         s.line(
             "next",
             if unknown {
@@ -259,8 +342,8 @@ fn run(v: &Value) -> Summary {
             "read",
             format!(
                 "{} rows, {} bytes{}",
-                clean(&m["rows"]),
-                clean(&m["source_bytes"]),
+                clean_json(&m["rows"]),
+                clean_json(&m["source_bytes"]),
                 if m["complete"] == false {
                     " (incomplete)"
                 } else {
@@ -270,8 +353,8 @@ fn run(v: &Value) -> Summary {
         );
     }
     if let Some(r) = v.get("np_reservation").filter(|r| r.is_object()) {
-        s.fact("reservation", &r["reservation_id"]);
-        s.fact("settled", &r["outcome"]);
+        s.json_fact("reservation", &r["reservation_id"]);
+        s.json_fact("settled", &r["outcome"]);
     }
     s
 }
@@ -279,32 +362,32 @@ fn run(v: &Value) -> Summary {
 /// The ClickHouse publication route's reports (`check`, `plan`, `run`, `status`).
 fn clickhouse(v: &Value) -> Summary {
     let blockers = v["blockers"].as_array().map_or(0, Vec::len);
-    let code = v["error"].as_str().map(|c| clean(&Value::from(c)));
+    let code = v["error"].as_str().map(|c| clean(c));
     let mut s = match v["outcome"].as_str() {
         Some("completed") => Summary::new(Verdict::Done, "published"),
         Some("in_progress") => Summary::new(
             Verdict::NotFinished,
-            format!("members still executing ({})", clean(&v["phase"])),
+            format!("members still executing ({})", clean_json(&v["phase"])),
         ),
         Some(other) => Summary::new(
             Verdict::Refused,
-            code.clone().unwrap_or_else(|| clean(&Value::from(other))),
+            code.clone().unwrap_or_else(|| clean(other)),
         ),
         None if v["admitted"] == false || blockers > 0 => {
             Summary::new(Verdict::Refused, format!("{blockers} blocker(s)"))
         }
-        None => Summary::new(Verdict::Done, clean(&v["command"])),
+        None => Summary::new(Verdict::Done, clean_json(&v["command"])),
     };
-    s.fact("workload", &v["workload"]);
-    s.fact("operation", &v["operation_id"]);
+    s.json_fact("workload", &v["workload"]);
+    s.json_fact("operation", &v["operation_id"]);
     if let Some(r) = v.get("receipt").filter(|r| r.is_object()) {
-        s.fact("publication", &r["publication"]["kind"]);
+        s.json_fact("publication", &r["publication"]["kind"]);
         s.line(
             "artifact",
             format!(
                 "{} rows, {} bytes",
-                clean(&r["artifact"]["row_count"]),
-                clean(&r["artifact"]["byte_size"])
+                clean_json(&r["artifact"]["row_count"]),
+                clean_json(&r["artifact"]["byte_size"])
             ),
         );
     }
@@ -313,8 +396,8 @@ fn clickhouse(v: &Value) -> Summary {
             "read",
             format!(
                 "{} rows, {} bytes",
-                clean(&m["source"]["rows"]),
-                clean(&m["source"]["source_bytes"])
+                clean_json(&m["source"]["rows"]),
+                clean_json(&m["source"]["source_bytes"])
             ),
         );
         if let Some(loads) = m["http_body"].as_array() {
@@ -326,15 +409,15 @@ fn clickhouse(v: &Value) -> Summary {
     }
     if blockers > 0 {
         for b in v["blockers"].as_array().into_iter().flatten().take(5) {
-            s.fact("blocker", b.get("code").unwrap_or(b));
+            s.json_fact("blocker", b.get("code").unwrap_or(b));
         }
     }
-    s.fact("recovery", &v["recovery"]);
+    s.json_fact("recovery", &v["recovery"]);
     if v["outcome"] == "in_progress" {
         s.line("next", "run again with the same --invocation");
     }
     if let Some(r) = v.get("np_reservation").filter(|r| r.is_object()) {
-        s.fact("reservation", &r["reservation_id"]);
+        s.json_fact("reservation", &r["reservation_id"]);
     }
     s
 }
@@ -354,22 +437,22 @@ fn status(v: &Value) -> Summary {
     } else {
         Summary::new(Verdict::Done, "state ok")
     };
-    s.fact("state key", &v["state_key"]);
+    s.json_fact("state key", &v["state_key"]);
     if state.is_object() {
         s.line(
             "checkpoint",
             format!(
                 "xmin {} revision {}",
-                clean(&state["checkpoint"]["xmin"]),
-                clean(&state["checkpoint"]["revision"])
+                clean_json(&state["checkpoint"]["xmin"]),
+                clean_json(&state["checkpoint"]["revision"])
             ),
         );
     }
     let receipts = v["receipts"].as_array().map_or(&[][..], Vec::as_slice);
     s.line("receipts", receipts.len().to_string());
     if let Some(latest) = receipts.first() {
-        s.fact("latest receipt", &latest["receipt_id"]);
-        s.fact("latest invocation", &latest["invocation_id"]);
+        s.json_fact("latest receipt", &latest["receipt_id"]);
+        s.json_fact("latest invocation", &latest["invocation_id"]);
     }
     s
 }
@@ -378,25 +461,25 @@ fn admit(v: &Value) -> Summary {
     if v["result"] == "admitted" {
         let r = &v["reservation"];
         let mut s = Summary::new(Verdict::Done, "admitted");
-        s.fact("reservation", &r["reservation_id"]);
-        s.fact("workload", &r["workload_id"]);
-        s.fact("attempt", &r["attempt_id"]);
-        s.fact("phase", &r["phase"]);
+        s.json_fact("reservation", &r["reservation_id"]);
+        s.json_fact("workload", &r["workload_id"]);
+        s.json_fact("attempt", &r["attempt_id"]);
+        s.json_fact("phase", &r["phase"]);
         s.line(
             "reserved",
             format!(
                 "{} rows, {} bytes, {} s",
-                clean(&r["source_rows"]),
-                clean(&r["source_bytes"]),
-                clean(&r["attempt_seconds"])
+                clean_json(&r["source_rows"]),
+                clean_json(&r["source_bytes"]),
+                clean_json(&r["attempt_seconds"])
             ),
         );
-        s.fact("scope decision", &v["evidence"]["scope"]["decision"]);
+        s.json_fact("scope decision", &v["evidence"]["scope"]["decision"]);
         s
     } else if v["result"] == "refused" {
-        let mut s = Summary::new(Verdict::Refused, clean(&v["code"]));
-        s.fact("workload", &v["workload_id"]);
-        s.fact("scope decision", &v["decision"]);
+        let mut s = Summary::new(Verdict::Refused, clean_json(&v["code"]));
+        s.json_fact("workload", &v["workload_id"]);
+        s.json_fact("scope decision", &v["decision"]);
         s.line("next", "nothing was reserved");
         s
     } else {
@@ -411,23 +494,27 @@ fn policy_test(v: &Value) -> Summary {
             Verdict::Done,
             format!(
                 "{} of {} rows passed",
-                clean(&v["passed"]),
-                clean(&v["rows"])
+                clean_json(&v["passed"]),
+                clean_json(&v["rows"])
             ),
         )
     } else {
         Summary::new(
             Verdict::Refused,
-            format!("{failed} of {} rows failed", clean(&v["rows"])),
+            format!("{failed} of {} rows failed", clean_json(&v["rows"])),
         )
     };
-    s.fact("policy", &v["kind"]);
-    s.fact("function", &v["function"]);
-    s.fact("component", &v["component_sha256"]);
+    s.json_fact("policy", &v["kind"]);
+    s.json_fact("function", &v["function"]);
+    s.json_fact("component", &v["component_sha256"]);
     for t in v["tables"].as_array().into_iter().flatten() {
         s.line(
-            &format!("table {}", clean(&t["table"])),
-            format!("{} rows, {} failed", clean(&t["rows"]), clean(&t["failed"])),
+            &format!("table {}", clean_json(&t["table"])),
+            format!(
+                "{} rows, {} failed",
+                clean_json(&t["rows"]),
+                clean_json(&t["failed"])
+            ),
         );
     }
     s
@@ -436,10 +523,10 @@ fn policy_test(v: &Value) -> Summary {
 fn policy_eval(v: &Value) -> Summary {
     let e = &v["evidence"];
     let mut s = Summary::new(Verdict::Done, decision_outcome(&v["decision"]));
-    s.fact("policy", &e["kind"]);
-    s.fact("function", &e["function"]);
-    s.fact("fuel used", &e["fuel_used"]);
-    s.fact("component", &e["component_sha256"]);
+    s.json_fact("policy", &e["kind"]);
+    s.json_fact("function", &e["function"]);
+    s.json_fact("fuel used", &e["fuel_used"]);
+    s.json_fact("component", &e["component_sha256"]);
     s
 }
 
@@ -454,11 +541,11 @@ fn demo(v: &Value) -> Summary {
     );
     for d in decisions {
         s.line(
-            &format!("{} {}", clean(&d["kind"]), clean(&d["function"])),
+            &format!("{} {}", clean_json(&d["kind"]), clean_json(&d["function"])),
             format!(
                 "{} (fuel {})",
                 decision_outcome(&d["output"]),
-                clean(&d["fuel_used"])
+                clean_json(&d["fuel_used"])
             ),
         );
     }
@@ -481,16 +568,16 @@ fn xmin_check(kind: &str, v: &Value) -> Summary {
     } else if conflict {
         Summary::new(Verdict::Refused, "state schema conflict")
     } else {
-        Summary::new(Verdict::Refused, clean(&v["status"]))
+        Summary::new(Verdict::Refused, clean_json(&v["status"]))
     };
-    s.fact("workload", &v["workload"]);
-    s.fact("route", &v["route"]);
+    s.json_fact("workload", &v["workload"]);
+    s.json_fact("route", &v["route"]);
     s.line(
         "moves",
         format!(
             "{} -> {}",
-            clean(&v["source_relation"]),
-            clean(&v["target"])
+            clean_json(&v["source_relation"]),
+            clean_json(&v["target"])
         ),
     );
     if let Some(key) = v["unique_key"].as_array() {
@@ -499,8 +586,8 @@ fn xmin_check(kind: &str, v: &Value) -> Summary {
             key.iter().map(clean).collect::<Vec<_>>().join(", "),
         );
     }
-    s.fact("delete mode", &v["delete_mode"]);
-    s.fact("state key", &v["identity"]["state_key"]);
+    s.json_fact("delete mode", &v["delete_mode"]);
+    s.json_fact("state key", &v["identity"]["state_key"]);
     if let Some(e) = v.get("delete_plan_evidence").filter(|e| e.is_object()) {
         s.line(
             "delete plan",
@@ -508,7 +595,7 @@ fn xmin_check(kind: &str, v: &Value) -> Summary {
                 "{} rules (delete-mode {}, fuel {})",
                 v["delete_plan"]["rules"].as_array().map_or(0, Vec::len),
                 decision_outcome(&e["output"]),
-                clean(&e["fuel_used"])
+                clean_json(&e["fuel_used"])
             ),
         );
     }
@@ -521,7 +608,7 @@ fn xmin_check(kind: &str, v: &Value) -> Summary {
             "guards",
             format!(
                 "at most {} deletes, delete ratio at most {ratio}",
-                clean(&g["max_delete_rows"])
+                clean_json(&g["max_delete_rows"])
             ),
         );
     }
@@ -536,7 +623,7 @@ fn xmin_check(kind: &str, v: &Value) -> Summary {
         );
     }
     for d in v["deprecations"].as_array().into_iter().flatten().take(3) {
-        s.fact("deprecated", d);
+        s.json_fact("deprecated", d);
     }
     s.line(
         "next",
@@ -554,20 +641,20 @@ fn resolve(v: &Value) -> Summary {
     let r = &v["resolve"];
     let transition = format!(
         "{} {} -> {}",
-        clean(&r["resolution"]),
-        clean(&r["from"]),
-        clean(&r["to"])
+        clean_json(&r["resolution"]),
+        clean_json(&r["from"]),
+        clean_json(&r["to"])
     );
     let mut s = match r["outcome"].as_str() {
         Some("proposed") => Summary::new(Verdict::Done, format!("proposed {transition}")),
         Some("recorded") => Summary::new(Verdict::Done, format!("recorded {transition}")),
-        _ if r["retryable"] == true => Summary::new(Verdict::NotFinished, clean(&r["code"])),
-        _ => Summary::new(Verdict::Refused, clean(&r["code"])),
+        _ if r["retryable"] == true => Summary::new(Verdict::NotFinished, clean_json(&r["code"])),
+        _ => Summary::new(Verdict::Refused, clean_json(&r["code"])),
     };
-    s.fact("workload", &v["workload"]);
-    s.fact("operation", &r["operation_id"]);
-    s.fact("phase", &r["phase"]);
-    s.fact("keeper version", &r["keeper_version"]);
+    s.json_fact("workload", &v["workload"]);
+    s.json_fact("operation", &r["operation_id"]);
+    s.json_fact("phase", &r["phase"]);
+    s.json_fact("keeper version", &r["keeper_version"]);
     let members = r["members"].as_array().map_or(&[][..], Vec::as_slice);
     if !members.is_empty() {
         let reachable = members.iter().filter(|m| m["reachable"] == true).count();
@@ -576,20 +663,20 @@ fn resolve(v: &Value) -> Summary {
             format!("{reachable} of {} reachable", members.len()),
         );
     }
-    s.fact("reason", &r["reason"]);
-    s.fact("proof", &r["proof"]);
+    s.json_fact("reason", &r["reason"]);
+    s.json_fact("proof", &r["proof"]);
     if let Some(drops) = r["drops"].as_array().filter(|d| !d.is_empty()) {
         s.line("candidates dropped", drops.len().to_string());
     }
-    s.fact("recorded at", &r["recorded_version"]);
+    s.json_fact("recorded at", &r["recorded_version"]);
     s.line(
         "next",
         match r["outcome"].as_str() {
             Some("proposed") => "nothing was changed; run again with --apply to record it".into(),
             _ if r["retryable"] == true => {
-                format!("resolve again later ({})", clean(&r["recovery"]))
+                format!("resolve again later ({})", clean_json(&r["recovery"]))
             }
-            _ => clean(&r["recovery"]),
+            _ => clean_json(&r["recovery"]),
         },
     );
     s
@@ -609,14 +696,14 @@ fn campaign_status(v: &Value) -> Summary {
         Summary::new(Verdict::Refused, "expired: admits no new work")
     };
     let r = &v["registration"];
-    s.fact("grant", &r["grant_id"]);
-    s.fact("phase", &r["phase"]);
+    s.json_fact("grant", &r["grant_id"]);
+    s.json_fact("phase", &r["phase"]);
     s.line(
         "trust revision",
         format!(
             "{} registered, {} current",
-            clean(&r["original_trust"]["revision"]),
-            clean(&v["current_trust"]["revision"])
+            clean_json(&r["original_trust"]["revision"]),
+            clean_json(&v["current_trust"]["revision"])
         ),
     );
     let p = &v["pool"];
@@ -624,25 +711,25 @@ fn campaign_status(v: &Value) -> Summary {
         "attempts",
         format!(
             "{} ({} unresolved)",
-            clean(&p["attempts"]),
-            clean(&p["unresolved"])
+            clean_json(&p["attempts"]),
+            clean_json(&p["unresolved"])
         ),
     );
     s.line(
         "reserved",
         format!(
             "{} rows, {} bytes",
-            clean(&p["reserved_source_rows"]),
-            clean(&p["reserved_source_bytes"])
+            clean_json(&p["reserved_source_rows"]),
+            clean_json(&p["reserved_source_bytes"])
         ),
     );
     s.line(
         "measured",
         format!(
             "{} rows, {} bytes, {} http bytes",
-            clean(&p["measured_source_rows"]),
-            clean(&p["measured_source_bytes"]),
-            clean(&p["measured_http_bytes"])
+            clean_json(&p["measured_source_rows"]),
+            clean_json(&p["measured_source_bytes"]),
+            clean_json(&p["measured_http_bytes"])
         ),
     );
     s.line(
@@ -654,7 +741,7 @@ fn campaign_status(v: &Value) -> Summary {
             "probed",
             format!(
                 "{} {}",
-                clean(&probed["reservation_id"]),
+                clean_json(&probed["reservation_id"]),
                 if probed["found"] == false {
                     "not found"
                 } else {
@@ -684,31 +771,31 @@ fn campaign_verify(v: &Value) -> Summary {
                 Verdict::Done,
                 format!("verified, {} workload(s) in scope", decisions.len()),
             );
-            s.fact("phase", &v["phase"]);
-            s.fact("grant", &v["grant_id"]);
-            s.fact("campaign", &v["campaign_id"]);
-            s.fact("environment", &v["environment_id"]);
-            s.fact("signer", &v["signature"]["signer_identity"]);
-            s.fact("revocation epoch", &v["reopen"]["revocation_epoch"]);
+            s.json_fact("phase", &v["phase"]);
+            s.json_fact("grant", &v["grant_id"]);
+            s.json_fact("campaign", &v["campaign_id"]);
+            s.json_fact("environment", &v["environment_id"]);
+            s.json_fact("signer", &v["signature"]["signer_identity"]);
+            s.json_fact("revocation epoch", &v["reopen"]["revocation_epoch"]);
             for d in decisions.iter().take(8) {
                 s.line(
-                    &format!("workload {}", clean(&d["workload_id"])),
+                    &format!("workload {}", clean_json(&d["workload_id"])),
                     format!(
                         "{} ({}, fuel {})",
-                        clean(&d["decision"]),
-                        clean(&d["code"]),
-                        clean(&d["evidence"]["fuel_used"])
+                        clean_json(&d["decision"]),
+                        clean_json(&d["code"]),
+                        clean_json(&d["evidence"]["fuel_used"])
                     ),
                 );
             }
             s
         }
         Some("refused") => {
-            let mut s = Summary::new(Verdict::Refused, clean(&v["code"]));
-            s.fact("phase", &v["phase"]);
-            s.fact("workload", &v["workload_id"]);
-            s.fact("scope decision", &v["decision"]);
-            s.fact("fuel used", &v["evidence"]["fuel_used"]);
+            let mut s = Summary::new(Verdict::Refused, clean_json(&v["code"]));
+            s.json_fact("phase", &v["phase"]);
+            s.json_fact("workload", &v["workload_id"]);
+            s.json_fact("scope decision", &v["decision"]);
+            s.json_fact("fuel used", &v["evidence"]["fuel_used"]);
             s.line(
                 "next",
                 "nothing was admitted; the grant does not cover this workload",
@@ -722,7 +809,7 @@ fn campaign_verify(v: &Value) -> Summary {
 /// `bundle verify`, `bundle activate` and `verify-bundle`.
 fn bundle(kind: &str, v: &Value) -> Summary {
     if v["verified"] == false {
-        let mut s = Summary::new(Verdict::Refused, clean(&v["error"]));
+        let mut s = Summary::new(Verdict::Refused, clean_json(&v["error"]));
         s.line("next", "nothing was trusted or activated");
         return s;
     }
@@ -730,7 +817,7 @@ fn bundle(kind: &str, v: &Value) -> Summary {
         let mut s = Summary::new(Verdict::Done, "verified");
         if let Value::Object(map) = &v["outcome"] {
             for (k, value) in map.iter().filter(|(_, x)| !x.is_object() && !x.is_array()) {
-                s.fact(&k.replace('_', " "), value);
+                s.json_fact(&k.replace('_', " "), value);
             }
         }
         return s;
@@ -749,31 +836,34 @@ fn bundle(kind: &str, v: &Value) -> Summary {
         "bundle",
         format!(
             "{} {}",
-            clean(&e["bundle"]["name"]),
-            clean(&e["bundle"]["version"])
+            clean_json(&e["bundle"]["name"]),
+            clean_json(&e["bundle"]["version"])
         ),
     );
-    s.fact("manifest", &e["manifest_sha256"]);
+    s.json_fact("manifest", &e["manifest_sha256"]);
     s.line(
         "signatures",
         format!(
             "{} of threshold {}",
             e["signers"].as_array().map_or(0, Vec::len),
-            clean(&e["threshold"])
+            clean_json(&e["threshold"])
         ),
     );
     for c in e["components"].as_array().into_iter().flatten() {
-        s.fact(&format!("component {}", clean(&c["kind"])), &c["sha256"]);
+        s.json_fact(
+            &format!("component {}", clean_json(&c["kind"])),
+            &c["sha256"],
+        );
     }
     if activated {
         let ev = &v["evidence"];
         for t in ev["tables"].as_array().into_iter().flatten() {
             s.line(
-                &format!("table {}", clean(&t["kind"])),
+                &format!("table {}", clean_json(&t["kind"])),
                 format!(
                     "{} of {} rows agreed",
-                    clean(&t["agreed"]),
-                    clean(&t["rows"])
+                    clean_json(&t["agreed"]),
+                    clean_json(&t["rows"])
                 ),
             );
         }
@@ -783,11 +873,11 @@ fn bundle(kind: &str, v: &Value) -> Summary {
             .flatten()
         {
             s.line(
-                &format!("conformance {}", clean(&t["kind"])),
+                &format!("conformance {}", clean_json(&t["kind"])),
                 format!(
                     "{} passed, {} failed",
-                    clean(&t["passed"]),
-                    clean(&t["failed"])
+                    clean_json(&t["passed"]),
+                    clean_json(&t["failed"])
                 ),
             );
         }
@@ -812,12 +902,12 @@ fn generic(v: &Value) -> Summary {
         } else {
             Verdict::Done
         },
-        word.map(|w| clean(&Value::from(w))).unwrap_or_default(),
+        word.map(|w| clean(w)).unwrap_or_default(),
     );
     if let Value::Object(map) = v {
         for (k, value) in map.iter().filter(|(_, x)| !x.is_object() && !x.is_array()) {
             if s.facts.len() < 12 {
-                s.fact(&k.replace('_', " "), value);
+                s.json_fact(&k.replace('_', " "), value);
             }
         }
         for (k, value) in map.iter().filter(|(_, x)| x.is_array()) {
