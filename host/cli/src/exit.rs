@@ -157,7 +157,7 @@ pub fn print_report<R: crate::render::Report>(report: &R) -> Result<(), Failure>
     let text = if crate::render::text_mode() {
         crate::render::report_text(report).trim_end().to_owned()
     } else {
-        serde_json::to_string_pretty(report)
+        crate::render::report_json(report)
             .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?
     };
     write_stdout(&format!("{text}\n"))

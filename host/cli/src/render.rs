@@ -16,8 +16,23 @@ use std::sync::OnceLock;
 /// A command's report: the value its JSON contract serializes, and the terminal summary of
 /// that same value.
 pub trait Report: Serialize {
+    /// True when the report's JSON lists every object's keys in sorted order, at every depth:
+    /// the contract of the reports that were first printed as untyped JSON values, kept byte
+    /// for byte.
+    const SORTED_KEYS: bool = false;
+
     /// The verdict-first summary shown at a terminal.
     fn summary(&self) -> Summary;
+}
+
+/// A report's JSON contract: pretty-printed, in the report's field order or, for a report with
+/// [`Report::SORTED_KEYS`], with every object's keys sorted.
+pub fn report_json<R: Report>(report: &R) -> serde_json::Result<String> {
+    if R::SORTED_KEYS {
+        serde_json::to_string_pretty(&serde_json::to_value(report)?)
+    } else {
+        serde_json::to_string_pretty(report)
+    }
 }
 
 /// The `--output` flag.
@@ -206,6 +221,15 @@ impl Summary {
         }
     }
 
+    /// The summary of a report whose every top-level fact is worth showing as it is: a verdict
+    /// from its `result`, `status`, `outcome` or `verdict` word (refused when that word is
+    /// `refused`, `denied` or `failed`, when it carries a `failure`, or says `"verified": false`),
+    /// then its top-level scalar fields and the length of each of its lists (at most twelve
+    /// lines, in the order of the report's JSON).
+    pub fn of_fields(report: &impl Serialize) -> Self {
+        generic(&serde_json::to_value(report).unwrap_or(Value::Null))
+    }
+
     /// The summary as text, colour only when asked.
     pub fn finish(&self, color: bool) -> String {
         let word = match self.verdict {
@@ -362,7 +386,7 @@ fn run(v: &Value) -> Summary {
 /// The ClickHouse publication route's reports (`check`, `plan`, `run`, `status`).
 fn clickhouse(v: &Value) -> Summary {
     let blockers = v["blockers"].as_array().map_or(0, Vec::len);
-    let code = v["error"].as_str().map(|c| clean(c));
+    let code = v["error"].as_str().map(clean);
     let mut s = match v["outcome"].as_str() {
         Some("completed") => Summary::new(Verdict::Done, "published"),
         Some("in_progress") => Summary::new(
@@ -902,7 +926,7 @@ fn generic(v: &Value) -> Summary {
         } else {
             Verdict::Done
         },
-        word.map(|w| clean(w)).unwrap_or_default(),
+        word.map(clean).unwrap_or_default(),
     );
     if let Value::Object(map) = v {
         for (k, value) in map.iter().filter(|(_, x)| !x.is_object() && !x.is_array()) {
@@ -1086,5 +1110,41 @@ mod tests {
             "{text}"
         );
         assert!(render("other", &v, true).starts_with("\x1b[1;32mdone\x1b[0m"));
+    }
+}
+
+/// Pins of the reports' JSON contracts and terminal summaries: `host/cli/tests/golden/reports/
+/// NAME.json` holds the exact bytes the command prints, `NAME.txt` the summary without colour.
+/// `DPONE_BLESS_REPORTS=1` rewrites them (a change to review, never a way to pass).
+#[cfg(test)]
+pub mod golden {
+    use super::{Report, report_json};
+    use std::path::PathBuf;
+
+    fn path(name: &str, ext: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden/reports")
+            .join(format!("{name}.{ext}"))
+    }
+
+    fn pin(name: &str, ext: &str, actual: &str) {
+        let file = path(name, ext);
+        if std::env::var_os("DPONE_BLESS_REPORTS").is_some() {
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("golden dir");
+            std::fs::write(&file, actual).expect("write golden");
+            return;
+        }
+        let expected = std::fs::read_to_string(&file).unwrap_or_else(|_| {
+            panic!("no pin {name}.{ext}: run with DPONE_BLESS_REPORTS=1 and review it")
+        });
+        assert_eq!(actual, expected, "{name}.{ext} differs from its pin");
+    }
+
+    /// Asserts the report's JSON (as printed, with its trailing newline) and its summary
+    /// against their pins.
+    pub fn assert_pinned<R: Report>(name: &str, report: &R) {
+        let json = report_json(report).expect("report serializes");
+        pin(name, "json", &format!("{json}\n"));
+        pin(name, "txt", &report.summary().finish(false));
     }
 }
