@@ -20,6 +20,7 @@
 //! Output carries digests, opaque member ids, stable codes and manifest names only: never
 //! endpoints, credentials, local paths or row values.
 
+mod report;
 mod resolve;
 mod wiring;
 
@@ -49,11 +50,11 @@ use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyKind, PolicyRun
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::exit::{Failure, print_json};
+use crate::exit::{Failure, print_report};
 use crate::input::InputKind;
 use crate::route::RouteArgs;
-use crate::run_gate::RunGate;
 use crate::run_gate::deadline::DeadlineAuthority;
+use crate::run_gate::{RunGate, RunSettlement};
 use crate::shipped;
 use wiring::{ComponentGate, NoAdmission, NoArtifacts, TerminalProgress};
 
@@ -286,7 +287,7 @@ fn static_report(command: &'static str, args: &RouteArgs) -> Result<(), Failure>
     let runtime = shipped::runtime(None)?;
     let source = policy_source(&runtime, args)?;
     let a = static_admission(&*source.policy(PolicyKind::Admission)?, &m)?;
-    print_json(&StaticReport {
+    print_report(&StaticReport {
         route: ROUTE,
         command,
         workload: &m.name,
@@ -358,7 +359,25 @@ struct RunReport<'a> {
     phase_timings: Option<RunTimings>,
     /// `run --np-reservation`: the reservation and what was settled ([`crate::np_run`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    np_reservation: Option<Value>,
+    np_reservation: Option<Option<RunSettlement>>,
+}
+
+/// The JSON of a gated `run` that failed after its reservation was admitted and before the
+/// coordinator ran (keys sorted: the shape first printed as a JSON value).
+#[derive(Serialize)]
+struct SettledBeforeRun<'a> {
+    command: &'static str,
+    failure: SetupFailure<'a>,
+    np_reservation: Option<RunSettlement>,
+    outcome: &'static str,
+    route: &'static str,
+    workload: &'a str,
+}
+
+#[derive(Serialize)]
+struct SetupFailure<'a> {
+    code: &'a str,
+    message: &'a str,
 }
 
 /// The two separate measurements of one `run`.
@@ -497,7 +516,7 @@ fn fail_closed(
     source_detail: Option<String>,
     measurements: Option<Measurements>,
     phase_timings: Option<RunTimings>,
-    np_reservation: Option<Value>,
+    np_reservation: Option<Option<RunSettlement>>,
 ) -> Result<(), Failure> {
     let blockers: Vec<Blocker> = match e {
         EngineError::AdmissionBlocked(reasons) => {
@@ -510,7 +529,7 @@ fn fail_closed(
         .invocation
         .as_deref()
         .map(|i| operation_id(i, &key, &m.plan_digest()));
-    print_json(&RunReport {
+    print_report(&RunReport {
         outcome: if blockers.is_empty() {
             "failed"
         } else {
@@ -563,14 +582,17 @@ fn http_bytes(cluster: &ClickHouseCluster) -> u64 {
 /// read): settled `failed`, printed with the settlement.
 fn settle_before_run(m: &Manifest, gate: &mut dyn RunGate, f: Failure) -> Result<(), Failure> {
     let (settlement, unrecorded) = gate.settle(RunEnd::Failed, None, 0);
-    print_json(&serde_json::json!({
-        "route": ROUTE,
-        "command": "run",
-        "workload": m.name,
-        "outcome": "failed",
-        "failure": {"code": f.code, "message": f.message},
-        "np_reservation": settlement,
-    }))?;
+    print_report(&SettledBeforeRun {
+        command: "run",
+        failure: SetupFailure {
+            code: &f.code,
+            message: &f.message,
+        },
+        np_reservation: settlement,
+        outcome: "failed",
+        route: ROUTE,
+        workload: &m.name,
+    })?;
     Err(unrecorded.unwrap_or(f))
 }
 
@@ -602,7 +624,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     let policy = source.policy(PolicyKind::Admission)?;
     let admission = static_admission(&policy, &m)?;
     if !admission.blockers.is_empty() {
-        print_json(&RunReport {
+        print_report(&RunReport {
             outcome: "blocked",
             recovery: Some(RecoveryAction::FixManifest),
             blockers: Some(&admission.blockers),
@@ -725,7 +747,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     };
     match outcome {
         Ok(RunOutcome::Completed { receipt }) => {
-            print_json(&RunReport {
+            print_report(&RunReport {
                 outcome: "completed",
                 receipt: Some(&receipt),
                 bundle: source.bundle_evidence(),
@@ -737,7 +759,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             unrecorded.map_or(Ok(()), Err)
         }
         Ok(RunOutcome::InProgress { phase, waiting }) => {
-            print_json(&RunReport {
+            print_report(&RunReport {
                 outcome: "in_progress",
                 phase: Some(phase),
                 waiting: Some(&waiting),
@@ -820,7 +842,7 @@ pub fn status(args: &RouteArgs) -> Result<(), Failure> {
     let report = coordinator
         .status(&request(&m, invocation))
         .map_err(|e| wiring::engine_failure(&e))?;
-    print_json(&StatusOutput {
+    print_report(&StatusOutput {
         route: ROUTE,
         command: "status",
         workload: &m.name,

@@ -84,7 +84,10 @@ use crate::campaign;
 use crate::control_store::{self, store_failure};
 use crate::exit::{Failure, RETRY};
 use crate::route::{self, RouteArgs};
-use crate::run_gate::{Admitted, NpRunArgs, RunGate};
+use crate::run_gate::{
+    Admitted, BoundParticipant, NpRunArgs, ReservationBound, RunGate, RunSettlement,
+    SettlementRecord,
+};
 use crate::shipped;
 use dpone_adapter_np_control_store::{self as store, PgControlStore, Settled};
 use dpone_engine_nonproduction::enrollment::{
@@ -97,7 +100,6 @@ use dpone_engine_nonproduction::{Authority, Composition, Document as _};
 use dpone_engine_xmin::manifest::TargetKind;
 use dpone_engine_xmin::registry::Endpoint;
 use dpone_engine_xmin::{ErrorCode, Route as XminRoute};
-use serde_json::{Value, json};
 use std::cell::RefCell;
 
 /// Code: the measured usage could not be recorded; the reservation stays unresolved (exit 75).
@@ -434,10 +436,10 @@ impl RunGate for Gate {
         end: RunEnd,
         read: Option<Read>,
         http_bytes: u64,
-    ) -> (Value, Option<Failure>) {
+    ) -> (Option<RunSettlement>, Option<Failure>) {
         let Some(r) = &self.reservation else {
             return (
-                Value::Null,
+                None,
                 Some(Failure::internal(
                     "DPONE_CLI_INTERNAL",
                     "settlement without an admitted reservation",
@@ -451,62 +453,65 @@ impl RunGate for Gate {
             http_bytes,
             end,
         ));
-        let mut out = json!({
-            "reservation_id": r.reservation_id.as_str(),
-            "grant_id": r.grant.grant_id.as_str(),
-            "phase": r.grant.phase.as_str(),
-            "workload_id": r.workload.as_str(),
-            "attempt_id": r.attempt.as_str(),
-            "trust_revision": r.trust_revision,
-            "participants": self.participants.iter().map(|p| json!({
-                "role": p.role.as_str(),
-                "participant_id": p.participant_id,
-                "identity_digest": p.identity_digest.as_str(),
-            })).collect::<Vec<_>>(),
-            "bound": {
-                "source_rows": r.source_rows,
-                "source_bytes": r.source_bytes,
-                "attempt_seconds": r.attempt_seconds,
-            },
-        });
-        let mut settled = json!({
-            "measured_source_rows": plan.rows,
-            "measured_source_bytes": plan.bytes,
-            "measured_http_bytes": plan.http_bytes,
-            "outcome": plan.outcome.as_str(),
-            "complete": plan.outcome == Outcome::Succeeded,
-            "clamped_to_reservation": plan.clamped,
-            "reservation_freed": false,
-        });
-        match recorded {
+        let mut settlement = SettlementRecord {
+            clamped_to_reservation: plan.clamped,
+            code: None,
+            complete: plan.outcome == Outcome::Succeeded,
+            measured_http_bytes: plan.http_bytes,
+            measured_source_bytes: plan.bytes,
+            measured_source_rows: plan.rows,
+            outcome: plan.outcome.as_str().to_owned(),
+            recovery: None,
+            reservation_freed: false,
+            result: "unrecorded",
+        };
+        let unrecorded = match recorded {
             Ok(s) => {
-                settled["result"] = json!(match s {
+                settlement.result = match s {
                     Settled::Recorded => "recorded",
                     Settled::Reopened => "reopened",
-                });
-                out["settlement"] = settled;
-                (out, None)
+                };
+                None
             }
             Err(e) => {
                 let code = e.code.as_str().to_owned();
-                settled["result"] = json!("unrecorded");
-                settled["code"] = json!(code);
-                settled["recovery"] = json!(
-                    "record these measurements with campaign settle; the reservation stays charged"
+                settlement.code = Some(code.clone());
+                settlement.recovery = Some(
+                    "record these measurements with campaign settle; the reservation stays charged",
                 );
-                out["settlement"] = settled;
-                (
-                    out,
-                    Some(Failure {
-                        code: SETTLEMENT_UNRECORDED.to_owned(),
-                        message: format!(
-                            "the run's measured usage was not recorded ({code}); the reservation \
-                             stays unresolved and charged: settle it with campaign settle"
-                        ),
-                        exit: RETRY,
-                    }),
-                )
+                Some(Failure {
+                    code: SETTLEMENT_UNRECORDED.to_owned(),
+                    message: format!(
+                        "the run's measured usage was not recorded ({code}); the reservation \
+                         stays unresolved and charged: settle it with campaign settle"
+                    ),
+                    exit: RETRY,
+                })
             }
-        }
+        };
+        let out = RunSettlement {
+            attempt_id: r.attempt.as_str().to_owned(),
+            bound: ReservationBound {
+                attempt_seconds: r.attempt_seconds,
+                source_bytes: r.source_bytes,
+                source_rows: r.source_rows,
+            },
+            grant_id: r.grant.grant_id.as_str().to_owned(),
+            participants: self
+                .participants
+                .iter()
+                .map(|p| BoundParticipant {
+                    identity_digest: p.identity_digest.as_str().to_owned(),
+                    participant_id: p.participant_id.clone(),
+                    role: p.role.as_str().to_owned(),
+                })
+                .collect(),
+            phase: r.grant.phase.as_str().to_owned(),
+            reservation_id: r.reservation_id.as_str().to_owned(),
+            settlement,
+            trust_revision: r.trust_revision,
+            workload_id: r.workload.as_str().to_owned(),
+        };
+        (Some(out), unrecorded)
     }
 }

@@ -121,6 +121,11 @@ pub fn clean_json(value: &Value) -> String {
     }
 }
 
+/// A value shown by its JSON form ([`clean_json`]): an enumeration by its serialized name.
+pub fn shown(value: &impl Serialize) -> String {
+    clean_json(&serde_json::to_value(value).unwrap_or(Value::Null))
+}
+
 /// A value as one safe line: control characters replaced, at most 100 characters.
 pub fn clean(value: impl Display) -> String {
     let raw = value.to_string();
@@ -178,6 +183,12 @@ impl Summary {
             self.facts.push((key.to_owned(), clean_json(value)));
         }
         self
+    }
+
+    /// A fact shown as its value's JSON form ([`shown`]), left out when that is `null`: for
+    /// enumerations shown by their serialized names, and optional values.
+    pub fn value_fact(&mut self, key: &str, value: &impl Serialize) -> &mut Self {
+        self.json_fact(key, &serde_json::to_value(value).unwrap_or(Value::Null))
     }
 
     /// A line assembled by the caller from cleaned parts and fixed text.

@@ -12,7 +12,7 @@ use crate::exit::Failure;
 use clap::Args;
 use dpone_engine_nonproduction::reservation_run::{Read, RunEnd};
 use dpone_engine_xmin::Route as XminRoute;
-use serde_json::Value;
+use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -64,14 +64,87 @@ pub trait RunGate {
     }
 
     /// Called once after the run, also after a failure before the read (`read: None`): the
-    /// settlement's JSON for the run's output, and the failure to report when it could not be
-    /// recorded.
+    /// settlement for the run's report (none without an admitted reservation), and the failure
+    /// to report when it could not be recorded.
     fn settle(
         &mut self,
         end: RunEnd,
         read: Option<Read>,
         http_bytes: u64,
-    ) -> (Value, Option<Failure>);
+    ) -> (Option<RunSettlement>, Option<Failure>);
+}
+
+/// A gated run's reservation and its settlement, printed as the run report's `np_reservation`
+/// (fields in sorted order: the shape first printed as a JSON value).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSettlement {
+    /// The attempt the reservation was admitted for.
+    pub attempt_id: String,
+    /// The reservation's bounds.
+    pub bound: ReservationBound,
+    /// The grant it was admitted under.
+    pub grant_id: String,
+    /// The enrolled participants the run's connections were bound to.
+    pub participants: Vec<BoundParticipant>,
+    /// The grant's phase.
+    pub phase: String,
+    /// The reservation.
+    pub reservation_id: String,
+    /// What was measured and recorded.
+    pub settlement: SettlementRecord,
+    /// The trust revision the reservation was admitted under.
+    pub trust_revision: i64,
+    /// The workload.
+    pub workload_id: String,
+}
+
+/// What a reservation allowed.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ReservationBound {
+    /// Seconds of the attempt.
+    pub attempt_seconds: i64,
+    /// Source bytes.
+    pub source_bytes: i64,
+    /// Source rows.
+    pub source_rows: i64,
+}
+
+/// An enrolled participant a run's connection was bound to.
+#[derive(Clone, Debug, Serialize)]
+pub struct BoundParticipant {
+    /// Its enrolled identity's digest.
+    pub identity_digest: String,
+    /// The participant.
+    pub participant_id: String,
+    /// The connection role (`source`, `target`, `state`).
+    pub role: String,
+}
+
+/// A run's measured usage and whether the store recorded it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SettlementRecord {
+    /// The measurement was clamped to the reservation's bounds.
+    pub clamped_to_reservation: bool,
+    /// The store's code when the settlement was not recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The run succeeded.
+    pub complete: bool,
+    /// Measured HTTP bytes.
+    pub measured_http_bytes: i64,
+    /// Measured source bytes.
+    pub measured_source_bytes: i64,
+    /// Measured source rows.
+    pub measured_source_rows: i64,
+    /// The settled outcome (`succeeded`, `failed`, `incomplete`).
+    pub outcome: String,
+    /// What to do when the settlement was not recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<&'static str>,
+    /// Always false: a settled reservation stays charged to its pool.
+    pub reservation_freed: bool,
+    /// `recorded`, `reopened` or `unrecorded`.
+    pub result: &'static str,
 }
 
 /// The failure of a run its reservation's deadline stopped (exit 1): settled `incomplete`;

@@ -4,7 +4,9 @@
 //! PostgreSQL adapter does the I/O, and the guard and delete-mode decisions come from the policy
 //! components (shipped, or from a verified bundle when a trust policy is configured).
 
-use crate::exit::{Failure, print_json};
+mod report;
+
+use crate::exit::{Failure, print_report};
 use crate::input::{InputKind, read_text};
 use crate::route::RouteArgs;
 use crate::run_gate::RunGate;
@@ -25,6 +27,7 @@ use dpone_engine_xmin::{
 use dpone_policy_model::delete_mode::{DeleteModeFacts, PlanDecision};
 use dpone_policy_model::guard::{GuardDecision, GuardFacts};
 use dpone_policy_runtime::{Decided, PolicyError, PolicyKind, PolicyRuntime};
+use report::{AuthorityCreated, AuthorityList, RunFailed, RunReport, SourceMeasurement};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -150,7 +153,7 @@ pub fn check(args: &RouteArgs) -> Result<(), Failure> {
     with_route(args, |route, _| {
         let mut report = route.check_report();
         report.checked.extend(adapter_checks(route));
-        print_json(&report)
+        print_report(&report)
     })
 }
 
@@ -160,7 +163,7 @@ pub fn plan(args: &RouteArgs) -> Result<(), Failure> {
     with_route(args, |route, _| {
         let mut report = route.plan_report();
         report.check.checked.extend(adapter_checks(route));
-        print_json(&report)
+        print_report(&report)
     })
 }
 
@@ -259,12 +262,10 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
         // also for a failed read, `complete: false`); absent when the source was not read (a
         // replay or a failure before extraction).
         let read = source.last_measurement();
-        let measured = read.map(|m| {
-            serde_json::json!({
-                "rows": m.rows,
-                "source_bytes": m.source_bytes,
-                "complete": m.complete,
-            })
+        let measured = read.map(|m| SourceMeasurement {
+            complete: m.complete,
+            rows: m.rows,
+            source_bytes: m.source_bytes,
         });
         let read = read.map(|m| Read {
             rows: m.rows,
@@ -278,11 +279,16 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 // its reservation, as failed without a read.
                 if let Some(g) = gate {
                     let (settlement, unrecorded) = g.settle(RunEnd::Failed, read, 0);
-                    print_json(&serde_json::json!({
-                        "invocation_id": request.invocation_id,
-                        "failure": {"code": setup.code, "message": setup.message},
-                        "np_reservation": settlement,
-                    }))?;
+                    print_report(&RunReport {
+                        failure: Some(RunFailed::Setup {
+                            code: &setup.code,
+                            message: &setup.message,
+                        }),
+                        invocation_id: &request.invocation_id,
+                        np_reservation: Some(settlement),
+                        outcome: None,
+                        source_measurement: None,
+                    })?;
                     if let Some(f) = unrecorded {
                         return Err(f);
                     }
@@ -312,23 +318,13 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
             Some((s, f)) => (Some(s), f),
             None => (None, None),
         };
-        let mut out = match &outcome {
-            Ok(done) => serde_json::json!({
-                "invocation_id": request.invocation_id,
-                "outcome": done,
-            }),
-            Err(failure) => serde_json::json!({
-                "invocation_id": request.invocation_id,
-                "failure": failure,
-            }),
-        };
-        if let Some(m) = measured {
-            out["source_measurement"] = m;
-        }
-        if let Some(s) = settlement {
-            out["np_reservation"] = s;
-        }
-        print_json(&out)?;
+        print_report(&RunReport {
+            failure: outcome.as_ref().err().map(RunFailed::Run),
+            invocation_id: &request.invocation_id,
+            np_reservation: settlement,
+            outcome: outcome.as_ref().ok(),
+            source_measurement: measured,
+        })?;
         match outcome {
             Ok(_) => unrecorded.map_or(Ok(()), Err),
             Err(_) if stopped => Err(crate::run_gate::deadline_exceeded()),
@@ -426,7 +422,7 @@ pub fn status(args: &RouteArgs) -> Result<(), Failure> {
                 block_on(dpone_engine_xmin::state_show(route, &mut target, 10))??
             }
         };
-        print_json(&report)
+        print_report(&report)
     })
 }
 
@@ -479,10 +475,10 @@ pub fn authority(
                 postgres_only(route, "authority create")?;
                 let mut target = PgTarget::for_route(route)?;
                 let digest = block_on(target.create_authority(&doc))??;
-                print_json(&serde_json::json!({
-                    "created": doc.authority_id,
-                    "digest": digest,
-                }))
+                print_report(&AuthorityCreated {
+                    created: doc.authority_id.clone(),
+                    digest,
+                })
             })
         }
         AuthorityCommand::List { mut route } => {
@@ -491,7 +487,7 @@ pub fn authority(
                 postgres_only(route, "authority list")?;
                 let mut target = PgTarget::for_route(route)?;
                 let list = block_on(target.list_authorities())??;
-                print_json(&list)
+                print_report(&AuthorityList(list))
             })
         }
     }

@@ -26,7 +26,8 @@ use super::{
     ROUTE, cluster, coordinator_config, read_manifest, request, require_invocation,
     require_registry,
 };
-use crate::exit::{Failure, REFUSED, RETRY, print_json};
+use crate::exit::{Failure, REFUSED, RETRY, print_report};
+use crate::render::{Report, Summary, Verdict, clean_or_dash, shown};
 use crate::route::{self, Route, RouteArgs};
 use crate::shipped;
 
@@ -100,6 +101,61 @@ struct ResolveOutput<'a> {
     command: &'static str,
     workload: &'a str,
     resolve: &'a ResolveReport,
+}
+
+impl Report for ResolveOutput<'_> {
+    /// The proposed or recorded transition out of a hold, or the refusal.
+    fn summary(&self) -> Summary {
+        let r = self.resolve;
+        let transition = format!(
+            "{} {} -> {}",
+            clean_or_dash(r.resolution.map(|k| shown(&k))),
+            clean_or_dash(r.from.map(|p| shown(&p))),
+            clean_or_dash(r.to.map(|p| shown(&p)))
+        );
+        let code = || clean_or_dash(r.code);
+        let mut s = match r.outcome {
+            ResolveOutcome::Proposed => {
+                Summary::new(Verdict::Done, format!("proposed {transition}"))
+            }
+            ResolveOutcome::Recorded => {
+                Summary::new(Verdict::Done, format!("recorded {transition}"))
+            }
+            ResolveOutcome::Refused if r.retryable => Summary::new(Verdict::NotFinished, code()),
+            ResolveOutcome::Refused => Summary::new(Verdict::Refused, code()),
+        };
+        s.fact("workload", self.workload);
+        s.fact("operation", shown(&r.operation_id));
+        s.fact_if("phase", r.phase.map(|p| shown(&p)));
+        s.fact_if("keeper version", r.keeper_version);
+        if !r.members.is_empty() {
+            let reachable = r.members.iter().filter(|m| m.reachable).count();
+            s.line(
+                "members",
+                format!("{reachable} of {} reachable", r.members.len()),
+            );
+        }
+        s.fact_if("reason", r.reason);
+        s.fact_if("proof", r.proof);
+        if !r.drops.is_empty() {
+            s.line("candidates dropped", r.drops.len().to_string());
+        }
+        s.fact_if("recorded at", r.recorded_version);
+        let recovery = shown(&r.recovery);
+        s.line(
+            "next",
+            match r.outcome {
+                ResolveOutcome::Proposed => {
+                    "nothing was changed; run again with --apply to record it".into()
+                }
+                ResolveOutcome::Refused if r.retryable => {
+                    format!("resolve again later ({recovery})")
+                }
+                _ => recovery,
+            },
+        );
+        s
+    }
 }
 
 fn short<T: Serialize>(v: &T) -> String {
@@ -259,15 +315,13 @@ pub fn resolve(args: &ResolveArgs) -> Result<(), Failure> {
         resolve: &report,
     };
     if args.json {
-        print_json(&output)?;
+        print_report(&output)?;
     } else {
-        // The verdict-first summary (the renderer's, as for every command), then what was
-        // observed member by member.
-        let value = serde_json::to_value(&output)
-            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
+        // The verdict-first summary (as for every command), then what was observed member by
+        // member.
         crate::exit::write_stdout(&format!(
             "{}\n{}",
-            crate::render::summary(&value),
+            crate::render::report_text(&output),
             text(&m.name, &report)
         ))?;
     }
@@ -346,6 +400,42 @@ mod tests {
             recovery: RecoveryAction::StartNewOperation,
             recorded_version: (outcome == ResolveOutcome::Recorded).then_some(5),
         }
+    }
+
+    #[test]
+    fn resolve_reports_lead_with_the_transition_or_the_refusal() {
+        let proposed = report(ResolveOutcome::Proposed);
+        let output = ResolveOutput {
+            route: ROUTE,
+            command: "resolve",
+            workload: "w",
+            resolve: &proposed,
+        };
+        crate::render::golden::assert_pinned("clickhouse_resolve_proposed", &output);
+        let text = output.summary().finish(false);
+        assert!(
+            text.starts_with("done: proposed abort STAGING -> ABORTED\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  members             1 of 1 reachable\n"),
+            "{text}"
+        );
+        assert!(text.contains("run again with --apply"), "{text}");
+        let mut refused = report(ResolveOutcome::Refused);
+        refused.code = Some("DPONE_CLICKHOUSE_Y");
+        refused.retryable = true;
+        let output = ResolveOutput {
+            resolve: &refused,
+            ..output
+        };
+        crate::render::golden::assert_pinned("clickhouse_resolve_refused", &output);
+        assert!(
+            output
+                .summary()
+                .finish(false)
+                .starts_with("not finished: DPONE_CLICKHOUSE_Y\n")
+        );
     }
 
     #[test]
