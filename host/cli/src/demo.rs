@@ -3,10 +3,12 @@
 //! given; compiled otherwise), evaluates the embedded sample decision of each
 //! kind in a fresh sandbox, and prints decisions, evidence and load reports as JSON.
 
-use crate::exit::{Failure, print_json};
+use crate::exit::{Failure, print_report};
+use crate::render::{Report, Summary, Verdict, clean, decision_outcome};
 use crate::shipped;
 use clap::Args;
-use dpone_policy_runtime::PolicyKind;
+use dpone_policy_runtime::{DecisionEvidence, LoadReport, PolicyKind, Sha256Digest};
+use serde::Serialize;
 use std::path::PathBuf;
 
 /// `demo` options.
@@ -82,10 +84,122 @@ pub fn run(args: DemoArgs, source: &shipped::PolicySourceArgs) -> Result<(), Fai
             decisions.push(decided.evidence);
         }
     }
-    print_json(&serde_json::json!({
-        "engine_fingerprint": runtime.engine_fingerprint(),
-        "bundle": source.bundle_evidence(),
-        "pins_verified": loads,
-        "decisions": decisions,
-    }))
+    print_report(&DemoReport {
+        engine_fingerprint: runtime.engine_fingerprint(),
+        bundle: source.bundle_evidence().cloned(),
+        pins_verified: loads,
+        decisions,
+    })
+}
+
+/// The demo's report: what was loaded at which pin, and each sample decision's evidence.
+#[derive(Serialize)]
+pub struct DemoReport {
+    /// Fingerprint of the engine that compiled or loaded the components.
+    pub engine_fingerprint: Sha256Digest,
+    /// Verification evidence of the signed bundle the components came from; `null` for the
+    /// shipped components.
+    pub bundle: Option<serde_json::Value>,
+    /// Each component's load report.
+    pub pins_verified: Vec<LoadReport>,
+    /// Each sample decision's evidence.
+    pub decisions: Vec<DecisionEvidence>,
+}
+
+impl Report for DemoReport {
+    const SORTED_KEYS: bool = true;
+    /// One line per decision; its outcome is read from the component's output (JSON).
+    fn summary(&self) -> Summary {
+        let mut s = Summary::new(
+            Verdict::Done,
+            format!(
+                "{} sample decisions by the pinned components",
+                self.decisions.len()
+            ),
+        );
+        for d in &self.decisions {
+            s.line(
+                &format!("{} {}", clean(d.kind), clean(d.function)),
+                format!("{} (fuel {})", decision_outcome(&d.output), d.fuel_used),
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::golden::assert_pinned;
+    use dpone_policy_runtime::CodeSource;
+    use serde_json::json;
+
+    fn evidence(
+        kind: PolicyKind,
+        function: &'static str,
+        output: serde_json::Value,
+    ) -> DecisionEvidence {
+        DecisionEvidence {
+            kind,
+            function,
+            component_sha256: Sha256Digest::from([1; 32]),
+            wit_package: "dpone:policy@0.1.0",
+            input_sha256: Sha256Digest::from([2; 32]),
+            output,
+            fuel_used: 1200,
+        }
+    }
+
+    fn report(bundle: Option<serde_json::Value>) -> DemoReport {
+        DemoReport {
+            engine_fingerprint: Sha256Digest::from([3; 32]),
+            bundle,
+            pins_verified: vec![LoadReport {
+                kind: PolicyKind::Guard,
+                component_sha256: Sha256Digest::from([1; 32]),
+                size: 4096,
+                code_source: CodeSource::Compiled,
+                load_micros: 5000,
+            }],
+            decisions: vec![
+                evidence(PolicyKind::Guard, "decide", json!({"allow": {}})),
+                evidence(
+                    PolicyKind::DeleteMode,
+                    "plan",
+                    json!({"decision": "soft-delete", "reason": "r"}),
+                ),
+                evidence(PolicyKind::Scope, "decide", json!("admit")),
+            ],
+        }
+    }
+
+    // equivalence with the untyped renderer (removed with it)
+    #[test]
+    fn the_demo_report_prints_and_summarizes_as_the_untyped_value_did() {
+        for bundle in [
+            None,
+            Some(json!({"bundle": {"name": "shipped", "version": "1"}})),
+        ] {
+            let r = report(bundle.clone());
+            assert_eq!(
+                crate::render::report_json(&r).expect("json"),
+                serde_json::to_string_pretty(&json!({
+                    "engine_fingerprint": r.engine_fingerprint,
+                    "bundle": bundle,
+                    "pins_verified": r.pins_verified,
+                    "decisions": r.decisions,
+                }))
+                .expect("json")
+            );
+            assert_eq!(
+                r.summary().finish(false),
+                crate::render::render("demo", &serde_json::to_value(&r).expect("value"), false)
+            );
+        }
+    }
+
+    #[test]
+    fn the_demo_report_is_pinned() {
+        assert_pinned("demo", &report(None));
+    }
 }

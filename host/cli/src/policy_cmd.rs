@@ -1,6 +1,6 @@
 //! `dpone-host policy …`: the policy author's tools.
 
-use crate::exit::{Failure, print_json};
+use crate::exit::{Failure, print_report};
 use crate::input::InputKind;
 use crate::scaffold;
 use crate::shipped;
@@ -10,10 +10,11 @@ use dpone_policy_build::{BuildEnv, BuildSpec, ComponentLock};
 use dpone_policy_runtime::{
     Budget, PolicyKind, PolicyRuntime, SUPPORTED_WIT_PACKAGE, Sha256Digest, component_surface,
 };
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+mod report;
 
 /// Policy subcommands.
 #[derive(Subcommand)]
@@ -191,12 +192,12 @@ fn new(args: NewArgs) -> Result<(), Failure> {
         (None, None) => scaffold::ModelSource::Default,
     };
     let files = scaffold::scaffold(args.kind, &args.name, &args.dir, &model)?;
-    print_json(&serde_json::json!({
-        "created": args.name,
-        "kind": args.kind,
-        "wit_package": SUPPORTED_WIT_PACKAGE,
-        "files": files,
-    }))
+    print_report(&report::Scaffolded {
+        created: args.name,
+        kind: args.kind,
+        wit_package: SUPPORTED_WIT_PACKAGE,
+        files,
+    })
 }
 
 /// The only package of the workspace at `dir`, as `cargo metadata --no-deps` reports it.
@@ -281,12 +282,12 @@ fn build(args: BuildArgs) -> Result<(), Failure> {
             format!("cannot write --out: {}", e.kind()),
         )
     })?;
-    print_json(&serde_json::json!({
-        "built": name,
-        "sha256": Sha256Digest::of(&bytes),
-        "size": bytes.len(),
-        "surface": component_surface(&bytes)?,
-    }))
+    print_report(&report::Built {
+        built: name,
+        sha256: Sha256Digest::of(&bytes),
+        size: bytes.len(),
+        surface: component_surface(&bytes)?,
+    })
 }
 
 fn lock(args: LockArgs) -> Result<(), Failure> {
@@ -309,15 +310,16 @@ fn lock(args: LockArgs) -> Result<(), Failure> {
         let text = shipped::read_input(&args.lock, InputKind::Lock)?;
         let pinned = ComponentLock::from_json(&String::from_utf8_lossy(&text))
             .map_err(|e| Failure::bad_input(e.code(), e.to_string()))?;
-        let differing: Vec<&String> = built
+        let differing: Vec<String> = built
             .components
             .iter()
             .filter(|(name, c)| pinned.components.get(*name) != Some(*c))
-            .map(|(name, _)| name)
+            .map(|(name, _)| name.clone())
             .collect();
-        print_json(
-            &serde_json::json!({ "checked": built.components.len(), "differing": differing }),
-        )?;
+        print_report(&report::LockChecked {
+            checked: built.components.len(),
+            differing: differing.clone(),
+        })?;
         if !differing.is_empty() {
             return Err(Failure::refused(
                 "DPONE_POLICY_LOCK_MISMATCH",
@@ -332,18 +334,7 @@ fn lock(args: LockArgs) -> Result<(), Failure> {
             format!("cannot write --lock: {}", e.kind()),
         )
     })?;
-    print_json(&built)
-}
-
-#[derive(Serialize)]
-struct Inspection {
-    sha256: Sha256Digest,
-    size: usize,
-    imports: Vec<String>,
-    exports: Vec<String>,
-    /// Kinds whose interface the component exports at the supported version.
-    serves: Vec<PolicyKind>,
-    wit_package: &'static str,
+    print_report(&report::LockWritten(built))
 }
 
 fn inspect(args: InspectArgs) -> Result<(), Failure> {
@@ -363,7 +354,7 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
         .into_iter()
         .filter(|k| surface.exports.contains(&k.export_name()))
         .collect();
-    print_json(&Inspection {
+    print_report(&report::Inspection {
         sha256: Sha256Digest::of(&bytes),
         size: bytes.len(),
         imports: surface.imports,
@@ -425,11 +416,11 @@ fn eval(args: EvalArgs, source: &shipped::PolicySourceArgs) -> Result<(), Failur
     let decided = crate::telemetry::decide(args.kind, &function, || {
         loaded.decide_json(&function, &input)
     })?;
-    print_json(&serde_json::json!({
-        "decision": decided.decision,
-        "evidence": decided.evidence,
-        "bundle": source.bundle_evidence(),
-    }))
+    print_report(&report::Evaluated {
+        decision: decided.decision,
+        evidence: decided.evidence,
+        bundle: source.bundle_evidence().cloned(),
+    })
 }
 
 /// The component a standalone policy crate's `policy build --dir` writes, relative to the crate.
@@ -585,13 +576,13 @@ fn test(args: TestArgs) -> Result<(), Failure> {
         });
         let failed: Vec<_> = outcomes.into_iter().filter(|o| !o.passed).collect();
         rows += table.rows.len();
-        table_reports.push(serde_json::json!({
-            "table": name,
-            "kind": kind,
-            "function": table.function,
-            "rows": table.rows.len(),
-            "failed": failed.len(),
-        }));
+        table_reports.push(report::TestedTable {
+            table: name.clone(),
+            kind: *kind,
+            function: table.function.clone(),
+            rows: table.rows.len(),
+            failed: failed.len(),
+        });
         failures.extend(failed);
     }
 
@@ -630,22 +621,23 @@ fn test(args: TestArgs) -> Result<(), Failure> {
         crate::junit::write(path, &suites)?;
     }
     let first = tables.first();
-    print_json(&serde_json::json!({
-        "component_sha256": pin,
-        "kind": first.map(|(_, k, _)| *k),
-        "function": first.map(|(_, _, t)| t.function.clone()),
-        "rows": rows,
-        "passed": rows - failures.len(),
-        "failed": failures.len(),
-        "failures": failures,
-        "tables": table_reports,
-        "conformance": conformance,
-        "conformance_failed": conformance_failed,
-    }))?;
-    if !failures.is_empty() {
+    let failed = failures.len();
+    print_report(&report::Tested {
+        component_sha256: pin,
+        kind: first.map(|(_, k, _)| *k),
+        function: first.map(|(_, _, t)| t.function.clone()),
+        rows,
+        passed: rows - failed,
+        failed,
+        failures,
+        tables: table_reports,
+        conformance,
+        conformance_failed,
+    })?;
+    if failed > 0 {
         return Err(Failure::refused(
             "DPONE_POLICY_TABLE_FAILED",
-            format!("{} of {rows} rows disagree", failures.len()),
+            format!("{failed} of {rows} rows disagree"),
         ));
     }
     if conformance_failed > 0 {
@@ -716,22 +708,22 @@ fn bench(args: BenchArgs) -> Result<(), Failure> {
         fuel = decided?.evidence.fuel_used;
     }
     samples.sort_unstable();
-    print_json(&serde_json::json!({
-        "kind": args.kind,
-        "function": function,
-        "iterations": args.iterations,
-        "fresh_sandbox_decision_ns": {
-            "p50": percentile(&samples, 50),
-            "p99": percentile(&samples, 99),
-            "min": samples.first(),
-            "max": samples.last(),
+    print_report(&report::Bench {
+        kind: args.kind,
+        function,
+        iterations: args.iterations,
+        fresh_sandbox_decision_ns: report::DecisionTimes {
+            p50: percentile(&samples, 50),
+            p99: percentile(&samples, 99),
+            min: samples.first().copied(),
+            max: samples.last().copied(),
         },
-        "fuel_per_decision": fuel,
-        "cold_compile_us": cold_compile_us.round(),
-        "warm_cache_load_us": {
-            "p50": percentile(&warm_samples, 50) as f64 / 1e3,
-            "p99": percentile(&warm_samples, 99) as f64 / 1e3,
+        fuel_per_decision: fuel,
+        cold_compile_us: cold_compile_us.round(),
+        warm_cache_load_us: report::LoadTimes {
+            p50: percentile(&warm_samples, 50) as f64 / 1e3,
+            p99: percentile(&warm_samples, 99) as f64 / 1e3,
         },
-        "note": "decision time includes JSON parsing of the input; see the runtime bench for the typed path",
-    }))
+        note: "decision time includes JSON parsing of the input; see the runtime bench for the typed path",
+    })
 }

@@ -8,8 +8,9 @@
 //! runtime (`bundle activate`), 5 internal error. Usage errors are clap's (2).
 
 use crate::activation;
-use crate::exit::{Failure, print_json};
+use crate::exit::{Failure, print_report};
 use crate::input::{InputKind, read as read_input};
+use crate::render::Report;
 use crate::shipped::{self, load_bundle, read_trust_policy};
 use clap::{ArgGroup, Args, Subcommand};
 use dpone_trust::archive;
@@ -20,9 +21,11 @@ use dpone_trust::policy::TrustPolicy;
 use dpone_trust::sigstore::{self, Artifact, Signer};
 use dpone_trust::trusted_root::{self, PinnedTrustedRoot};
 use dpone_trust::{Sha256Digest, TrustError};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+
+mod report;
 
 /// `dpone-host bundle` subcommands.
 #[derive(Subcommand, Debug)]
@@ -181,37 +184,25 @@ pub struct VerifyBundleArgs {
     pub artifact: String,
 }
 
-/// Prints the result (through [`print_json`], so a terminal gets the human summary); a refused
-/// verification also prints `{"verified": false, "error": CODE}` on stdout, so scripts that read
-/// only stdout see the refusal too. The failure is returned for the caller to report.
-fn finish(result: Result<Value, Failure>, verifying: bool) -> Result<(), Failure> {
+/// Prints the report (through [`print_report`], so a terminal gets its summary); a refused
+/// verification also prints `{"verified": false, "error": CODE}` ([`report::Refusal`]) on
+/// stdout, so scripts that read only stdout see the refusal too. The failure is returned for the
+/// caller to report.
+fn finish<R: Report>(result: Result<R, Failure>, verifying: bool) -> Result<(), Failure> {
     result
-        .and_then(|value| print_json(&value))
+        .and_then(|report| print_report(&report))
         .inspect_err(|failure| {
             if verifying {
                 // Best effort: the exit status and stderr carry the outcome regardless.
-                let _ = print_json(&json!({"verified": false, "error": failure.code}));
+                let _ = print_report(&report::Refusal::new(&failure.code));
             }
         })
 }
 
-/// Runs a `bundle` subcommand.
+/// Runs a `bundle` subcommand; `verify` and `activate` report a refusal on stdout too.
 pub fn run_bundle(cmd: BundleCommand) -> Result<(), Failure> {
-    let verifying = matches!(
-        cmd,
-        BundleCommand::Verify { .. } | BundleCommand::Activate { .. }
-    );
-    finish(bundle_command(cmd), verifying)
-}
-
-/// Runs `verify-bundle` (Sigstore conformance client protocol). Exit 0 only on success.
-pub fn run_verify_bundle(args: VerifyBundleArgs) -> Result<(), Failure> {
-    finish(verify_bundle(args), true)
-}
-
-fn bundle_command(cmd: BundleCommand) -> Result<Value, Failure> {
     match cmd {
-        BundleCommand::Keygen { out } => keygen(&out),
+        BundleCommand::Keygen { out } => finish(keygen(&out), false),
         BundleCommand::Create {
             out,
             name,
@@ -237,13 +228,13 @@ fn bundle_command(cmd: BundleCommand) -> Result<Value, Failure> {
             let builder = BundleBuilder::new(&name, &version)
                 .sequence(sequence)
                 .validity(not_before, expires_at);
-            create(&out, builder, &policies, &tables, budget)
+            finish(create(&out, builder, &policies, &tables, budget), false)
         }
-        BundleCommand::Sign { bundle, key } => sign(&bundle, &key),
+        BundleCommand::Sign { bundle, key } => finish(sign(&bundle, &key), false),
         BundleCommand::Verify {
             bundle,
             trust_policy,
-        } => verify(&bundle, &trust_policy),
+        } => finish(verify(&bundle, &trust_policy), true),
         BundleCommand::Activate {
             bundle,
             trust_policy,
@@ -256,20 +247,28 @@ fn bundle_command(cmd: BundleCommand) -> Result<Value, Failure> {
                 (Some(kind), Some(function), Some(input)) => Some((kind, function, input)),
                 _ => None,
             };
-            activate(&bundle, &trust_policy, decision, cache_dir.as_deref())
+            finish(
+                activate(&bundle, &trust_policy, decision, cache_dir.as_deref()),
+                true,
+            )
         }
-        BundleCommand::Inspect { bundle } => inspect(&bundle),
-        BundleCommand::Pack { bundle, out } => pack(&bundle, &out),
-        BundleCommand::Unpack { archive, out } => unpack(&archive, &out),
+        BundleCommand::Inspect { bundle } => finish(inspect(&bundle), false),
+        BundleCommand::Pack { bundle, out } => finish(pack(&bundle, &out), false),
+        BundleCommand::Unpack { archive, out } => finish(unpack(&archive, &out), false),
         BundleCommand::TrustPolicy {
             keys,
             threshold,
             trusted_roots,
-        } => trust_policy(&keys, threshold, &trusted_roots),
+        } => finish(trust_policy(&keys, threshold, &trusted_roots), false),
     }
 }
 
-fn keygen(out: &Path) -> Result<Value, Failure> {
+/// Runs `verify-bundle` (Sigstore conformance client protocol). Exit 0 only on success.
+pub fn run_verify_bundle(args: VerifyBundleArgs) -> Result<(), Failure> {
+    finish(verify_bundle(args), true)
+}
+
+fn keygen(out: &Path) -> Result<report::Keygen, Failure> {
     let key = SecretKey::generate()?;
     let public = key.public_key()?;
     let mut public_path = out.as_os_str().to_owned();
@@ -280,11 +279,11 @@ fn keygen(out: &Path) -> Result<Value, Failure> {
     }
     keys::write_secret_key_file(out, &key)?;
     keys::write_public_key_file(&public_path, &public)?;
-    Ok(json!({
-        "key_id": public.id().as_str(),
-        "public_key": public.to_hex(),
-        "algorithm": "ed25519",
-    }))
+    Ok(report::Keygen {
+        key_id: public.id().as_str().to_owned(),
+        public_key: public.to_hex(),
+        algorithm: "ed25519",
+    })
 }
 
 fn parse_kind_file(spec: &str) -> Result<(PolicyKind, PathBuf), Failure> {
@@ -306,7 +305,7 @@ fn create(
     policies: &[String],
     tables: &[String],
     budget: ResourceBudget,
-) -> Result<Value, Failure> {
+) -> Result<report::Created, Failure> {
     for spec in policies {
         let (kind, file) = parse_kind_file(spec)?;
         builder = builder.policy(kind, read_input(&file, InputKind::Component)?, budget);
@@ -329,14 +328,20 @@ fn create(
     let files = builder.build()?;
     files.write_dir(out)?;
     let inspection = bundle::inspect(&files)?;
-    Ok(json!({
-        "created": true,
-        "manifest_sha256": inspection.manifest_sha256.to_hex(),
-        "files": files.iter().map(|(name, bytes)| json!({"file": name, "size": bytes.len()})).collect::<Vec<_>>(),
-    }))
+    Ok(report::Created {
+        created: true,
+        manifest_sha256: inspection.manifest_sha256.to_hex(),
+        files: files
+            .iter()
+            .map(|(name, bytes)| report::CreatedFile {
+                file: name.to_owned(),
+                size: bytes.len(),
+            })
+            .collect(),
+    })
 }
 
-fn sign(dir: &Path, key_path: &Path) -> Result<Value, Failure> {
+fn sign(dir: &Path, key_path: &Path) -> Result<report::Signed, Failure> {
     let key = keys::read_secret_key_file(key_path)?;
     let mut files = BundleFiles::read_dir(dir)?;
     let signatures = bundle::sign(&mut files, &key)?;
@@ -347,20 +352,23 @@ fn sign(dir: &Path, key_path: &Path) -> Result<Value, Failure> {
         })?
         .to_vec();
     bundle::write_signatures_file(dir, &bytes)?;
-    Ok(json!({
-        "signed": true,
-        "key_id": key.public_key()?.id().as_str(),
-        "manifest_sha256": signatures.manifest_sha256.to_hex(),
-        "signatures": signatures.signatures.len(),
-    }))
+    Ok(report::Signed {
+        signed: true,
+        key_id: key.public_key()?.id().as_str().to_owned(),
+        manifest_sha256: signatures.manifest_sha256.to_hex(),
+        signatures: signatures.signatures.len(),
+    })
 }
 
-fn verify(path: &Path, policy_path: &Path) -> Result<Value, Failure> {
+fn verify(path: &Path, policy_path: &Path) -> Result<report::Verified, Failure> {
     let policy_bytes = read_input(policy_path, InputKind::TrustPolicy)?;
     let policy = TrustPolicy::parse(&policy_bytes)?;
     let files = load_bundle(path)?;
     let verified = bundle::verify(&files, &policy)?;
-    Ok(json!({"verified": true, "evidence": verified.evidence().to_json()}))
+    Ok(report::Verified {
+        verified: true,
+        evidence: verified.evidence().clone(),
+    })
 }
 
 fn activate(
@@ -368,7 +376,7 @@ fn activate(
     policy_path: &Path,
     decision: Option<(String, String, PathBuf)>,
     cache_dir: Option<&Path>,
-) -> Result<Value, Failure> {
+) -> Result<report::Activated, Failure> {
     let policy = read_trust_policy(policy_path)?;
     let files = load_bundle(path)?;
     let runtime = shipped::runtime(cache_dir)?;
@@ -379,7 +387,11 @@ fn activate(
         &shipped::activation_ledger_path()?,
     )?;
     let Some((kind, function, input_path)) = decision else {
-        return Ok(json!({"activated": true, "evidence": activated.activation_evidence()}));
+        return Ok(report::Activated {
+            activated: true,
+            evidence: activated.activation_evidence().clone(),
+            decision: None,
+        });
     };
     let kind: dpone_policy_runtime::PolicyKind = kind
         .parse()
@@ -392,37 +404,64 @@ fn activate(
             )
         })?;
     let decided = activated.decide_json(kind, &function, &input)?;
-    Ok(json!({
-        "activated": true,
-        "evidence": activated.activation_evidence(),
-        "decision": decided,
-    }))
+    Ok(report::Activated {
+        activated: true,
+        evidence: activated.activation_evidence().clone(),
+        decision: Some(decided),
+    })
 }
 
-fn inspect(path: &Path) -> Result<Value, Failure> {
+fn inspect(path: &Path) -> Result<report::Inspected, Failure> {
     let files = load_bundle(path)?;
     let inspection = bundle::inspect(&files)?;
-    let m = &inspection.manifest;
-    Ok(json!({
-        "verified": false,
-        "note": "inspect makes no trust decision; use `bundle verify` with a trust policy",
-        "bundle": {"name": m.name, "version": m.version},
-        "wit_package": m.wit_package,
-        "manifest_sha256": inspection.manifest_sha256.to_hex(),
-        "policies": m.policies.iter().map(|p| json!({
-            "kind": p.kind.as_str(), "file": p.file, "sha256": p.sha256.to_hex(), "size": p.size,
-            "budget": {"fuel": p.budget.fuel, "memory_bytes": p.budget.memory_bytes,
-                       "wasm_stack_bytes": p.budget.wasm_stack_bytes},
-        })).collect::<Vec<_>>(),
-        "tables": m.tables.iter().map(|t| json!({
-            "kind": t.kind.as_str(), "file": t.file, "sha256": t.sha256.to_hex(), "size": t.size,
-        })).collect::<Vec<_>>(),
-        "claimed_signers": inspection.claimed_signers.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-        "contents": match inspection.contents { Ok(()) => "match".to_owned(), Err(code) => code.to_owned() },
-    }))
+    let m = inspection.manifest;
+    Ok(report::Inspected {
+        verified: false,
+        note: "inspect makes no trust decision; use `bundle verify` with a trust policy",
+        bundle: report::BundleName {
+            name: m.name,
+            version: m.version,
+        },
+        wit_package: m.wit_package,
+        manifest_sha256: inspection.manifest_sha256.to_hex(),
+        policies: m
+            .policies
+            .into_iter()
+            .map(|p| report::InspectedPolicy {
+                kind: p.kind.as_str(),
+                file: p.file,
+                sha256: p.sha256.to_hex(),
+                size: p.size,
+                budget: report::InspectedBudget {
+                    fuel: p.budget.fuel,
+                    memory_bytes: p.budget.memory_bytes,
+                    wasm_stack_bytes: p.budget.wasm_stack_bytes,
+                },
+            })
+            .collect(),
+        tables: m
+            .tables
+            .into_iter()
+            .map(|t| report::InspectedTable {
+                kind: t.kind.as_str(),
+                file: t.file,
+                sha256: t.sha256.to_hex(),
+                size: t.size,
+            })
+            .collect(),
+        claimed_signers: inspection
+            .claimed_signers
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect(),
+        contents: match inspection.contents {
+            Ok(()) => "match".to_owned(),
+            Err(code) => code.to_owned(),
+        },
+    })
 }
 
-fn pack(dir: &Path, out: &Path) -> Result<Value, Failure> {
+fn pack(dir: &Path, out: &Path) -> Result<report::Packed, Failure> {
     let files = BundleFiles::read_dir(dir)?;
     // Refuse to pack something that is not even a well-formed bundle.
     bundle::inspect(&files)?;
@@ -445,26 +484,30 @@ fn pack(dir: &Path, out: &Path) -> Result<Value, Failure> {
                 format!("cannot write the archive: {}", err.kind()),
             )
         })?;
-    Ok(json!({
-        "packed": true,
-        "archive_sha256": Sha256Digest::of(&bytes).to_hex(),
-        "size": bytes.len(),
-        "members": files.len(),
-    }))
+    Ok(report::Packed {
+        packed: true,
+        archive_sha256: Sha256Digest::of(&bytes).to_hex(),
+        size: bytes.len(),
+        members: files.len(),
+    })
 }
 
-fn unpack(archive_path: &Path, out: &Path) -> Result<Value, Failure> {
+fn unpack(archive_path: &Path, out: &Path) -> Result<report::Unpacked, Failure> {
     let bytes = read_input(archive_path, InputKind::BundleArchive)?;
     let files = archive::unpack(&bytes)?;
     files.write_dir(out)?;
-    Ok(json!({"unpacked": true, "members": files.len(), "verified": false}))
+    Ok(report::Unpacked {
+        unpacked: true,
+        members: files.len(),
+        verified: false,
+    })
 }
 
 fn trust_policy(
     key_paths: &[PathBuf],
     threshold: usize,
     roots: &[PathBuf],
-) -> Result<Value, Failure> {
+) -> Result<report::TrustPolicyDocument, Failure> {
     let keys = key_paths
         .iter()
         .map(|path| keys::read_public_key_file(path))
@@ -478,10 +521,11 @@ fn trust_policy(
     let policy = TrustPolicy::new(keys, threshold, pins)?;
     let bytes = policy.to_json_bytes()?;
     serde_json::from_slice(&bytes)
+        .map(report::TrustPolicyDocument)
         .map_err(|err| Failure::internal("DPONE_CLI_INTERNAL", err.to_string()))
 }
 
-fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
+fn verify_bundle(args: VerifyBundleArgs) -> Result<report::SigstoreVerified, Failure> {
     let bundle_bytes = read_input(&args.bundle, InputKind::SigstoreBundle)?;
     let signer = match (
         &args.key,
@@ -559,5 +603,8 @@ fn verify_bundle(args: VerifyBundleArgs) -> Result<Value, Failure> {
         let mut file = crate::input::open_artifact(Path::new(&args.artifact))?;
         sigstore::verify_reader(&bundle_bytes, &mut file, &signer, &root)?
     };
-    Ok(json!({"verified": true, "outcome": outcome.to_json()}))
+    Ok(report::SigstoreVerified {
+        verified: true,
+        outcome,
+    })
 }
