@@ -19,7 +19,7 @@
 
 use crate::campaign::pipeline::{self, Refusal};
 use crate::campaign::{GrantFileArgs, failure, now};
-use crate::exit::{Failure, print_json};
+use crate::exit::{Failure, print_report};
 use crate::input::{InputKind, read};
 use crate::shipped;
 use clap::{Args, Subcommand};
@@ -27,6 +27,9 @@ use dpone_engine_nonproduction::AnyDocument;
 use dpone_policy_runtime::PolicyKind;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
+
+mod report;
+use report::Inspected;
 
 /// `campaign` subcommands.
 #[derive(Subcommand)]
@@ -115,11 +118,11 @@ fn verify(args: &VerifyArgs) -> Result<(), Failure> {
         now,
         revocation_epoch: args.revocation_epoch,
     };
-    match pipeline::verify(&inputs, &scope) {
-        Ok(evidence) => print_json(&evidence),
+    match pipeline::verify_grant(&inputs, &scope) {
+        Ok(evidence) => print_report(&evidence),
         Err(mut refusal) => {
             if let Some(evidence) = refusal.evidence.take() {
-                print_json(&evidence)?;
+                print_report(&*evidence)?;
             }
             Err(failure(refusal))
         }
@@ -178,13 +181,13 @@ fn inspect(args: &InspectArgs) -> Result<(), Failure> {
         }
         _ => "none: bound by digest through the grant and checked by the scope component",
     };
-    print_json(&json!({
-        "schema": doc.schema(),
-        "digest": doc.digest().as_str(),
-        "size_bytes": canonical.len(),
-        "canonical": true,
-        "attestation": attestation,
-        "trust_decision": "none",
-        "summary": summary(&value),
-    }))
+    print_report(&Inspected {
+        schema: doc.schema(),
+        digest: doc.digest().as_str().to_owned(),
+        size_bytes: canonical.len(),
+        canonical: true,
+        attestation,
+        trust_decision: "none",
+        summary: summary(&value),
+    })
 }

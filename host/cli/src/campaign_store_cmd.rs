@@ -33,7 +33,7 @@
 use crate::campaign::pipeline::{self, Refusal};
 use crate::campaign::{failure, now, np_failure, parse};
 use crate::control_store::{self, StoreArgs, observe, open, runtime, store_failure};
-use crate::exit::{Failure, REFUSED, print_json};
+use crate::exit::{Failure, REFUSED, print_report};
 use crate::input::{InputKind, read};
 use crate::shipped;
 use clap::{Args, Subcommand, ValueEnum};
@@ -50,10 +50,17 @@ use dpone_engine_nonproduction::{
     ActivationRequest, Authority, AuthorityPolicy, Composition, Document,
 };
 use dpone_policy_model::scope::{ScopeDecision, ScopeFacts};
-use dpone_policy_runtime::{LoadedPolicy, PolicyKind};
-use serde_json::{Value, json};
+use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyKind};
 use std::path::PathBuf;
 use tracing::Instrument as _;
+
+mod report;
+use report::{
+    ActivationSelection, AdmissionEvidence, AdmitDenied, AdmitVerificationRefused, AdmittedScope,
+    Authentication, AuthorityView, Enrolled, GrantRegistered, IdentityView, ListedView,
+    PolicyRecorded, PoolView, Probed, Protected, RegisterRefused, RegistrationView,
+    ReservationView, SettleRecorded, Status, TrustView,
+};
 
 /// The pinned policy is not the store's current trust revision (exit 1).
 pub const POLICY_NOT_CURRENT: &str = "DPONE_CLI_CAMPAIGN_POLICY_NOT_CURRENT";
@@ -218,50 +225,6 @@ fn sha256_of(bytes: &[u8]) -> String {
     store::Sha256Digest::of(bytes).as_str().to_owned()
 }
 
-fn trust_json(t: &store::TrustRevision) -> Value {
-    json!({
-        "environment_id": t.environment.as_str(),
-        "revision": t.revision,
-        "policy_digest": t.policy_digest.as_str(),
-        "root_digest": t.root_digest.as_str(),
-        "revocation_epoch": t.revocation_epoch,
-        "recorded_at_unix": t.recorded_at_unix,
-    })
-}
-
-fn reservation_json(r: &store::Reservation) -> Value {
-    json!({
-        "reservation_id": r.reservation_id.as_str(),
-        "grant_id": r.grant.grant_id.as_str(),
-        "phase": r.grant.phase.as_str(),
-        "grant_digest": r.grant_digest.as_str(),
-        "trust_revision": r.trust_revision,
-        "workload_id": r.workload.as_str(),
-        "attempt_id": r.attempt.as_str(),
-        "source_rows": r.source_rows,
-        "source_bytes": r.source_bytes,
-        "attempt_seconds": r.attempt_seconds,
-        "resolved_by_probe": r.resolved_by_probe,
-    })
-}
-
-fn pool_json(key: &store::PoolKey, p: &store::PoolStatus) -> Value {
-    json!({
-        "environment_id": key.environment.as_str(),
-        "campaign_id": key.campaign.as_str(),
-        "phase": key.phase.as_str(),
-        "route": key.route.as_ref().map(|r| r.dims().to_vec()),
-        "members": p.members,
-        "attempts": p.attempts,
-        "reserved_source_rows": p.reserved_source_rows,
-        "reserved_source_bytes": p.reserved_source_bytes,
-        "unresolved": p.unresolved,
-        "measured_source_rows": p.measured_source_rows,
-        "measured_source_bytes": p.measured_source_bytes,
-        "measured_http_bytes": p.measured_http_bytes,
-    })
-}
-
 /// Runs a protected `campaign` subcommand.
 pub fn run_policy(command: PolicyCommand) -> Result<(), Failure> {
     match command {
@@ -315,10 +278,10 @@ fn policy_register(args: &PolicyRegisterArgs) -> Result<(), Failure> {
     let trust = runtime()?
         .block_on(store.record_trust(&record))
         .map_err(store_failure)?;
-    print_json(&json!({
-        "result": "recorded",
-        "trust": trust_json(&trust),
-    }))
+    print_report(&PolicyRecorded {
+        result: "recorded",
+        trust: TrustView::of(&trust),
+    })
 }
 
 /// `campaign enroll`: the platform role records a participant's physical identity, observed
@@ -398,25 +361,25 @@ pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
     let enrolled = rt
         .block_on(store.enroll(&environment, &enrollment_digest, trust.revision, &record))
         .map_err(store_failure)?;
-    print_json(&json!({
-        "result": match enrolled {
+    print_report(&Enrolled {
+        result: match enrolled {
             store::Enrolled::Recorded => "enrolled",
             store::Enrolled::Reopened => "reopened",
         },
-        "environment_id": environment.as_str(),
-        "enrollment_digest": enrollment_digest.as_str(),
-        "trust_revision": trust.revision,
-        "participant_id": record.participant_id,
-        "engine": "postgresql",
-        "identity": {
-            "schema": dpone_engine_nonproduction::enrollment::IDENTITY_SCHEMA,
-            "system_identifier": record.identity.system_identifier,
-            "database_name": record.identity.database_name,
-            "database_oid": record.identity.database_oid,
+        environment_id: environment.as_str().to_owned(),
+        enrollment_digest: enrollment_digest.as_str().to_owned(),
+        trust_revision: trust.revision,
+        participant_id: record.participant_id,
+        engine: "postgresql",
+        identity: IdentityView {
+            schema: dpone_engine_nonproduction::enrollment::IDENTITY_SCHEMA,
+            system_identifier: record.identity.system_identifier,
+            database_name: record.identity.database_name,
+            database_oid: record.identity.database_oid,
         },
-        "identity_digest": record.identity_digest.as_str(),
-        "append_only": true,
-    }))
+        identity_digest: record.identity_digest.as_str().to_owned(),
+        append_only: true,
+    })
 }
 
 /// Everything read and parsed for an authentication, before the store is touched.
@@ -482,10 +445,10 @@ struct GrantVerifier<'a> {
 }
 
 impl Verifier for GrantVerifier<'_> {
-    type Evidence = Value;
+    type Evidence = pipeline::Verified;
     type Refusal = Refusal;
 
-    fn verify(&self, trust: &store::TrustRevision) -> Result<Value, Refusal> {
+    fn verify(&self, trust: &store::TrustRevision) -> Result<pipeline::Verified, Refusal> {
         let p = self.p;
         if trust.policy_bytes != p.policy_bytes {
             return Err(Refusal {
@@ -510,7 +473,7 @@ impl Verifier for GrantVerifier<'_> {
             now: p.now,
             revocation_epoch: u64::try_from(trust.revocation_epoch).ok(),
         };
-        pipeline::verify(&inputs, self.scope)
+        pipeline::verify_grant(&inputs, self.scope)
     }
 }
 
@@ -518,26 +481,37 @@ impl Verifier for GrantVerifier<'_> {
 struct ComponentDecider<'a>(&'a LoadedPolicy);
 
 impl ScopeDecider for ComponentDecider<'_> {
-    type Evidence = Value;
+    type Evidence = DecisionEvidence;
     type Failure = Failure;
 
-    fn decide(&self, facts: &ScopeFacts) -> Result<(ScopeDecision, Value), Failure> {
+    fn decide(&self, facts: &ScopeFacts) -> Result<(ScopeDecision, DecisionEvidence), Failure> {
         // Called inside the admission transaction, once per try: each decision is a `decide`
         // span of its own under the engine's `admit` phase span.
         let decided =
             crate::telemetry::decide(PolicyKind::Scope, "decide", || self.0.scope_decide(facts))?;
-        let evidence = serde_json::to_value(&decided.evidence)
-            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
-        Ok((decided.decision, evidence))
+        Ok((decided.decision, decided.evidence))
     }
 }
 
+/// The command a verification ran for: its refusal's evidence is summarised as that command's.
+#[derive(Clone, Copy)]
+enum VerifiedFor {
+    /// `grant register`.
+    Register,
+    /// `admit`.
+    Admit,
+}
+
 /// A refused verification: its evidence (a stateless scope denial's) is printed, its code kept.
-fn verification_refused(mut refusal: Refusal) -> Failure {
-    if let Some(evidence) = refusal.evidence.take()
-        && let Err(f) = print_json(&evidence)
-    {
-        return f;
+fn verification_refused(mut refusal: Refusal, command: VerifiedFor) -> Failure {
+    if let Some(evidence) = refusal.evidence.take() {
+        let printed = match command {
+            VerifiedFor::Register => print_report(&RegisterRefused(&evidence)),
+            VerifiedFor::Admit => print_report(&AdmitVerificationRefused(&evidence)),
+        };
+        if let Err(f) = printed {
+            return f;
+        }
     }
     failure(refusal)
 }
@@ -548,11 +522,11 @@ fn authenticate(
     rt: &tokio::runtime::Runtime,
     store: &PgControlStore,
     verifier: &GrantVerifier<'_>,
-) -> Result<(store::Authenticated, Value), Failure> {
+) -> Result<(store::Authenticated, pipeline::Verified), Failure> {
     let environment = mapping::environment(&verifier.p.policy).map_err(store_failure)?;
     match rt.block_on(admission::authenticate(store, &environment, verifier)) {
         Ok((auth, evidence, _)) => Ok((auth, evidence)),
-        Err(Bracket::Refused(refusal)) => Err(verification_refused(refusal)),
+        Err(Bracket::Refused(refusal)) => Err(verification_refused(refusal, VerifiedFor::Register)),
         Err(Bracket::Store(e)) => Err(store_failure(e)),
     }
 }
@@ -583,16 +557,16 @@ fn grant_register(args: &GrantArgs) -> Result<(), Failure> {
     let registered = rt
         .block_on(store.register(&auth, &registration))
         .map_err(store_failure)?;
-    let mut protected = json!({});
+    let mut protected = Protected::default();
     match &selection {
         Some(request) => {
             let selected = rt
                 .block_on(store.select_activation_request(&auth, &key, &p.grant_bytes, request))
                 .map_err(store_failure)?;
-            protected["activation_request"] = json!({
-                "activation_id": request.activation_id.as_str(),
-                "request_digest": sha256_of(&request.request_bytes),
-                "selection": match selected {
+            protected.activation_request = Some(ActivationSelection {
+                activation_id: request.activation_id.as_str().to_owned(),
+                request_digest: sha256_of(&request.request_bytes),
+                selection: match selected {
                     Selected::Selected => "selected",
                     Selected::Reopened => "reopened",
                 },
@@ -601,7 +575,7 @@ fn grant_register(args: &GrantArgs) -> Result<(), Failure> {
         None if key.phase == store::Phase::Qualification => {
             rt.block_on(store.consume_qualification(&auth, &key, &p.grant_bytes))
                 .map_err(store_failure)?;
-            protected["qualification_run"] = json!("consumed");
+            protected.qualification_run = Some("consumed");
         }
         None => {}
     }
@@ -612,17 +586,17 @@ fn grant_register(args: &GrantArgs) -> Result<(), Failure> {
         } => ("registered", membership_charged, executor_permit),
         Registered::Reopened => ("reopened_as_history", 0, false),
     };
-    print_json(&json!({
-        "result": outcome,
-        "grant_id": key.grant_id.as_str(),
-        "phase": key.phase.as_str(),
-        "grant_digest": sha256_of(&p.grant_bytes),
-        "trust_revision": auth.revision(),
-        "membership_charged": charged,
-        "executor_permit": permit,
-        "protected": protected,
-        "verification": evidence,
-    }))
+    print_report(&GrantRegistered {
+        result: outcome,
+        grant_id: key.grant_id.as_str().to_owned(),
+        phase: key.phase.as_str(),
+        grant_digest: sha256_of(&p.grant_bytes),
+        trust_revision: auth.revision(),
+        membership_charged: charged,
+        executor_permit: permit,
+        protected,
+        verification: evidence,
+    })
 }
 
 /// `campaign admit`: the engine's protected admission ([`admission::admit`]) over the store
@@ -662,53 +636,47 @@ pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
     let decider = ComponentDecider(&scope);
     let outcome =
         control_store::runtime()?.block_on(admission::admit(&store, &verifier, &decider, &inputs));
-    let component = json!({"kind": "scope", "sha256": scope.digest().to_string(), "pinned": true});
+    let component = pipeline::ComponentRef::scope(&scope);
     match outcome {
         Ok(Admitted::Reserved {
             reservation,
             trust_revision,
             verification,
-            effective_limits: effective,
+            effective_limits,
             decision,
-        }) => print_json(&json!({
-            "result": "admitted",
-            "reservation": reservation_json(&reservation),
-            "evidence": {
-                "authentication": {
-                    "bracket": "equal trust revisions before and after verification",
-                    "trust_revision": trust_revision,
-                    "verification": verification,
+        }) => print_report(&report::Admitted {
+            result: "admitted",
+            reservation: ReservationView::of(&reservation),
+            evidence: AdmissionEvidence {
+                authentication: Authentication {
+                    bracket: report::BRACKET,
+                    trust_revision,
+                    verification,
                 },
-                "scope": {
-                    "component": component,
-                    "decision": "admit",
-                    "decided_in": "the admission transaction, on the pool it read and committed against",
-                    "effective_limits": {
-                        "max_workloads": effective.max_workloads,
-                        "max_attempts": effective.max_attempts,
-                        "max_source_rows": effective.max_source_rows,
-                        "max_source_bytes": effective.max_source_bytes,
-                        "max_attempt_seconds": effective.max_attempt_seconds,
-                    },
-                    "pool_before": pool_json(&pool_key, &decision.pool_before),
-                    "evidence": decision.evidence,
+                scope: AdmittedScope {
+                    component,
+                    decision: "admit",
+                    decided_in: report::ADMITTED_IN,
+                    effective_limits,
+                    pool_before: PoolView::of(&pool_key, &decision.pool_before),
+                    evidence: decision.evidence,
                 },
-                "transaction": "SERIALIZABLE under the environment lock: trust revision, exact original bytes, database clock, revocation and ownership re-checked; the scope decision made on the transaction's own read",
+                transaction: report::TRANSACTION,
             },
-        })),
+        }),
         Ok(Admitted::Denied {
             reason, decision, ..
         }) => {
-            print_json(&json!({
-                "result": "refused",
-                "workload_id": args.workload,
-                "decision": "deny",
-                "code": reason.code,
-                "decided_in": "the admission transaction, on the pool it read",
-                "component": component,
-                "pool": pool_json(&pool_key, &decision.pool_before),
-                "evidence": decision.evidence,
-            }))?;
+            print_report(&AdmitDenied {
+                result: "refused",
+                workload_id: args.workload.clone(),
+                decision: "deny",
+                code: reason.code.clone(),
+                decided_in: report::DENIED_IN,
+                component,
+                pool: PoolView::of(&pool_key, &decision.pool_before),
+                evidence: decision.evidence,
+            })?;
             Err(Failure {
                 code: reason.code.clone(),
                 message: format!(
@@ -718,7 +686,9 @@ pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
                 exit: REFUSED,
             })
         }
-        Err(AdmitError::Verification(refusal)) => Err(verification_refused(refusal)),
+        Err(AdmitError::Verification(refusal)) => {
+            Err(verification_refused(refusal, VerifiedFor::Admit))
+        }
         Err(AdmitError::Facts(e)) => Err(np_failure("scope facts", &e)),
         Err(AdmitError::Decider(f)) => Err(f),
         Err(AdmitError::Store(e)) => Err(store_failure(e)),
@@ -756,18 +726,18 @@ pub fn settle(args: &SettleArgs) -> Result<(), Failure> {
                 .instrument(dpone_engine_nonproduction::phase_span("settle")),
         )
         .map_err(store_failure)?;
-    print_json(&json!({
-        "result": match settled {
+    print_report(&SettleRecorded {
+        result: match settled {
             Settled::Recorded => "recorded",
             Settled::Reopened => "reopened",
         },
-        "reservation_id": settlement.reservation_id.as_str(),
-        "measured_source_rows": settlement.measured_source_rows,
-        "measured_source_bytes": settlement.measured_source_bytes,
-        "measured_http_bytes": settlement.measured_http_bytes,
-        "outcome": settlement.outcome.as_str(),
-        "reservation_freed": false,
-    }))
+        reservation_id: settlement.reservation_id.as_str().to_owned(),
+        measured_source_rows: settlement.measured_source_rows,
+        measured_source_bytes: settlement.measured_source_bytes,
+        measured_http_bytes: settlement.measured_http_bytes,
+        outcome: settlement.outcome.as_str(),
+        reservation_freed: false,
+    })
 }
 
 /// `campaign status`.
@@ -813,72 +783,33 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     for id in &ids {
         let found = rt.block_on(store.probe(id)).map_err(store_failure)?;
         probed.push(match found {
-            Some(r) => reservation_json(&r),
-            None => json!({"reservation_id": id.as_str(), "found": false}),
+            Some(r) => Probed::Found(ReservationView::of(&r)),
+            None => Probed::Missing {
+                reservation_id: id.as_str().to_owned(),
+                found: false,
+            },
         });
     }
     let listed = rt
         .block_on(store.reservations(&pool_key, store::MAX_LISTED_RESERVATIONS))
         .map_err(store_failure)?;
-    let reservations: Vec<Value> = listed
-        .iter()
-        .map(|l| {
-            let mut v = reservation_json(&l.reservation);
-            v["reserved_at_unix"] = json!(l.reserved_at_unix);
-            v["run_claimed_at_unix"] = json!(l.run_claimed_at_unix);
-            v["participants"] = l
-                .run_participants
-                .iter()
-                .map(|p| {
-                    json!({
-                        "role": p.role.as_str(),
-                        "participant_id": p.participant_id,
-                        "identity_digest": p.identity_digest.as_str(),
-                    })
-                })
-                .collect();
-            v["state"] = json!(if l.settlement.is_some() {
-                "settled"
-            } else {
-                "unresolved"
-            });
-            v["settlement"] = match &l.settlement {
-                Some(s) => json!({
-                    "measured_source_rows": s.measured_source_rows,
-                    "measured_source_bytes": s.measured_source_bytes,
-                    "measured_http_bytes": s.measured_http_bytes,
-                    "outcome": s.outcome.as_str(),
-                }),
-                None => Value::Null,
-            };
-            v
-        })
-        .collect();
+    let reservations = listed.iter().map(ListedView::of).collect();
     let revoked = current
         .as_ref()
         .is_some_and(|t| history.revocation_epoch < t.revocation_epoch);
     let expired = now >= history.not_after_unix;
-    print_json(&json!({
-        "result": "history",
-        "registration": {
-            "grant_id": history.key.grant_id.as_str(),
-            "phase": history.key.phase.as_str(),
-            "grant_digest": history.grant_digest.as_str(),
-            "original_size_bytes": history.original_bytes.len(),
-            "registered_at_unix": history.registered_at_unix,
-            "not_after_unix": history.not_after_unix,
-            "revocation_epoch": history.revocation_epoch,
-            "original_trust": trust_json(&history.trust),
+    print_report(&Status {
+        result: "history",
+        registration: RegistrationView::of(&history),
+        current_trust: current.as_ref().map(TrustView::of),
+        current_authority: AuthorityView {
+            expired,
+            revoked,
+            admits_new_work: !expired && !revoked,
+            note: "history is read as recorded; new admission re-verifies current authority",
         },
-        "current_trust": current.as_ref().map(trust_json),
-        "current_authority": {
-            "expired": expired,
-            "revoked": revoked,
-            "admits_new_work": !expired && !revoked,
-            "note": "history is read as recorded; new admission re-verifies current authority",
-        },
-        "pool": pool_json(&pool_key, &pool),
-        "reservations": reservations,
-        "probed": probed,
-    }))
+        pool: PoolView::of(&pool_key, &pool),
+        reservations,
+        probed,
+    })
 }

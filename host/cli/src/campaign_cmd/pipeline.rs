@@ -15,11 +15,12 @@ use dpone_engine_nonproduction::{
     ActivationRequest, Authority, AuthorityPolicy, Composition, DbtReleaseSet, Document, NpError,
     codes,
 };
-use dpone_policy_model::scope::{Phase, PoolUsage, ScopeDecision};
-use dpone_policy_runtime::{LoadedPolicy, PolicyError, PolicyKind};
+use dpone_policy_model::scope::{Limits, Phase, PoolUsage, ScopeDecision};
+use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyError, PolicyKind};
 use dpone_trust::nonproduction_signature::{self, SignaturePins};
 use dpone_trust::{ErrorClass, TrustError};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 /// What a refusal is, which fixes the exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub struct Refusal {
     /// Its class.
     pub class: Class,
     /// Evidence gathered before the refusal (the scope decision's, when it denied).
-    pub evidence: Option<Value>,
+    pub evidence: Option<Box<ScopeDenied>>,
 }
 
 impl Refusal {
@@ -125,22 +126,196 @@ fn parse<T: Document>(what: &str, bytes: &[u8]) -> Result<T, Refusal> {
     T::parse(bytes).map_err(|e| np(what, &e))
 }
 
-fn document(schema: &str, digest: &Digest) -> Value {
-    json!({"schema": schema, "digest": digest.as_str()})
+/// One document the verification read: its schema and digest.
+#[derive(Clone, Debug, Serialize)]
+pub struct DocumentRef {
+    /// The document's schema.
+    pub schema: &'static str,
+    /// Its canonical digest, `sha256:<hex>`.
+    pub digest: String,
 }
 
-fn limits_json(l: &dpone_policy_model::scope::Limits) -> Value {
-    json!({
-        "max_workloads": l.max_workloads,
-        "max_attempts": l.max_attempts,
-        "max_source_rows": l.max_source_rows,
-        "max_source_bytes": l.max_source_bytes,
-        "max_attempt_seconds": l.max_attempt_seconds,
-    })
+fn document(schema: &'static str, digest: &Digest) -> DocumentRef {
+    DocumentRef {
+        schema,
+        digest: digest.as_str().to_owned(),
+    }
 }
 
-/// Verifies and decides; the JSON evidence on success.
+/// The documents a verification read (the request and release set only when given).
+#[derive(Clone, Debug, Serialize)]
+pub struct Documents {
+    /// The pinned policy.
+    pub policy: DocumentRef,
+    /// The grant.
+    pub grant: DocumentRef,
+    /// The composition whose workloads were decided.
+    pub composition: DocumentRef,
+    /// The activation request (execution).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<DocumentRef>,
+    /// The scoped native release set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_set: Option<DocumentRef>,
+}
+
+/// What the closed GitHub-attestation adapter verified.
+#[derive(Clone, Debug, Serialize)]
+pub struct SignatureEvidence {
+    /// The adapter, `github-artifact-attestation`.
+    pub adapter: &'static str,
+    /// Verified with the policy's pins.
+    pub pinned: bool,
+    /// The signer identity of the certificate.
+    pub signer_identity: String,
+    /// The attested subject digest.
+    pub subject_digest: String,
+    /// The source repository claim.
+    pub source_repository: String,
+    /// The attestation's predicate type.
+    pub predicate_type: String,
+    /// The runner environment claim, when present.
+    pub runner_environment: Option<String>,
+    /// The Sigstore instance.
+    pub instance: &'static str,
+    /// Every authenticated signing time, Unix seconds.
+    pub verified_times: Vec<i64>,
+}
+
+/// The contracts' reopen after verification.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReopenEvidence {
+    /// `ok`.
+    pub result: &'static str,
+    /// The reopened policy's digest.
+    pub policy_digest: String,
+    /// The clock, Unix seconds.
+    pub now: u64,
+    /// The latest authenticated signing time.
+    pub clock_floor: u64,
+    /// The current revocation epoch.
+    pub revocation_epoch: u64,
+    /// Not tracked by the stateless verification.
+    pub trust_revision: &'static str,
+}
+
+/// The pinned component that decided.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComponentRef {
+    /// Its kind, `scope`.
+    pub kind: &'static str,
+    /// Its digest, `sha256:<hex>`.
+    pub sha256: String,
+    /// Loaded at its embedded pin.
+    pub pinned: bool,
+}
+
+impl ComponentRef {
+    /// The pinned scope component.
+    pub fn scope(scope: &LoadedPolicy) -> Self {
+        Self {
+            kind: "scope",
+            sha256: scope.digest().to_string(),
+            pinned: true,
+        }
+    }
+}
+
+/// One workload's admission by the scope component.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadDecision {
+    /// The workload.
+    pub workload_id: String,
+    /// `admit`.
+    pub decision: &'static str,
+    /// The component's reason code.
+    pub code: String,
+    /// The limits the component applied.
+    pub effective_limits: Limits,
+    /// The decision's evidence.
+    pub evidence: DecisionEvidence,
+}
+
+/// Every workload's scope decision and the component that made them.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScopeEvidence {
+    /// The pinned scope component.
+    pub component: ComponentRef,
+    /// One decision per workload, in order.
+    pub decisions: Vec<WorkloadDecision>,
+}
+
+/// The pool a stateless verification reads: none.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolEvidence {
+    /// Where the usage came from.
+    pub source: &'static str,
+    /// `zero`.
+    pub usage: &'static str,
+    /// Nothing was reserved.
+    pub reserved: bool,
+}
+
+/// The evidence of a verified grant (`"result": "verified"`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Verified {
+    /// `verified`.
+    pub result: &'static str,
+    /// `qualification` or `execution`.
+    pub phase: &'static str,
+    /// The grant.
+    pub grant_id: String,
+    /// Its campaign.
+    pub campaign_id: String,
+    /// Its environment.
+    pub environment_id: String,
+    /// The documents read.
+    pub documents: Documents,
+    /// The pinned trusted root, `sha256:<hex>`.
+    pub trusted_root_digest: String,
+    /// The attestation's verification.
+    pub signature: SignatureEvidence,
+    /// The reopen.
+    pub reopen: ReopenEvidence,
+    /// The scope decisions.
+    pub scope: ScopeEvidence,
+    /// The pool read (none).
+    pub pool: PoolEvidence,
+    /// Nothing was consumed.
+    pub consumed: bool,
+}
+
+/// The evidence of a workload the scope component denied (`"result": "refused"`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScopeDenied {
+    /// `refused`.
+    pub result: &'static str,
+    /// `qualification` or `execution`.
+    pub phase: &'static str,
+    /// The denied workload.
+    pub workload_id: String,
+    /// `deny`.
+    pub decision: &'static str,
+    /// The component's reason code.
+    pub code: String,
+    /// The decision's evidence.
+    pub evidence: DecisionEvidence,
+}
+
+/// [`verify_grant`] with its evidence as a JSON value (the benchmark's entry,
+/// `benches/campaign_verify.rs`).
+#[allow(
+    dead_code,
+    reason = "the benchmark's entry; the command uses verify_grant"
+)]
 pub fn verify(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Value, Refusal> {
+    let verified = verify_grant(inputs, scope)?;
+    serde_json::to_value(&verified)
+        .map_err(|e| Refusal::new("DPONE_CLI_OUTPUT", e.to_string(), Class::Internal))
+}
+
+/// Verifies and decides; the evidence on success.
+pub fn verify_grant(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Verified, Refusal> {
     // 1. Strict parsing of everything, before any cryptography.
     let policy: AuthorityPolicy = parse("policy", inputs.policy)?;
     let grant: Authority = parse("document", inputs.grant)?;
@@ -311,16 +486,15 @@ pub fn verify(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Value, Refusa
         let decided =
             crate::telemetry::decide(PolicyKind::Scope, "decide", || scope.scope_decide(&facts))
                 .map_err(|e| policy_error(&e))?;
-        let evidence = serde_json::to_value(&decided.evidence)
-            .map_err(|e| Refusal::new("DPONE_CLI_OUTPUT", e.to_string(), Class::Internal))?;
+        let evidence = decided.evidence;
         match decided.decision {
-            ScopeDecision::Admit(admitted) => decisions.push(json!({
-                "workload_id": workload,
-                "decision": "admit",
-                "code": admitted.reason.code,
-                "effective_limits": limits_json(&admitted.effective_limits),
-                "evidence": evidence,
-            })),
+            ScopeDecision::Admit(admitted) => decisions.push(WorkloadDecision {
+                workload_id: workload.clone(),
+                decision: "admit",
+                code: admitted.reason.code,
+                effective_limits: admitted.effective_limits,
+                evidence,
+            }),
             ScopeDecision::Deny(reason) => {
                 let mut refusal = Refusal::new(
                     &reason.code,
@@ -330,70 +504,178 @@ pub fn verify(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Value, Refusa
                     ),
                     Class::Refused,
                 );
-                refusal.evidence = Some(json!({
-                    "result": "refused",
-                    "phase": phase_name,
-                    "workload_id": workload,
-                    "decision": "deny",
-                    "code": reason.code,
-                    "evidence": evidence,
+                refusal.evidence = Some(Box::new(ScopeDenied {
+                    result: "refused",
+                    phase: phase_name,
+                    workload_id: workload.clone(),
+                    decision: "deny",
+                    code: reason.code,
+                    evidence,
                 }));
                 return Err(refusal);
             }
         }
     }
 
-    let mut documents = json!({
-        "policy": document(AuthorityPolicy::SCHEMA, &policy_digest),
-        "grant": document(Authority::SCHEMA, &reopened.grant_digest),
-        "composition": document(Composition::SCHEMA, &composition.digest()),
-    });
-    if let Some(request) = &request {
-        documents["request"] = document(ActivationRequest::SCHEMA, &request.digest());
-    }
-    if let Some(release) = &release_set {
-        documents["release_set"] = document(DbtReleaseSet::SCHEMA, &release.digest());
-    }
-    Ok(json!({
-        "result": "verified",
-        "phase": phase_name,
-        "grant_id": grant.grant_id.as_str(),
-        "campaign_id": grant.campaign_id.as_str(),
-        "environment_id": grant.environment_id.as_str(),
-        "documents": documents,
-        "trusted_root_digest": format!("sha256:{}", verified.trusted_root_sha256),
-        "signature": {
-            "adapter": "github-artifact-attestation",
-            "pinned": true,
-            "signer_identity": verified.signer_identity,
-            "subject_digest": verified.subject_digest,
-            "source_repository": verified.source_repository,
-            "predicate_type": verified.predicate_type,
-            "runner_environment": verified.runner_environment,
-            "instance": verified.instance,
-            "verified_times": verified.verified_times,
+    let documents = Documents {
+        policy: document(AuthorityPolicy::SCHEMA, &policy_digest),
+        grant: document(Authority::SCHEMA, &reopened.grant_digest),
+        composition: document(Composition::SCHEMA, &composition.digest()),
+        request: request
+            .as_ref()
+            .map(|r| document(ActivationRequest::SCHEMA, &r.digest())),
+        release_set: release_set
+            .as_ref()
+            .map(|r| document(DbtReleaseSet::SCHEMA, &r.digest())),
+    };
+    Ok(Verified {
+        result: "verified",
+        phase: phase_name,
+        grant_id: grant.grant_id.as_str().to_owned(),
+        campaign_id: grant.campaign_id.as_str().to_owned(),
+        environment_id: grant.environment_id.as_str().to_owned(),
+        documents,
+        trusted_root_digest: format!("sha256:{}", verified.trusted_root_sha256),
+        signature: SignatureEvidence {
+            adapter: "github-artifact-attestation",
+            pinned: true,
+            signer_identity: verified.signer_identity,
+            subject_digest: verified.subject_digest,
+            source_repository: verified.source_repository,
+            predicate_type: verified.predicate_type,
+            runner_environment: verified.runner_environment,
+            instance: verified.instance,
+            verified_times: verified.verified_times,
         },
-        "reopen": {
-            "result": "ok",
-            "policy_digest": reopened.policy_digest.as_str(),
-            "now": inputs.now,
-            "clock_floor": clock_floor,
-            "revocation_epoch": current_epoch,
-            "trust_revision": "not tracked: stateless verify (the protected store is part 2)",
+        reopen: ReopenEvidence {
+            result: "ok",
+            policy_digest: reopened.policy_digest.as_str().to_owned(),
+            now: inputs.now,
+            clock_floor,
+            revocation_epoch: current_epoch,
+            trust_revision: "not tracked: stateless verify (the protected store is part 2)",
         },
-        "scope": {
-            "component": {
-                "kind": "scope",
-                "sha256": scope.digest().to_string(),
-                "pinned": true,
+        scope: ScopeEvidence {
+            component: ComponentRef::scope(scope),
+            decisions,
+        },
+        pool: PoolEvidence {
+            source: "none: stateless verify reads no protected store (part 2)",
+            usage: "zero",
+            reserved: false,
+        },
+        consumed: false,
+    })
+}
+
+/// Fixed sample evidence for the reports' tests.
+#[cfg(test)]
+pub(crate) mod samples {
+    use super::*;
+
+    /// A scope decision's evidence with `output` and `fuel`.
+    pub(crate) fn evidence(output: Value, fuel: u64) -> DecisionEvidence {
+        DecisionEvidence {
+            kind: PolicyKind::Scope,
+            function: "decide",
+            component_sha256: [0x11; 32].into(),
+            wit_package: "dpone:scope@1.0.0",
+            input_sha256: [0x22; 32].into(),
+            output,
+            fuel_used: fuel,
+        }
+    }
+
+    fn doc(schema: &'static str, hex: char) -> DocumentRef {
+        DocumentRef {
+            schema,
+            digest: format!("sha256:{}", hex.to_string().repeat(64)),
+        }
+    }
+
+    /// A verified execution grant with two admitted workloads.
+    pub(crate) fn verified() -> Verified {
+        let limits = Limits {
+            max_workloads: 3,
+            max_attempts: 6,
+            max_source_rows: 1_000_000,
+            max_source_bytes: 50_000_000,
+            max_attempt_seconds: 900,
+        };
+        let decision = |workload: &str, fuel| WorkloadDecision {
+            workload_id: workload.to_owned(),
+            decision: "admit",
+            code: "DPONE_SCOPE_ADMIT".to_owned(),
+            effective_limits: limits,
+            evidence: evidence(
+                serde_json::json!({"admit": {"reason": {"code": "DPONE_SCOPE_ADMIT"}}}),
+                fuel,
+            ),
+        };
+        Verified {
+            result: "verified",
+            phase: "execution",
+            grant_id: "6f1c2a9e-3b4d-4e5f-8a6b-7c8d9e0f1a2b".to_owned(),
+            campaign_id: "0d9e8f7a-6b5c-4d3e-9f2a-1b0c9d8e7f6a".to_owned(),
+            environment_id: "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d".to_owned(),
+            documents: Documents {
+                policy: doc(AuthorityPolicy::SCHEMA, 'a'),
+                grant: doc(Authority::SCHEMA, 'b'),
+                composition: doc(Composition::SCHEMA, 'c'),
+                request: Some(doc(ActivationRequest::SCHEMA, 'd')),
+                release_set: None,
             },
-            "decisions": decisions,
-        },
-        "pool": {
-            "source": "none: stateless verify reads no protected store (part 2)",
-            "usage": "zero",
-            "reserved": false,
-        },
-        "consumed": false,
-    }))
+            trusted_root_digest: format!("sha256:{}", "e".repeat(64)),
+            signature: SignatureEvidence {
+                adapter: "github-artifact-attestation",
+                pinned: true,
+                signer_identity:
+                    "https://github.com/acme/grants/.github/workflows/grant.yml@refs/heads/main"
+                        .to_owned(),
+                subject_digest: format!("sha256:{}", "b".repeat(64)),
+                source_repository: "https://github.com/acme/grants".to_owned(),
+                predicate_type: "https://dpone.dev/np-grant/v1".to_owned(),
+                runner_environment: Some("github-hosted".to_owned()),
+                instance: "github",
+                verified_times: vec![1_796_083_000],
+            },
+            reopen: ReopenEvidence {
+                result: "ok",
+                policy_digest: format!("sha256:{}", "a".repeat(64)),
+                now: 1_796_083_200,
+                clock_floor: 1_796_083_000,
+                revocation_epoch: 4,
+                trust_revision: "not tracked: stateless verify (the protected store is part 2)",
+            },
+            scope: ScopeEvidence {
+                component: ComponentRef {
+                    kind: "scope",
+                    sha256: format!("sha256:{}", "1".repeat(64)),
+                    pinned: true,
+                },
+                decisions: vec![decision("pg-customers", 4210), decision("pg-orders", 4388)],
+            },
+            pool: PoolEvidence {
+                source: "none: stateless verify reads no protected store (part 2)",
+                usage: "zero",
+                reserved: false,
+            },
+            consumed: false,
+        }
+    }
+
+    /// The scope component's denial of one workload.
+    pub(crate) fn denied() -> ScopeDenied {
+        ScopeDenied {
+            result: "refused",
+            phase: "qualification",
+            workload_id: "pg-payments".to_owned(),
+            decision: "deny",
+            code: "DPONE_SCOPE_WORKLOAD_NOT_IN_GRANT".to_owned(),
+            evidence: evidence(
+                serde_json::json!({"deny": {"code": "DPONE_SCOPE_WORKLOAD_NOT_IN_GRANT"}}),
+                2950,
+            ),
+        }
+    }
 }
