@@ -75,20 +75,17 @@ fn main() {
         now: campaign::E_NOW,
         revocation_epoch: None,
     };
-    let evidence = pipeline::verify(&inputs, &scope).expect("the benchmarked grant verifies");
-    assert_eq!(
-        evidence["scope"]["decisions"].as_array().map(Vec::len),
-        Some(3)
-    );
+    let evidence = pipeline::verify_grant(&inputs, &scope).expect("the benchmarked grant verifies");
+    assert_eq!(evidence.scope.decisions.len(), 3);
 
     let mut one = inputs;
     one.workload = Some("pg-customers");
     let mut c = Criterion::default().configure_from_args();
     c.bench_function("campaign_verify/execution_grant_3_workloads", |b| {
-        b.iter(|| pipeline::verify(black_box(&inputs), &scope))
+        b.iter(|| pipeline::verify_grant(black_box(&inputs), &scope))
     });
     c.bench_function("campaign_verify/execution_grant_1_workload", |b| {
-        b.iter(|| pipeline::verify(black_box(&one), &scope))
+        b.iter(|| pipeline::verify_grant(black_box(&one), &scope))
     });
     c.final_summary();
 
@@ -96,7 +93,7 @@ fn main() {
         let mut samples: Vec<f64> = (0..500)
             .map(|_| {
                 let start = Instant::now();
-                let result = pipeline::verify(inputs, &scope);
+                let result = pipeline::verify_grant(inputs, &scope);
                 let elapsed = start.elapsed().as_secs_f64() * 1e6;
                 assert!(result.is_ok());
                 elapsed

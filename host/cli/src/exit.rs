@@ -163,20 +163,6 @@ pub fn print_report<R: crate::render::Report>(report: &R) -> Result<(), Failure>
     write_stdout(&format!("{text}\n"))
 }
 
-/// Prints a value as pretty JSON on stdout, or, in text mode (`--output text`, or a terminal
-/// under `--output auto`), the human summary of that same JSON ([`crate::render`]).
-pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
-    let text = if crate::render::text_mode() {
-        let value = serde_json::to_value(value)
-            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?;
-        crate::render::summary(&value).trim_end().to_owned()
-    } else {
-        serde_json::to_string_pretty(value)
-            .map_err(|e| Failure::internal("DPONE_CLI_OUTPUT", e.to_string()))?
-    };
-    write_stdout(&format!("{text}\n"))
-}
-
 /// Prints a value as pretty JSON on stdout whatever the output mode: for a command whose own
 /// flag asks for the JSON contract (`check --connections --json`).
 pub fn print_json_contract<T: Serialize>(value: &T) -> Result<(), Failure> {

@@ -173,7 +173,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let telemetry = telemetry::init();
     let kind = command_name(&cli.command);
-    render::configure(cli.output, kind);
+    render::configure(cli.output);
     let span = telemetry::command_span(kind);
     let result = span.in_scope(|| dispatch(cli));
     if let Err(f) = &result {

@@ -302,18 +302,6 @@ pub struct ScopeDenied {
     pub evidence: DecisionEvidence,
 }
 
-/// [`verify_grant`] with its evidence as a JSON value (the benchmark's entry,
-/// `benches/campaign_verify.rs`).
-#[allow(
-    dead_code,
-    reason = "the benchmark's entry; the command uses verify_grant"
-)]
-pub fn verify(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Value, Refusal> {
-    let verified = verify_grant(inputs, scope)?;
-    serde_json::to_value(&verified)
-        .map_err(|e| Refusal::new("DPONE_CLI_OUTPUT", e.to_string(), Class::Internal))
-}
-
 /// Verifies and decides; the evidence on success.
 pub fn verify_grant(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Verified, Refusal> {
     // 1. Strict parsing of everything, before any cryptography.

@@ -240,7 +240,7 @@ mod tests {
         assert!(text.starts_with("done: published\n"), "{text}");
         assert!(text.contains("52000 bytes"), "{text}");
 
-        let waiting = [receipt.members[0].member_id.clone()];
+        let waiting = [receipt.members[0].member_id];
         let in_progress = RunReport {
             outcome: "in_progress",
             phase: Some(Phase::PublicationDispatching),
@@ -362,8 +362,8 @@ mod tests {
             command: "status",
             workload: &m.name,
             status: StatusReport {
-                target_key: receipt.target_key.clone(),
-                operation_id: receipt.operation_id.clone(),
+                target_key: receipt.target_key,
+                operation_id: receipt.operation_id,
                 slot: SlotStatus::Absent,
                 members: Vec::new(),
                 queue_entry: None,

@@ -20,13 +20,7 @@ macro_rules! listed_reports {
     )*};
 }
 
-listed_reports!(
-    Keygen,
-    Created,
-    Signed,
-    Packed,
-    TrustPolicyDocument
-);
+listed_reports!(Keygen, Created, Signed, Packed, TrustPolicyDocument);
 
 /// `bundle keygen`: the new key's id and public key.
 #[derive(Serialize)]
