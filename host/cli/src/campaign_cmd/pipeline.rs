@@ -20,7 +20,6 @@ use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyError, PolicyKi
 use dpone_trust::nonproduction_signature::{self, SignaturePins};
 use dpone_trust::{ErrorClass, TrustError};
 use serde::Serialize;
-use serde_json::Value;
 
 /// What a refusal is, which fixes the exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -560,6 +559,7 @@ pub fn verify_grant(inputs: &Inputs<'_>, scope: &LoadedPolicy) -> Result<Verifie
 #[cfg(test)]
 pub(crate) mod samples {
     use super::*;
+    use serde_json::Value;
 
     /// A scope decision's evidence with `output` and `fuel`.
     pub(crate) fn evidence(output: Value, fuel: u64) -> DecisionEvidence {
