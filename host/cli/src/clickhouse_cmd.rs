@@ -319,8 +319,12 @@ struct RunReport<'a> {
     route: &'static str,
     command: &'static str,
     workload: &'a str,
-    /// `completed`, `in_progress` or `failed`.
+    /// `completed`, `in_progress`, `blocked` or `failed`.
     outcome: &'static str,
+    /// The replication decision static admission made (the spec's five fields, as `check`
+    /// and `plan` print it); absent when static admission blocked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replication: Option<&'a ReplicationDecision>,
     #[serde(skip_serializing_if = "Option::is_none")]
     receipt: Option<&'a ExternalReceipt>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -424,12 +428,13 @@ fn measurements(source: &PgRowBinarySource, cluster: &ClickHouseCluster) -> Opti
 }
 
 impl<'a> RunReport<'a> {
-    fn new(m: &'a Manifest) -> Self {
+    fn new(m: &'a Manifest, replication: Option<&'a ReplicationDecision>) -> Self {
         Self {
             route: ROUTE,
             command: "run",
             workload: &m.name,
             outcome: "",
+            replication,
             receipt: None,
             phase: None,
             waiting: None,
@@ -509,14 +514,14 @@ fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failu
     Ok(cluster)
 }
 
+/// Prints the failed run's report (`base`: what the run knows whatever happened — its
+/// replication decision, measurements, timings, settlement) and returns its failure.
 fn fail_closed(
     args: &RouteArgs,
     m: &Manifest,
     e: &EngineError,
     source_detail: Option<String>,
-    measurements: Option<Measurements>,
-    phase_timings: Option<RunTimings>,
-    np_reservation: Option<Option<RunSettlement>>,
+    base: RunReport<'_>,
 ) -> Result<(), Failure> {
     let blockers: Vec<Blocker> = match e {
         EngineError::AdmissionBlocked(reasons) => {
@@ -543,10 +548,7 @@ fn fail_closed(
         blockers: Some(&blockers),
         target_key: Some(key),
         operation_id: operation,
-        measurements,
-        phase_timings,
-        np_reservation,
-        ..RunReport::new(m)
+        ..base
     })?;
     let mut failure = wiring::engine_failure(e);
     if let Some(first) = blockers.first() {
@@ -623,12 +625,13 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
     let source = policy_source(&runtime, args)?;
     let policy = source.policy(PolicyKind::Admission)?;
     let admission = static_admission(&policy, &m)?;
+    let replication = admission.decision.as_ref();
     if !admission.blockers.is_empty() {
         print_report(&RunReport {
             outcome: "blocked",
             recovery: Some(RecoveryAction::FixManifest),
             blockers: Some(&admission.blockers),
-            ..RunReport::new(&m)
+            ..RunReport::new(&m, replication)
         })?;
         return blocked(&admission.blockers);
     }
@@ -754,7 +757,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 measurements: measurements(&pg_source, &cluster),
                 phase_timings,
                 np_reservation,
-                ..RunReport::new(&m)
+                ..RunReport::new(&m, replication)
             })?;
             unrecorded.map_or(Ok(()), Err)
         }
@@ -767,7 +770,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 measurements: measurements(&pg_source, &cluster),
                 phase_timings,
                 np_reservation,
-                ..RunReport::new(&m)
+                ..RunReport::new(&m, replication)
             })?;
             Err(Failure {
                 code: IN_PROGRESS.to_owned(),
@@ -791,9 +794,12 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
                 &m,
                 &e,
                 detail,
-                measurements(&pg_source, &cluster),
-                phase_timings,
-                np_reservation,
+                RunReport {
+                    measurements: measurements(&pg_source, &cluster),
+                    phase_timings,
+                    np_reservation,
+                    ..RunReport::new(&m, replication)
+                },
             );
             if stopped {
                 return Err(crate::run_gate::deadline_exceeded());

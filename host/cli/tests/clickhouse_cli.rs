@@ -1353,6 +1353,10 @@ fn live_run_publishes_then_a_retry_converges_and_status_names_no_action() {
     let j1 = route.ok("run", Some("live-cli-1"));
     assert_eq!(j1["outcome"], "completed");
     assert_eq!(j1["receipt"]["artifact"]["row_count"], 1000);
+    // The run prints the replication decision its static admission made, as check and plan do.
+    let check = route.ok("check", None);
+    assert_eq!(j1["replication"], check["replication"], "{j1}");
+    assert_eq!(j1["replication"]["replication_mode"], "external", "{j1}");
     assert_eq!(
         j1["receipt"]["content_proof"], "rowset",
         "a manifest that names no proof gets the default"

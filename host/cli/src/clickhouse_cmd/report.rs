@@ -75,6 +75,9 @@ impl Report for RunReport<'_> {
             other => Summary::new(Verdict::Refused, clean(self.error.unwrap_or(other))),
         };
         s.fact("workload", self.workload);
+        if let Some(r) = self.replication {
+            s.value_fact("replication", &r.replication_mode);
+        }
         if let Some(op) = &self.operation_id {
             s.fact("operation", shown(op));
         }
@@ -206,6 +209,17 @@ mod tests {
         }
     }
 
+    fn external() -> dpone_policy_model::admission::ReplicationDecision {
+        use dpone_policy_model::admission::{ReplicationDecision, ReplicationMode};
+        ReplicationDecision {
+            requested: "external".into(),
+            selected: "external".into(),
+            replication_mode: ReplicationMode::External,
+            runtime_admission_required: true,
+            no_fallback: true,
+        }
+    }
+
     #[test]
     fn a_settlement_prints_its_keys_sorted_as_the_value_it_replaces_did() {
         // Inside the run report (printed in field order) the settlement keeps the bytes of the
@@ -220,6 +234,7 @@ mod tests {
     #[test]
     fn run_reports_are_pinned() {
         let m = manifest();
+        let replication = external();
         let receipt: ExternalReceipt = serde_json::from_str(RECEIPT).expect("receipt");
         let completed = RunReport {
             outcome: "completed",
@@ -233,7 +248,7 @@ mod tests {
                 http_body: Vec::new(),
             }),
             np_reservation: Some(Some(settlement())),
-            ..RunReport::new(&m)
+            ..RunReport::new(&m, Some(&replication))
         };
         assert_pinned("clickhouse_run_completed", &completed);
         let text = completed.summary().finish(false);
@@ -246,7 +261,7 @@ mod tests {
             phase: Some(Phase::PublicationDispatching),
             waiting: Some(&waiting),
             recovery: Some(RecoveryAction::WaitThenResume),
-            ..RunReport::new(&m)
+            ..RunReport::new(&m, None)
         };
         assert_pinned("clickhouse_run_in_progress", &in_progress);
         let text = in_progress.summary().finish(false);
@@ -265,7 +280,7 @@ mod tests {
             outcome: "blocked",
             recovery: Some(RecoveryAction::FixManifest),
             blockers: Some(&blockers),
-            ..RunReport::new(&m)
+            ..RunReport::new(&m, None)
         };
         assert_pinned("clickhouse_run_blocked", &blocked);
         assert!(
