@@ -554,15 +554,23 @@ impl MemberCatalog for ClickHouseCluster {
         struct Engine {
             engine: String,
         }
+        #[derive(clickhouse::Row, Deserialize)]
+        struct Facade {
+            engine_full: String,
+        }
         let db: Vec<Engine> = self.fetch(&c.read, &sql::database_engine(database))?;
-        let keeper = self.scalar_u64(
+        let facade: Vec<Facade> = self.fetch(
             &c.read,
             &sql::keeper_map_facade(&self.authority.0, &self.authority.1),
         )?;
+        let facade = facade.into_iter().next().map(|f| f.engine_full);
+        let rowset = self.scalar_u64(&c.read, &sql::rowset_function())?;
         Ok(MemberProbe {
             database_engine: db.into_iter().next().map(|e| e.engine).unwrap_or_default(),
-            keeper_map_available: keeper == 1,
+            keeper_map_available: facade.is_some(),
             target_engine: self.table_uuid(&c.read, database, target)?.map(|(_, e)| e),
+            rowset_proof_supported: rowset == 1,
+            authority_facade: facade,
         })
     }
 

@@ -170,15 +170,22 @@ pub fn database_engine(database: &str) -> Statement {
         .param("database", database)
 }
 
-/// Whether the KeeperMap authority facade exists on a member.
+/// The KeeperMap authority facade's full definition on a member (no row: no facade).
 pub fn keeper_map_facade(database: &str, table: &str) -> Statement {
     Statement::new(
-        "SELECT toUInt64(count()) AS n FROM system.tables \
+        "SELECT engine_full FROM system.tables \
          WHERE database = {database:String} AND name = {table:String} AND engine = 'KeeperMap'"
             .into(),
     )
     .param("database", database)
     .param("table", table)
+}
+
+/// Whether the member has `formatRow` (the rowset proof's member query calls it).
+pub fn rowset_function() -> Statement {
+    Statement::new(
+        "SELECT toUInt64(count()) AS n FROM system.functions WHERE name = 'formatRow'".into(),
+    )
 }
 
 /// UUID and engine of one table.

@@ -62,11 +62,15 @@ fn member_catalog() {
     "#]]
     .assert_eq(&sql::database_engine("db").to_string());
     expect![[r#"
-        SELECT toUInt64(count()) AS n FROM system.tables WHERE database = {database:String} AND name = {table:String} AND engine = 'KeeperMap'
+        SELECT engine_full FROM system.tables WHERE database = {database:String} AND name = {table:String} AND engine = 'KeeperMap'
           param database = dpone
           param table = authority
     "#]]
     .assert_eq(&sql::keeper_map_facade("dpone", "authority").to_string());
+    expect![[r#"
+        SELECT toUInt64(count()) AS n FROM system.functions WHERE name = 'formatRow'
+    "#]]
+    .assert_eq(&sql::rowset_function().to_string());
     expect![[r#"
         SELECT toString(uuid) AS uuid, engine FROM system.tables WHERE database = {database:String} AND name = {table:String}
           param database = db

@@ -66,6 +66,13 @@ pub mod codes {
     /// A member's connection reaches a server that does not prove itself the configured
     /// replica: the connections registry maps this member to the wrong server.
     pub const MEMBER_IDENTITY_UNPROVEN: &str = crate::ports::MEMBER_IDENTITY_UNPROVEN;
+    /// A member lacks what the operation's content proof needs (`formatRow` for the rowset
+    /// proof); found at admission, before the authority is locked.
+    pub const MEMBER_PROOF_UNSUPPORTED: &str = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_PROOF_UNSUPPORTED";
+    /// The members' KeeperMap authority facades name different Keeper paths: they do not share
+    /// one authority; found at admission, before the authority is locked.
+    pub const AUTHORITY_FACADE_DIVERGENT: &str =
+        "DPONE_CLICKHOUSE_CLUSTER_AUTHORITY_FACADE_DIVERGENT";
     /// The cluster DDL transport did not answer; the same operation may be retried.
     pub const DDL_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_DDL_UNAVAILABLE";
     /// The `system.clusters` inventory could not be read; the same operation may be retried.
@@ -221,6 +228,24 @@ pub enum EngineError {
         /// Member id.
         member: String,
     },
+    /// A member cannot compute the operation's content proof.
+    #[error("member {member} cannot compute the {proof} content proof (it lacks {function})")]
+    MemberProofUnsupported {
+        /// Member id prefix.
+        member: String,
+        /// The proof.
+        proof: &'static str,
+        /// The missing function.
+        function: &'static str,
+    },
+    /// The members' authority facades do not share one Keeper path.
+    #[error(
+        "the KeeperMap authority facade of member {member} names another Keeper path than the other members'"
+    )]
+    AuthorityFacadeDivergent {
+        /// Member id prefix of the first member that differs.
+        member: String,
+    },
     /// Cluster DDL transport failure.
     #[error("cluster DDL observation did not complete")]
     DdlUnavailable(#[source] PortError),
@@ -307,6 +332,8 @@ impl EngineError {
             E::CandidateMissing { .. } => codes::CANDIDATE_MISSING,
             E::MemberUnavailable { .. } => codes::MEMBER_UNAVAILABLE,
             E::MemberIdentityUnproven { .. } => codes::MEMBER_IDENTITY_UNPROVEN,
+            E::MemberProofUnsupported { .. } => codes::MEMBER_PROOF_UNSUPPORTED,
+            E::AuthorityFacadeDivergent { .. } => codes::AUTHORITY_FACADE_DIVERGENT,
             E::DdlUnavailable(_) => codes::DDL_UNAVAILABLE,
             E::InventoryUnavailable(_) => codes::INVENTORY_UNAVAILABLE,
             E::StatementRejected { .. } => codes::STATEMENT_REJECTED,
@@ -346,6 +373,8 @@ impl EngineError {
             | E::UnsupportedColumnType { .. }
             | E::EngineContentUnverifiable { .. }
             | E::MemberIdentityUnproven { .. }
+            | E::MemberProofUnsupported { .. }
+            | E::AuthorityFacadeDivergent { .. }
             | E::ArtifactTooLarge { .. } => R::FixManifest,
             E::StatementRejected { aborted: true, .. } => R::StartNewOperation,
             E::InventoryDrift => R::RestoreInventoryThenResume,

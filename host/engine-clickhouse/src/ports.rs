@@ -127,6 +127,12 @@ pub struct MemberProbe {
     pub keeper_map_available: bool,
     /// Engine of the existing target; none when absent.
     pub target_engine: Option<String>,
+    /// The member has `formatRow`, which the rowset content proof's member query calls.
+    pub rowset_proof_supported: bool,
+    /// The full definition of the member's KeeperMap authority facade (`engine_full`: the
+    /// Keeper path and its arguments), when it has one: every member's must be the same, or
+    /// the members do not share one authority.
+    pub authority_facade: Option<String>,
 }
 
 /// One table observed on one member.

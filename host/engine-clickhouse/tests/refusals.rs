@@ -72,6 +72,62 @@ fn a_member_that_does_not_answer_at_admission_is_an_outage_not_a_manifest_blocke
 }
 
 #[test]
+fn a_member_that_cannot_compute_the_rowset_proof_is_refused_at_admission() {
+    let p = profile();
+    for member in [0, 1] {
+        let w = World::new(&p, 2, true);
+        w.cluster.set_capabilities(member, false, Some(FACADE));
+        let e = w.coordinator().run(&p.request()).expect_err("refused");
+        assert_eq!(e.code(), codes::MEMBER_PROOF_UNSUPPORTED);
+        assert!(!e.is_retryable());
+        assert_eq!(e.recovery(), RecoveryAction::FixManifest);
+        // Before the authority is locked and before any source I/O.
+        assert_eq!(phase(&w), None);
+        assert_eq!(w.cluster.authority_writes(), 0);
+        assert_eq!(
+            w.artifacts
+                .extractions
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+        // The canonical proof does not call formatRow: the same member publishes under it.
+        let canonical = w.coordinator_config(CoordinatorConfig {
+            content_proof: dpone_engine_clickhouse::contracts::ContentProof::Canonical,
+            ..CoordinatorConfig::default()
+        });
+        assert!(matches!(
+            canonical.run(&p.request()),
+            Ok(RunOutcome::Completed { .. })
+        ));
+    }
+}
+
+/// The synthetic members' authority facade (`engine_full`).
+const FACADE: &str = "KeeperMap('/dpone/synthetic/authority') PRIMARY KEY key";
+
+#[test]
+fn members_whose_authority_facades_differ_are_refused_at_admission() {
+    let p = profile();
+    let w = World::new(&p, 3, true);
+    w.cluster.set_capabilities(
+        2,
+        true,
+        Some("KeeperMap('/dpone/elsewhere/authority') PRIMARY KEY key"),
+    );
+    let e = w.coordinator().run(&p.request()).expect_err("refused");
+    assert_eq!(e.code(), codes::AUTHORITY_FACADE_DIVERGENT);
+    assert!(!e.is_retryable());
+    assert_eq!(phase(&w), None);
+    assert_eq!(w.cluster.authority_writes(), 0);
+    // Once the facade names the shared path again the same invocation publishes.
+    w.cluster.set_capabilities(2, true, Some(FACADE));
+    assert!(matches!(
+        w.coordinator().run(&p.request()),
+        Ok(RunOutcome::Completed { .. })
+    ));
+}
+
+#[test]
 fn an_unanswered_inventory_read_is_an_outage_not_an_incomplete_inventory() {
     let p = profile();
     let w = World::new(&p, 2, false);

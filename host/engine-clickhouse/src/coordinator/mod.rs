@@ -375,6 +375,7 @@ impl<'a> Coordinator<'a> {
         let (entries, complete) = self.observe_inventory(&f.cluster_name)?;
 
         let mut facts_members = Vec::new();
+        let mut capabilities = Vec::new();
         for e in &entries {
             let id = contracts::member_id(e.shard_num, e.replica_num);
             let probe = match self
@@ -409,6 +410,9 @@ impl<'a> Coordinator<'a> {
                     ));
                 }
             };
+            if let Some(p) = &probe {
+                capabilities.push((id, p.rowset_proof_supported, p.authority_facade.clone()));
+            }
             facts_members.push(MemberFacts {
                 member_id: id.to_string(),
                 shard_num: e.shard_num,
@@ -481,6 +485,7 @@ impl<'a> Coordinator<'a> {
         if got != want || expected.len() < 2 {
             return Err(EngineError::AdmissionInconsistent);
         }
+        self.require_capabilities(&capabilities)?;
         let operation_id =
             contracts::operation_id(&req.scheduler_invocation, &target_key, &req.plan_digest);
         Ok(Op {
@@ -498,6 +503,35 @@ impl<'a> Coordinator<'a> {
             inventory_digest: contracts::inventory_digest(&entries),
             admission: gated.evidence,
         })
+    }
+
+    /// What the run will need of every member, checked before the authority is locked: the
+    /// functions of the content proof a new operation records, and one shared authority (every
+    /// member's KeeperMap facade has the same definition, so the same Keeper path).
+    fn require_capabilities(
+        &self,
+        members: &[(MemberId, bool, Option<String>)],
+    ) -> Result<(), EngineError> {
+        if self.config.content_proof == crate::contracts::ContentProof::Rowset
+            && let Some((id, _, _)) = members.iter().find(|(_, rowset, _)| !rowset)
+        {
+            return Err(EngineError::MemberProofUnsupported {
+                member: id.0.hex_prefix(16),
+                proof: "rowset",
+                function: "formatRow",
+            });
+        }
+        let mut paths = members
+            .iter()
+            .filter_map(|(id, _, p)| p.as_ref().map(|p| (id, p)));
+        if let Some((_, first)) = paths.next()
+            && let Some((id, _)) = paths.find(|(_, p)| *p != first)
+        {
+            return Err(EngineError::AuthorityFacadeDivergent {
+                member: id.0.hex_prefix(16),
+            });
+        }
+        Ok(())
     }
 
     /// The inventory as digest entries; an incomplete inventory is reported as such, a failing

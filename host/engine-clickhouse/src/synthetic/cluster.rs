@@ -38,6 +38,10 @@ struct Member {
     replica: u32,
     id: MemberId,
     tables: BTreeMap<(String, String), Table>,
+    /// `formatRow` is available (the rowset proof).
+    rowset_proof_supported: bool,
+    /// The Keeper path its authority facade names.
+    authority_facade: Option<String>,
 }
 
 /// One `system.distributed_ddl_queue` entry. Like the real table it carries no initiator
@@ -122,6 +126,10 @@ impl SyntheticCluster {
                         replica: r,
                         id: contracts::member_id(1, r),
                         tables: BTreeMap::new(),
+                        rowset_proof_supported: true,
+                        authority_facade: Some(
+                            "KeeperMap('/dpone/synthetic/authority') PRIMARY KEY key".into(),
+                        ),
                     })
                     .collect(),
                 authority: BTreeMap::new(),
@@ -142,6 +150,14 @@ impl SyntheticCluster {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What member `idx` offers the run: `formatRow` (the rowset proof) and the definition of
+    /// its authority facade (none: no facade). Every member starts with both, and one facade.
+    pub fn set_capabilities(&self, idx: usize, rowset_proof: bool, facade: Option<&str>) {
+        let mut s = self.lock();
+        s.members[idx].rowset_proof_supported = rowset_proof;
+        s.members[idx].authority_facade = facade.map(str::to_owned);
     }
 
     /// Member ids in (shard, replica) order.
@@ -650,7 +666,9 @@ impl MemberCatalog for SyntheticCluster {
         }
         Ok(MemberProbe {
             database_engine: "Atomic".into(),
-            keeper_map_available: true,
+            keeper_map_available: s.members[i].authority_facade.is_some(),
+            rowset_proof_supported: s.members[i].rowset_proof_supported,
+            authority_facade: s.members[i].authority_facade.clone(),
             target_engine: s.members[i]
                 .tables
                 .get(&(database.into(), target.into()))
