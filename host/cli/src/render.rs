@@ -385,6 +385,15 @@ pub mod golden {
         assert_eq!(actual, expected, "{name}.{ext} differs from its pin");
     }
 
+    /// Asserts the report's JSON is byte for byte the pretty JSON of `before`: the value the
+    /// command printed before its report was typed.
+    pub fn assert_prints_as<R: Report>(report: &R, before: &impl serde::Serialize) {
+        assert_eq!(
+            report_json(report).expect("report serializes"),
+            serde_json::to_string_pretty(before).expect("value serializes")
+        );
+    }
+
     /// Asserts the report's JSON (as printed, with its trailing newline) and its summary
     /// against their pins.
     pub fn assert_pinned<R: Report>(name: &str, report: &R) {

@@ -87,17 +87,8 @@ impl Report for Inspected {
 mod tests {
     use super::*;
     use crate::campaign::pipeline::samples;
-    use crate::render::golden::assert_pinned;
-    use crate::render::report_json;
+    use crate::render::golden::{assert_pinned, assert_prints_as};
     use serde_json::json;
-
-    /// The report's JSON against the value the command printed before it was typed.
-    fn same_json<R: Report>(report: &R, old: &Value) {
-        assert_eq!(
-            report_json(report).expect("serializes"),
-            serde_json::to_string_pretty(old).expect("serializes")
-        );
-    }
 
     /// The evidence as the pipeline built it before it was typed.
     fn old_verified(v: &Verified) -> Value {
@@ -183,14 +174,14 @@ mod tests {
     #[test]
     fn verified_evidence_keeps_its_json_and_summary() {
         let v = samples::verified();
-        same_json(&v, &old_verified(&v));
+        assert_prints_as(&v, &old_verified(&v));
         let mut one = samples::verified();
         one.phase = "qualification";
         one.documents.request = None;
         one.documents.release_set = Some(one.documents.composition.clone());
         one.signature.runner_environment = None;
         one.scope.decisions.truncate(1);
-        same_json(&one, &old_verified(&one));
+        assert_prints_as(&one, &old_verified(&one));
         assert_pinned("campaign_verify_verified", &v);
     }
 
@@ -205,7 +196,7 @@ mod tests {
             "code": d.code,
             "evidence": serde_json::to_value(&d.evidence).expect("evidence"),
         });
-        same_json(&d, &old);
+        assert_prints_as(&d, &old);
         assert_pinned("campaign_verify_refused", &d);
     }
 
@@ -237,7 +228,7 @@ mod tests {
             "trust_decision": "none",
             "summary": summary,
         });
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_inspect", &r);
     }
 }

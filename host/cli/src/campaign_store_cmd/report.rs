@@ -535,18 +535,9 @@ impl Report for Status {
 mod tests {
     use super::*;
     use crate::campaign::pipeline::samples;
-    use crate::render::golden::assert_pinned;
-    use crate::render::report_json;
+    use crate::render::golden::{assert_pinned, assert_prints_as};
     use dpone_engine_nonproduction::enrollment::{ConnectionRole, RunParticipant};
     use serde_json::{Value, json};
-
-    /// The report's JSON against the value the command printed before it was typed.
-    fn same_json<R: Report>(report: &R, old: &Value) {
-        assert_eq!(
-            report_json(report).expect("serializes"),
-            serde_json::to_string_pretty(old).expect("serializes")
-        );
-    }
 
     fn digest(hex: char) -> store::Sha256Digest {
         store::Sha256Digest::parse("digest", &format!("sha256:{}", hex.to_string().repeat(64)))
@@ -683,7 +674,7 @@ mod tests {
             result: "recorded",
             trust: TrustView::of(&t),
         };
-        same_json(&r, &json!({"result": "recorded", "trust": old_trust(&t)}));
+        assert_prints_as(&r, &json!({"result": "recorded", "trust": old_trust(&t)}));
         assert_pinned("campaign_policy_register", &r);
     }
 
@@ -721,7 +712,7 @@ mod tests {
             "identity_digest": digest('9').as_str(),
             "append_only": true,
         });
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_enroll", &r);
     }
 
@@ -762,7 +753,7 @@ mod tests {
             }},
             "verification": old_verification,
         });
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_grant_register", &r);
 
         let mut q = GrantRegistered {
@@ -784,20 +775,20 @@ mod tests {
         old["executor_permit"] = json!(false);
         old["protected"] = json!({"qualification_run": "consumed"});
         old["verification"]["phase"] = json!("qualification");
-        same_json(&q, &old);
+        assert_prints_as(&q, &old);
         assert_pinned("campaign_grant_reopened", &q);
         q.protected.qualification_run = None;
         old["protected"] = json!({});
-        same_json(&q, &old);
+        assert_prints_as(&q, &old);
     }
 
     #[test]
     fn a_verification_refusal_keeps_its_json_and_each_commands_summary() {
         let d = samples::denied();
         let old = serde_json::to_value(&d).expect("evidence");
-        same_json(&RegisterRefused(&d), &old);
+        assert_prints_as(&RegisterRefused(&d), &old);
         assert_pinned("campaign_grant_refused", &RegisterRefused(&d));
-        same_json(&AdmitVerificationRefused(&d), &old);
+        assert_prints_as(&AdmitVerificationRefused(&d), &old);
         assert_pinned(
             "campaign_admit_verification_refused",
             &AdmitVerificationRefused(&d),
@@ -868,7 +859,7 @@ mod tests {
                 "transaction": "SERIALIZABLE under the environment lock: trust revision, exact original bytes, database clock, revocation and ownership re-checked; the scope decision made on the transaction's own read",
             },
         });
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_admit_admitted", &r);
     }
 
@@ -901,7 +892,7 @@ mod tests {
             "pool": old_pool(&key, &before),
             "evidence": old_evidence,
         });
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_admit_denied", &r);
     }
 
@@ -925,7 +916,7 @@ mod tests {
             "outcome": store::AttemptOutcome::Succeeded.as_str(),
             "reservation_freed": false,
         });
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_settle", &r);
     }
 
@@ -1087,16 +1078,16 @@ mod tests {
             (false, false),
             1,
         );
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_status_admits", &r);
 
         let revoked = trust(3, 4);
         let (r, old) = status_report(&history, &listed, &[], Some(&revoked), (false, true), 0);
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_status_revoked", &r);
 
         let (r, old) = status_report(&history, &[], &probed, None, (true, false), 0);
-        same_json(&r, &old);
+        assert_prints_as(&r, &old);
         assert_pinned("campaign_status_expired", &r);
     }
 }

@@ -306,10 +306,7 @@ mod tests {
             "failure": {"code": "DPONE_CLI_X", "message": "the target could not be wired"},
             "np_reservation": settlement(),
         });
-        assert_eq!(
-            crate::render::report_json(&before_run).expect("json"),
-            serde_json::to_string_pretty(&value).expect("json")
-        );
+        crate::render::golden::assert_prints_as(&before_run, &value);
         assert_pinned("clickhouse_run_settled_before_run", &before_run);
     }
 

@@ -222,7 +222,7 @@ pub struct LoadTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::golden::assert_pinned;
+    use crate::render::golden::{assert_pinned, assert_prints_as};
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -345,27 +345,16 @@ mod tests {
         }
     }
 
-    /// The report's JSON against the value the command printed before it was typed.
-    fn assert_equivalent<R: Report>(kind: &str, report: &R, old: &impl Serialize) {
-        assert_eq!(
-            crate::render::report_json(report).expect("json"),
-            serde_json::to_string_pretty(old).expect("json"),
-            "{kind}: JSON"
-        );
-    }
-
     #[test]
     fn policy_reports_print_the_bytes_of_the_values_they_replace() {
         let r = scaffolded();
-        assert_equivalent(
-            "policy new",
+        assert_prints_as(
             &r,
             &json!({"created": r.created, "kind": r.kind, "wit_package": r.wit_package,
                     "files": r.files}),
         );
         let r = built();
-        assert_equivalent(
-            "policy build",
+        assert_prints_as(
             &r,
             &json!({"built": r.built, "sha256": r.sha256, "size": r.size, "surface": r.surface}),
         );
@@ -374,28 +363,22 @@ mod tests {
                 checked: 2,
                 differing: differing.clone(),
             };
-            assert_equivalent(
-                "policy lock",
-                &r,
-                &json!({ "checked": 2, "differing": differing }),
-            );
+            assert_prints_as(&r, &json!({ "checked": 2, "differing": differing }));
         }
-        assert_equivalent("policy lock", &LockWritten(lock()), &lock());
+        assert_prints_as(&LockWritten(lock()), &lock());
         // `policy inspect` printed its struct itself, in field order.
         let r = inspection();
-        assert_equivalent("policy inspect", &r, &r);
+        assert_prints_as(&r, &r);
         for bundle in [None, Some(json!({"bundle": {"name": "shipped"}}))] {
             let r = evaluated(bundle.clone());
-            assert_equivalent(
-                "policy eval",
+            assert_prints_as(
                 &r,
                 &json!({"decision": r.decision, "evidence": r.evidence, "bundle": bundle}),
             );
         }
         for (failing, conformance) in [(false, false), (true, false), (false, true)] {
             let r = tested(failing, conformance);
-            assert_equivalent(
-                "policy test",
+            assert_prints_as(
                 &r,
                 &json!({
                     "component_sha256": r.component_sha256,
@@ -416,8 +399,7 @@ mod tests {
         for samples in [true, false] {
             let r = bench(samples);
             let t = &r.fresh_sandbox_decision_ns;
-            assert_equivalent(
-                "policy bench",
+            assert_prints_as(
                 &r,
                 &json!({
                     "kind": r.kind,

@@ -474,10 +474,9 @@ mod tests {
             digest: "sha256:22".into(),
         };
         // Keys sorted, as the JSON value first printed had them.
-        assert_eq!(
-            crate::render::report_json(&created).expect("json"),
-            serde_json::to_string_pretty(&json!({"created": "repair-1", "digest": "sha256:22"}))
-                .expect("json")
+        crate::render::golden::assert_prints_as(
+            &created,
+            &json!({"created": "repair-1", "digest": "sha256:22"}),
         );
         assert_pinned("xmin_authority_create", &created);
         let listed = AuthorityList(vec![
@@ -527,10 +526,7 @@ mod tests {
             "source_measurement": {"rows": 120, "source_bytes": 5000, "complete": true},
             "np_reservation": &settled,
         });
-        assert_eq!(
-            crate::render::report_json(&report).expect("json"),
-            serde_json::to_string_pretty(&before).expect("json")
-        );
+        crate::render::golden::assert_prints_as(&report, &before);
         assert_pinned("xmin_run_committed", &report);
         let text = report.summary().finish(false);
         assert!(text.starts_with("done: committed\n"), "{text}");
@@ -557,10 +553,7 @@ mod tests {
             "failure": {"code": "DPONE_CLI_ARTIFACT_DIR", "message": "the artifact directory is not usable"},
             "np_reservation": &unrecorded,
         });
-        assert_eq!(
-            crate::render::report_json(&setup).expect("json"),
-            serde_json::to_string_pretty(&before).expect("json")
-        );
+        crate::render::golden::assert_prints_as(&setup, &before);
         assert_pinned("xmin_run_setup_failed", &setup);
         assert!(
             setup
@@ -620,10 +613,7 @@ mod tests {
             "failure": &denied,
             "source_measurement": {"rows": 7, "source_bytes": 70, "complete": false},
         });
-        assert_eq!(
-            crate::render::report_json(&report).expect("json"),
-            serde_json::to_string_pretty(&before).expect("json")
-        );
+        crate::render::golden::assert_prints_as(&report, &before);
         assert_pinned("xmin_run_refused", &report);
         let unknown = failure(Phase::Commit, false);
         let report = RunReport {
