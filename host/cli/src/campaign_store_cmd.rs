@@ -802,12 +802,7 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         result: "history",
         registration: RegistrationView::of(&history),
         current_trust: current.as_ref().map(TrustView::of),
-        current_authority: AuthorityView {
-            expired,
-            revoked,
-            admits_new_work: !expired && !revoked,
-            note: "history is read as recorded; new admission re-verifies current authority",
-        },
+        current_authority: AuthorityView::of(expired, revoked),
         pool: PoolView::of(&pool_key, &pool),
         reservations,
         probed,

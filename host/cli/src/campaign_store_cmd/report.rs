@@ -372,6 +372,18 @@ pub(super) struct AuthorityView {
     pub(super) note: &'static str,
 }
 
+impl AuthorityView {
+    /// The authority of a registration that is or is not expired and revoked.
+    pub(super) fn of(expired: bool, revoked: bool) -> Self {
+        Self {
+            expired,
+            revoked,
+            admits_new_work: !expired && !revoked,
+            note: "history is read as recorded; new admission re-verifies current authority",
+        }
+    }
+}
+
 /// A run participant bound to a reservation.
 #[derive(Debug, Serialize)]
 pub(super) struct ParticipantView {
@@ -979,12 +991,7 @@ mod tests {
             result: "history",
             registration: RegistrationView::of(history),
             current_trust: current.map(TrustView::of),
-            current_authority: AuthorityView {
-                expired,
-                revoked,
-                admits_new_work: !expired && !revoked,
-                note: "history is read as recorded; new admission re-verifies current authority",
-            },
+            current_authority: AuthorityView::of(expired, revoked),
             pool: PoolView::of(&key, &pool),
             reservations: listed.iter().map(ListedView::of).collect(),
             probed: probed
