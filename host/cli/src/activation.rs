@@ -39,6 +39,7 @@ use dpone_trust::TrustError;
 use dpone_trust::bundle::{self, BundleFiles, VerifiedBundle};
 use dpone_trust::freshness;
 use dpone_trust::policy::TrustPolicy;
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -181,7 +182,78 @@ impl ActivationError {
 pub struct ActivatedBundle {
     policies: BTreeMap<PolicyKind, LoadedPolicy>,
     bundle_evidence: Value,
-    activation_evidence: Value,
+    activation_evidence: ActivationEvidence,
+}
+
+/// Everything the gate established: the bundle's verification, the engine, every load, every
+/// decision table's agreement and every host conformance row.
+#[derive(Clone, Debug, Serialize)]
+pub struct ActivationEvidence {
+    /// The bundle's verification, as [`dpone_trust::bundle::BundleEvidence::to_json`] spells it.
+    #[serde(serialize_with = "bundle_evidence_json")]
+    pub bundle: dpone_trust::bundle::BundleEvidence,
+    /// The engine the components were compiled for.
+    pub engine_fingerprint: String,
+    /// Every component load, at its verified pin.
+    pub loads: Vec<LoadReport>,
+    /// Every decision table of the bundle, all rows agreeing.
+    pub tables: Vec<TableAgreed>,
+    /// The host's conformance tables, every row passing.
+    pub host_conformance: HostConformance,
+}
+
+fn bundle_evidence_json<S: serde::Serializer>(
+    e: &dpone_trust::bundle::BundleEvidence,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    e.to_json().serialize(s)
+}
+
+/// One decision table of the bundle whose every row agreed.
+#[derive(Clone, Debug, Serialize)]
+pub struct TableAgreed {
+    /// The table's file in the bundle.
+    pub file: String,
+    /// The policy kind.
+    pub kind: String,
+    /// The function the rows call.
+    pub function: String,
+    /// Rows in the table.
+    pub rows: usize,
+    /// Rows that agreed (all of them).
+    pub agreed: usize,
+    /// Fuel every row used together.
+    pub fuel_used: u64,
+}
+
+/// The host conformance tables that ran against a bundle's components.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostConformance {
+    /// The WIT package the tables are for.
+    pub wit_package: &'static str,
+    /// Each table with every row's outcome.
+    pub tables: Vec<ConformanceEvidence>,
+}
+
+/// The evidence of one host conformance table's run: table, version and every row's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConformanceEvidence {
+    /// The table format.
+    pub format: String,
+    /// The WIT package.
+    pub wit_package: String,
+    /// The policy kind.
+    pub kind: String,
+    /// The function.
+    pub function: String,
+    /// The table's version.
+    pub table_version: u32,
+    /// Every row's outcome.
+    pub rows: Vec<ConformanceOutcome>,
+    /// Rows that passed.
+    pub passed: usize,
+    /// Rows that failed.
+    pub failed: usize,
 }
 
 impl ActivatedBundle {
@@ -196,7 +268,7 @@ impl ActivatedBundle {
     }
 
     /// Everything the gate established: verification, loads and table results.
-    pub fn activation_evidence(&self) -> &Value {
+    pub fn activation_evidence(&self) -> &ActivationEvidence {
         &self.activation_evidence
     }
 
@@ -386,26 +458,24 @@ pub fn activate_verified(
                 mismatch: failed.mismatch.clone().unwrap_or_default(),
             });
         }
-        table_results.push(json!({
-            "file": file,
-            "kind": parsed.kind,
-            "function": parsed.function,
-            "rows": outcomes.len(),
-            "agreed": outcomes.len(),
-            "fuel_used": fuel,
-        }));
+        table_results.push(TableAgreed {
+            file,
+            kind: parsed.kind.clone(),
+            function: parsed.function.clone(),
+            rows: outcomes.len(),
+            agreed: outcomes.len(),
+            fuel_used: fuel,
+        });
     }
 
     let bundle_evidence = verified.evidence().to_json();
-    let loads =
-        serde_json::to_value(&loads).map_err(|err| ActivationError::Internal(err.to_string()))?;
-    let activation_evidence = json!({
-        "bundle": bundle_evidence,
-        "engine_fingerprint": runtime.engine_fingerprint().hex(),
-        "loads": loads,
-        "tables": table_results,
-        "host_conformance": host_conformance,
-    });
+    let activation_evidence = ActivationEvidence {
+        bundle: verified.evidence().clone(),
+        engine_fingerprint: runtime.engine_fingerprint().hex(),
+        loads,
+        tables: table_results,
+        host_conformance,
+    };
     Ok(ActivatedBundle {
         policies,
         bundle_evidence,
@@ -436,25 +506,28 @@ pub fn host_conformance(
         .collect())
 }
 
-/// The evidence of one host conformance table's run: table, version and every row's result.
-pub fn conformance_evidence(table: &ConformanceTable, outcomes: &[ConformanceOutcome]) -> Value {
-    json!({
-        "format": table.format,
-        "wit_package": table.wit_package,
-        "kind": table.kind,
-        "function": table.function,
-        "table_version": table.table_version,
-        "rows": outcomes,
-        "passed": outcomes.iter().filter(|o| o.passed).count(),
-        "failed": outcomes.iter().filter(|o| !o.passed).count(),
-    })
+/// The evidence of one host conformance table's run.
+pub fn conformance_evidence(
+    table: &ConformanceTable,
+    outcomes: &[ConformanceOutcome],
+) -> ConformanceEvidence {
+    ConformanceEvidence {
+        format: table.format.clone(),
+        wit_package: table.wit_package.clone(),
+        kind: table.kind.clone(),
+        function: table.function.clone(),
+        table_version: table.table_version,
+        rows: outcomes.to_vec(),
+        passed: outcomes.iter().filter(|o| o.passed).count(),
+        failed: outcomes.iter().filter(|o| !o.passed).count(),
+    }
 }
 
 /// Step 4 of the gate: runs the host's conformance tables against every loaded component and
 /// refuses at the first failing row; returns the evidence of every row that ran.
 fn run_host_conformance(
     policies: &BTreeMap<PolicyKind, LoadedPolicy>,
-) -> Result<Value, ActivationError> {
+) -> Result<HostConformance, ActivationError> {
     let mut tables = Vec::new();
     for (kind, policy) in policies {
         for (table, outcomes) in host_conformance(*kind, policy)? {
@@ -469,8 +542,8 @@ fn run_host_conformance(
             tables.push(conformance_evidence(&table, &outcomes));
         }
     }
-    Ok(json!({
-        "wit_package": SUPPORTED_WIT_PACKAGE,
-        "tables": tables,
-    }))
+    Ok(HostConformance {
+        wit_package: SUPPORTED_WIT_PACKAGE,
+        tables,
+    })
 }

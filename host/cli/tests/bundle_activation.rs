@@ -100,7 +100,7 @@ fn a_signed_bundle_activates_decides_with_evidence_and_refuses_tampering() {
 
     // Activate: verified, loaded at the manifest's pins, every table row agreed.
     let activated = activate_bundle(&runtime, &files, &trust()).expect("activates");
-    let evidence = activated.activation_evidence();
+    let evidence = serde_json::to_value(activated.activation_evidence()).expect("evidence");
     let rows: u64 = evidence["tables"]
         .as_array()
         .expect("tables")
@@ -685,7 +685,8 @@ fn host_conformance_rows_run_on_every_activation_and_are_in_the_evidence() {
             .table("delete-mode", PolicyKind::DeleteMode, table("delete-mode")),
     );
     let activated = activate_bundle(&runtime, &files, &trust()).expect("activates");
-    let host = &activated.activation_evidence()["host_conformance"];
+    let evidence = serde_json::to_value(activated.activation_evidence()).expect("evidence");
+    let host = &evidence["host_conformance"];
     assert_eq!(host["wit_package"], "dpone:policy@0.1.0");
     let tables = host["tables"].as_array().expect("host tables");
     let mut kinds: Vec<&str> = tables.iter().filter_map(|t| t["kind"].as_str()).collect();

@@ -2,7 +2,8 @@
 //! terminal summary. All of them were first printed as untyped JSON values, so every report
 //! keeps its keys sorted at every depth ([`Report::SORTED_KEYS`]).
 
-use crate::render::{Report, Summary, Verdict, clean, clean_json, decision_outcome};
+use crate::activation::ActivationEvidence;
+use crate::render::{Report, Summary, Verdict, clean, decision_outcome};
 use dpone_trust::bundle::BundleEvidence;
 use dpone_trust::sigstore::SigstoreOutcome;
 use serde::{Serialize, Serializer};
@@ -109,8 +110,8 @@ impl Report for Verified {
 pub struct Activated {
     /// Always true.
     pub activated: bool,
-    /// Everything the gate established ([`crate::activation::ActivatedBundle::activation_evidence`]).
-    pub evidence: Value,
+    /// Everything the gate established.
+    pub evidence: ActivationEvidence,
     /// The `--eval` decision with its evidence ([`crate::activation::ActivatedBundle::decide_json`]);
     /// the key is absent without `--eval`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,57 +120,37 @@ pub struct Activated {
 
 impl Report for Activated {
     const SORTED_KEYS: bool = true;
-    /// The activation evidence and the decision exist only as JSON values (the activation
-    /// gate builds them so), so this summary reads those two by key.
+    /// The `--eval` decision's output is the component's (a JSON value): its one-word outcome is
+    /// read from it.
     fn summary(&self) -> Summary {
         let ev = &self.evidence;
-        let e = &ev["bundle"];
+        let e = &ev.bundle;
         let mut s = Summary::new(Verdict::Done, "activated");
         s.line(
             "bundle",
-            format!(
-                "{} {}",
-                clean_json(&e["bundle"]["name"]),
-                clean_json(&e["bundle"]["version"])
-            ),
+            format!("{} {}", clean(&e.name), clean(&e.version)),
         );
-        s.json_fact("manifest", &e["manifest_sha256"]);
+        s.fact("manifest", e.manifest_sha256.to_hex());
         s.line(
             "signatures",
-            format!(
-                "{} of threshold {}",
-                e["signers"].as_array().map_or(0, Vec::len),
-                clean_json(&e["threshold"])
-            ),
+            format!("{} of threshold {}", e.signers.len(), e.threshold),
         );
-        for c in e["components"].as_array().into_iter().flatten() {
-            s.json_fact(
-                &format!("component {}", clean_json(&c["kind"])),
-                &c["sha256"],
+        for (kind, digest) in &e.components {
+            s.fact(
+                &format!("component {}", clean(kind.as_str())),
+                digest.to_hex(),
             );
         }
-        for t in ev["tables"].as_array().into_iter().flatten() {
+        for t in &ev.tables {
             s.line(
-                &format!("table {}", clean_json(&t["kind"])),
-                format!(
-                    "{} of {} rows agreed",
-                    clean_json(&t["agreed"]),
-                    clean_json(&t["rows"])
-                ),
+                &format!("table {}", clean(&t.kind)),
+                format!("{} of {} rows agreed", t.agreed, t.rows),
             );
         }
-        for t in ev["host_conformance"]["tables"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
+        for t in &ev.host_conformance.tables {
             s.line(
-                &format!("conformance {}", clean_json(&t["kind"])),
-                format!(
-                    "{} passed, {} failed",
-                    clean_json(&t["passed"]),
-                    clean_json(&t["failed"])
-                ),
+                &format!("conformance {}", clean(&t.kind)),
+                format!("{} passed, {} failed", t.passed, t.failed),
             );
         }
         if let Some(d) = self.decision.as_ref().filter(|d| !d.is_null()) {
@@ -420,16 +401,47 @@ mod tests {
         }
     }
 
-    fn activation_evidence() -> Value {
-        json!({
-            "bundle": evidence().to_json(),
-            "engine_fingerprint": hex(8),
-            "loads": [{"kind": "guard", "size": 100}],
-            "tables": [{"file": "tables/guard.json", "kind": "guard", "function": "decide",
-                        "rows": 4, "agreed": 4, "fuel_used": 900}],
-            "host_conformance": {"wit_package": "dpone:policy@0.1.0",
-                "tables": [{"kind": "guard", "function": "decide", "passed": 7, "failed": 0}]},
-        })
+    fn activation_evidence() -> ActivationEvidence {
+        use crate::activation::{ConformanceEvidence, HostConformance, TableAgreed};
+        use dpone_decision_table::conformance::ConformanceOutcome;
+        use dpone_policy_runtime::{CodeSource, LoadReport, PolicyKind as Kind};
+        ActivationEvidence {
+            bundle: evidence(),
+            engine_fingerprint: hex(8),
+            loads: vec![LoadReport {
+                kind: Kind::Guard,
+                component_sha256: dpone_policy_runtime::Sha256Digest::of(b"guard"),
+                size: 100,
+                code_source: CodeSource::Compiled,
+                load_micros: 1500,
+            }],
+            tables: vec![TableAgreed {
+                file: "tables/guard.json".into(),
+                kind: "guard".into(),
+                function: "decide".into(),
+                rows: 4,
+                agreed: 4,
+                fuel_used: 900,
+            }],
+            host_conformance: HostConformance {
+                wit_package: "dpone:policy@0.1.0",
+                tables: vec![ConformanceEvidence {
+                    format: "dpone.conformance-table.v1".into(),
+                    wit_package: "dpone:policy@0.1.0".into(),
+                    kind: "guard".into(),
+                    function: "decide".into(),
+                    table_version: 2,
+                    rows: vec![ConformanceOutcome {
+                        id: "deny-above-ratio".into(),
+                        passed: true,
+                        outcome: "deny".into(),
+                        failure: None,
+                    }],
+                    passed: 1,
+                    failed: 0,
+                }],
+            },
+        }
     }
 
     fn inspected() -> Inspected {
