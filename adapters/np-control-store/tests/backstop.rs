@@ -304,6 +304,69 @@ async fn a_schedulers_direct_reservation_that_breaks_a_rule_is_refused_by_postgr
     p.e.drop_schema().await;
 }
 
+/// A second administrator connection to the test database.
+async fn connect(e: &Env) -> tokio_postgres::Client {
+    let (client, conn) = e
+        .endpoint()
+        .config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn two_direct_writers_cannot_race_past_the_pool_under_read_committed() {
+    // Without the backstop nothing checks a direct INSERT at all (the first test shows each
+    // such row accepted); with it, the second writer's check waits on the environment lock the
+    // first one holds until it commits, and then sees its row.
+    let p = pool().await;
+    let d = digest(&p);
+    let (a, b) = (connect(&p.e).await, connect(&p.e).await);
+    for c in [&a, &b] {
+        c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL ROLE dpone_np_scheduler")
+            .await
+            .expect("a scheduler session");
+    }
+    a.batch_execute(&insert_into_reservation(
+        &p,
+        &[reservation_insert(&p, "w1", "a1", 30, &d)],
+    ))
+    .await
+    .expect("the first writer is within the pool");
+    let second = insert_into_reservation(&p, &[reservation_insert(&p, "w2", "a1", 31, &d)]);
+    let waiting = tokio::spawn(async move {
+        let r = b.batch_execute(&second).await;
+        let _ = b.batch_execute("ROLLBACK").await;
+        r.err().and_then(|e| e.code().map(|c| c.code().to_owned()))
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the second writer waits for the environment lock"
+    );
+    a.batch_execute("COMMIT").await.expect("commit");
+    assert_eq!(
+        waiting.await.expect("join").as_deref(),
+        Some("NP013"),
+        "after the first commit the second writer's row exceeds the pool"
+    );
+    let status =
+        p.e.store()
+            .pool_status(&execution_pool(&p.env, &p.campaign))
+            .await
+            .expect("pool");
+    assert_eq!((status.attempts, status.reserved_source_rows), (2, 70));
+    p.e.drop_schema().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(dpone_live_pg),
