@@ -22,6 +22,13 @@
 //! (`DPONE_NP_STORE_TRIGGER_NOT_ENFORCING`, `…_TRIGGER_FUNCTION_NOT_REVIEWED`,
 //! `…_TRUNCATE_UNGUARDED`, `…_ROW_SECURITY_PRESENT`, `…_RULE_PRESENT`) under the error code
 //! `DPONE_NP_STORE_CATALOG_INVALID`.
+//!
+//! The database backstop ([`BACKSTOP`], [`verify_backstop`]) is checked the same way: each
+//! table whose inserts it re-checks has exactly its `np_backstop` `BEFORE INSERT … FOR EACH
+//! ROW` trigger, enforcing, calling its function exactly as the reviewed DDL defines it (body
+//! with the store's schema, `SECURITY INVOKER`, the one pinned `search_path`); missing or inert
+//! is `DPONE_NP_STORE_TRIGGER_NOT_ENFORCING`, another function
+//! `DPONE_NP_STORE_TRIGGER_FUNCTION_NOT_REVIEWED`.
 
 pub use dpone_pg_catalog::{
     CONSTRAINTS_SQL, ColumnContract, Constraint, ForeignKeyContract, IMMUTABLE_TGTYPE,
@@ -38,6 +45,131 @@ pub const FORBID_MUTATION: ReviewedFunction = ReviewedFunction {
     source: "BEGIN\nRAISE EXCEPTION 'dpone nonproduction control rows are immutable' \
              USING ERRCODE = 'P0001';\nEND",
 };
+
+/// `pg_trigger.tgtype` of `BEFORE INSERT FOR EACH ROW` (row 1 + before 2 + insert 4): the
+/// database backstop's triggers.
+pub const BACKSTOP_TGTYPE: i16 = 7;
+
+/// The name of every backstop trigger.
+pub const BACKSTOP_TRIGGER: &str = "np_backstop";
+
+/// The one `SET` clause of every backstop function (`pg_proc.proconfig`): the search path is
+/// pinned, so a writer's own objects can never stand in for the catalog's.
+pub const BACKSTOP_CONFIG: &str = "search_path=pg_catalog, pg_temp";
+
+/// The database backstop of the reviewed DDL: per table, the function its `np_backstop`
+/// `BEFORE INSERT … FOR EACH ROW` trigger calls. Each re-checks, for any writer, what the
+/// store's client checks before it inserts into that table.
+pub const BACKSTOP: [(&str, &str); 4] = [
+    ("np_reservation", "np_check_reservation"),
+    ("np_settlement", "np_check_settlement"),
+    ("np_qualification_consumption", "np_check_consumption"),
+    ("np_activation_selection", "np_check_selection"),
+];
+
+/// The reviewed DDL, the source of the backstop functions' reviewed bodies.
+const REVIEWED_DDL: &str = include_str!("../../../fixtures/nonproduction/control-store.sql");
+
+/// The body of backstop function `name` exactly as the reviewed DDL writes it between `$$`
+/// (schema `dpone_np_control`).
+pub fn backstop_source(name: &str) -> Option<&'static str> {
+    let head = format!(
+        "CREATE OR REPLACE FUNCTION \"dpone_np_control\".\"{name}\"() RETURNS trigger \
+         LANGUAGE plpgsql\nSET search_path = pg_catalog, pg_temp AS $$\n"
+    );
+    let start = REVIEWED_DDL.find(&head)? + head.len();
+    let len = REVIEWED_DDL[start..].find("\n$$;\n")?;
+    Some(&REVIEWED_DDL[start..start + len])
+}
+
+/// What the catalog says of a backstop function beyond [`FunctionFacts`]: its `proconfig`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackstopConfigs(pub Vec<(String, Vec<String>)>);
+
+/// Table `table`'s backstop trigger against the reviewed DDL in schema `schema`: a table of
+/// [`BACKSTOP`] has exactly one `np_backstop` trigger, `BEFORE INSERT … FOR EACH ROW`, enabled
+/// for every session, without `WHEN` or column list, calling the reviewed function (body with
+/// the schema's name, language, signature, volatility, `SECURITY INVOKER`, exactly
+/// [`BACKSTOP_CONFIG`]); another table has none (its guards check refuses any extra trigger).
+/// Refusals start with `DPONE_NP_STORE_TRIGGER_NOT_ENFORCING` (missing, inert) or
+/// `DPONE_NP_STORE_TRIGGER_FUNCTION_NOT_REVIEWED` (another function).
+pub fn verify_backstop(
+    schema: &str,
+    table: &str,
+    facts: &TableFacts,
+    configs: &BackstopConfigs,
+) -> Result<(), String> {
+    let Some((_, function)) = BACKSTOP.iter().find(|(t, _)| *t == table) else {
+        return Ok(());
+    };
+    let refuse = |reason: Reason, what: String| {
+        Err(format!(
+            "{}: control table {table:?} {what}",
+            reason.code(REASON_PREFIX)
+        ))
+    };
+    let found: Vec<&TriggerFacts> = facts
+        .triggers
+        .iter()
+        .filter(|t| t.name == BACKSTOP_TRIGGER)
+        .collect();
+    let [t] = found.as_slice() else {
+        return refuse(
+            Reason::TriggerNotEnforcing,
+            format!(
+                "lacks the reviewed {BACKSTOP_TRIGGER:?} BEFORE INSERT trigger (the database \
+                 backstop; apply migrate-add-backstop.sql)"
+            ),
+        );
+    };
+    if t.tgtype != BACKSTOP_TGTYPE {
+        return refuse(
+            Reason::TriggerNotEnforcing,
+            format!("trigger {:?} is not BEFORE INSERT ... FOR EACH ROW", t.name),
+        );
+    }
+    if let Some(why) = t.not_enforcing() {
+        return refuse(
+            Reason::TriggerNotEnforcing,
+            format!("trigger {:?} {why}", t.name),
+        );
+    }
+    let f = &t.function;
+    let reviewed = backstop_source(function)
+        .map(|s| s.replace("\"dpone_np_control\"", &format!("\"{schema}\"")));
+    let config = configs
+        .0
+        .iter()
+        .find(|(n, _)| n == function)
+        .map(|(_, c)| c.as_slice());
+    let differs = if f.name != *function || !f.same_schema {
+        Some("another name or schema")
+    } else if reviewed.as_deref().map(str::trim) != Some(f.source.trim()) {
+        Some("another body")
+    } else if f.language != "plpgsql" {
+        Some("another language")
+    } else if f.returns != "trigger" || f.args != 0 {
+        Some("another signature")
+    } else if f.volatility != "v" {
+        Some("another volatility")
+    } else if f.security_definer {
+        Some("SECURITY DEFINER")
+    } else if config != Some(&[BACKSTOP_CONFIG.to_owned()][..]) {
+        Some("another SET clause")
+    } else {
+        None
+    };
+    if let Some(what) = differs {
+        return refuse(
+            Reason::TriggerFunctionNotReviewed,
+            format!(
+                "trigger {:?} calls function {:?} with {what} than the reviewed {function:?}",
+                t.name, f.name
+            ),
+        );
+    }
+    Ok(())
+}
 
 /// One table of the reviewed DDL.
 #[derive(Clone, Copy, Debug)]
@@ -462,11 +594,20 @@ pub fn verify_table(contract: &TableContract, facts: &TableFacts) -> Result<(), 
             ));
         }
     }
+    // The backstop trigger of a backstop table is checked by [`verify_backstop`]; every other
+    // trigger is the immutability guards'.
+    let guards = if BACKSTOP.iter().any(|(t, _)| *t == table) {
+        let mut f = facts.clone();
+        f.triggers.retain(|t| t.name != BACKSTOP_TRIGGER);
+        std::borrow::Cow::Owned(f)
+    } else {
+        std::borrow::Cow::Borrowed(facts)
+    };
     verify_guards(
         REASON_PREFIX,
         "control table",
         table,
-        facts,
+        &guards,
         true,
         &FORBID_MUTATION,
     )?;
@@ -740,5 +881,84 @@ mod tests {
                 .unwrap_err()
                 .contains("does not exist")
         );
+    }
+
+    fn backstopped(schema: &str, table: &str, function: &str) -> (TableFacts, BackstopConfigs) {
+        let c = CONTRACT.iter().find(|c| c.name == table).unwrap();
+        let mut f = reviewed(c);
+        let source = backstop_source(function)
+            .unwrap()
+            .replace("\"dpone_np_control\"", &format!("\"{schema}\""));
+        let mut t = TriggerFacts::reviewed(BACKSTOP_TRIGGER, BACKSTOP_TGTYPE, &FORBID_MUTATION);
+        t.function.name = function.into();
+        t.function.source = source;
+        t.function.has_config = true;
+        f.triggers.push(t);
+        let configs = BackstopConfigs(vec![(function.into(), vec![BACKSTOP_CONFIG.into()])]);
+        (f, configs)
+    }
+
+    #[test]
+    fn the_backstop_is_the_ddls_and_each_weakening_has_its_reason() {
+        // Tier: unit (pure contract check against the reviewed DDL's text).
+        for (table, function) in BACKSTOP {
+            assert!(backstop_source(function).is_some(), "{function}");
+            let ddl = REVIEWED_DDL;
+            assert!(
+                ddl.contains(&format!(
+                    "CREATE TRIGGER np_backstop BEFORE INSERT ON \"dpone_np_control\".\"{table}\"\n\
+                     FOR EACH ROW EXECUTE FUNCTION \"dpone_np_control\".\"{function}\"();\n"
+                )),
+                "{table}"
+            );
+            let c = CONTRACT.iter().find(|c| c.name == table).unwrap();
+            let (f, configs) = backstopped("s1", table, function);
+            assert_eq!(verify_table(c, &f), Ok(()), "{table}");
+            assert_eq!(
+                verify_backstop("s1", table, &f, &configs),
+                Ok(()),
+                "{table}"
+            );
+        }
+        let (table, function) = BACKSTOP[0];
+        let code = |r: Result<(), String>| r.unwrap_err().split(':').next().unwrap().to_owned();
+        let not_enforcing = "DPONE_NP_STORE_TRIGGER_NOT_ENFORCING";
+        let not_reviewed = "DPONE_NP_STORE_TRIGGER_FUNCTION_NOT_REVIEWED";
+        type Weaken = fn(&mut TableFacts, &mut BackstopConfigs);
+        let cases: [(&str, Weaken); 7] = [
+            (not_enforcing, |f, _| {
+                f.triggers.retain(|t| t.name != BACKSTOP_TRIGGER)
+            }),
+            (not_enforcing, |f, _| f.triggers[2].enabled = "D".into()),
+            (not_enforcing, |f, _| f.triggers[2].tgtype = 5),
+            (not_reviewed, |f, _| {
+                f.triggers[2].function.source = "BEGIN\nRETURN NEW;\nEND".into()
+            }),
+            (not_reviewed, |f, _| {
+                f.triggers[2].function.security_definer = true
+            }),
+            (not_reviewed, |_, c| c.0.clear()),
+            (not_reviewed, |_, c| {
+                c.0[0].1 = vec!["search_path=public".into()]
+            }),
+        ];
+        for (reason, weaken) in cases {
+            let (mut f, mut configs) = backstopped("s1", table, function);
+            weaken(&mut f, &mut configs);
+            assert_eq!(code(verify_backstop("s1", table, &f, &configs)), reason);
+        }
+        // Another schema's body is another body.
+        let (f, configs) = backstopped("s2", table, function);
+        assert_eq!(
+            code(verify_backstop("s1", table, &f, &configs)),
+            not_reviewed
+        );
+        // A backstop trigger on a table the backstop does not cover is an extra trigger.
+        let c = CONTRACT.iter().find(|c| c.name == "np_run_claim").unwrap();
+        let (mut f, _) = backstopped("s1", table, function);
+        f.columns = reviewed(c).columns;
+        f.unique = reviewed(c).unique;
+        f.constraints = reviewed(c).constraints;
+        assert!(verify_table(c, &f).is_err());
     }
 }

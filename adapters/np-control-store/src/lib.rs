@@ -28,12 +28,20 @@
 //! acknowledgement is probed by the deterministic reservation id after the original backend has
 //! ended, never assumed.
 //!
+//! The database itself is the backstop for a client that is compromised or bypassed: the
+//! reviewed DDL's `np_backstop` `BEFORE INSERT` triggers re-check, for any writer and under the
+//! same environment lock, the admission rules (registration, current trust revision, ownership,
+//! registered workload, one unresolved attempt, the pool's effective ceilings) and settlements,
+//! and `control-store-roles.sql` gives each runtime role (platform, scheduler, worker) INSERT on
+//! only the tables its commands write ([`store::backstop_code`] maps the triggers' SQLSTATEs).
+//!
 //! The typed keys and values and the [`port::ControlStorePort`] trait are the nonproduction
 //! engine's (`dpone_engine_nonproduction::control_store`, re-exported here as [`port`]): the
 //! engine's protected admission drives the store without knowing PostgreSQL.
 //!
 //! Tier: the catalog contract and the typed values are unit-tested; everything else runs
-//! against a real PostgreSQL server (`tests/`, `cfg(dpone_live_pg)`).
+//! against a real PostgreSQL server (`tests/`, `cfg(dpone_live_pg)`; the backstop and the roles
+//! in `tests/backstop.rs`).
 
 pub mod catalog;
 /// The engine's port this adapter implements.

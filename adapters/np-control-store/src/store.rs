@@ -27,7 +27,9 @@
 //! Errors carry a code and the SQLSTATE or a classified TLS reason only (no endpoint, no
 //! credential, no value).
 
-use crate::catalog::{CONTRACT, TableFacts, verify_table};
+use crate::catalog::{
+    BACKSTOP, BackstopConfigs, CONTRACT, TableFacts, verify_backstop, verify_table,
+};
 use crate::port::*;
 use dpone_engine_nonproduction::enrollment::{
     ConnectionRole, Enrollment, PhysicalIdentity, RunParticipant,
@@ -210,7 +212,42 @@ fn refuse<T>(code: StoreCode, message: &str) -> Tx<T> {
     Err(TxError::Refuse(StoreError::new(code, message)))
 }
 
+/// The refusals of the database backstop (`control-store.sql`'s `np_backstop` triggers, SQLSTATE
+/// class `NP`) as the store's own codes: the client checks the same rules first, so seeing one
+/// means a client and the database disagree, never a normal refusal.
+pub fn backstop_code(state: &str) -> Option<StoreCode> {
+    Some(match state {
+        "NP001" => StoreCode::GrantNotRegistered,
+        "NP002" => StoreCode::TrustRevisionChanged,
+        "NP003" => StoreCode::GrantRevoked,
+        "NP004" => StoreCode::GrantExpired,
+        "NP005" => StoreCode::GrantNotYetValid,
+        "NP006" => StoreCode::QualificationNotConsumed,
+        "NP007" => StoreCode::ActivationNotSelected,
+        "NP008" => StoreCode::WorkloadNotInGrant,
+        "NP009" => StoreCode::AttemptRunning,
+        "NP010" => StoreCode::AttemptSecondsExceeded,
+        "NP011" => StoreCode::MembershipExceeded,
+        "NP012" => StoreCode::AttemptsExceeded,
+        "NP013" => StoreCode::SourceRowsExceeded,
+        "NP014" => StoreCode::SourceBytesExceeded,
+        "NP015" => StoreCode::SettleExceedsReservation,
+        "NP016" => StoreCode::Unavailable,
+        "NP017" => StoreCode::InvalidInput,
+        _ => return None,
+    })
+}
+
 fn db_error(step: &str, e: &tokio_postgres::Error) -> StoreError {
+    if let Some(code) = e.code().and_then(|s| backstop_code(s.code())) {
+        return StoreError::new(
+            code,
+            format!(
+                "{step}: the database backstop refused (SQLSTATE {})",
+                e.code().map_or("", |s| s.code())
+            ),
+        );
+    }
     let how = match e.code() {
         Some(s) => format!("SQLSTATE {}", s.code()),
         None if e.is_closed() => "connection closed".to_owned(),
@@ -456,8 +493,23 @@ impl PgControlStore {
                 })?;
             all.push(facts);
         }
+        let names: Vec<&str> = BACKSTOP.iter().map(|(_, f)| *f).collect();
+        let configs = BackstopConfigs(
+            c.query(
+                "SELECT p.proname::text, coalesce(p.proconfig, '{}') FROM pg_catalog.pg_proc p \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+                 WHERE n.nspname = $1 AND p.proname = ANY($2::text[])",
+                &[&self.endpoint.schema, &names],
+            )
+            .await
+            .map_err(|e| db_error("read the control catalog", &e))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect(),
+        );
         for (table, facts) in CONTRACT.iter().zip(&all) {
             verify_table(table, facts)
+                .and_then(|()| verify_backstop(&self.endpoint.schema, table.name, facts, &configs))
                 .map_err(|m| StoreError::new(StoreCode::CatalogInvalid, m))?;
         }
         Ok(())
