@@ -468,13 +468,30 @@ impl PgControlStore {
             )
             .await
             .map_err(|e| db_error("identify backend", &e))?;
+        // The session's own start identifies it after a lost commit acknowledgement. The server
+        // hides it (NULL) from a role that is not the session's login (`SET ROLE`, or `-c role=`
+        // in the options): such a session could not be told apart from its successor, so it is
+        // refused here rather than probed later.
+        let (pid, backend_start): (i32, Option<String>) = (
+            row.try_get(0)
+                .map_err(|e| db_error("identify backend", &e))?,
+            row.try_get(1)
+                .map_err(|e| db_error("identify backend", &e))?,
+        );
+        let Some(backend_start) = backend_start else {
+            return Err(StoreError::new(
+                StoreCode::Unavailable,
+                "the store session cannot see its own start in pg_stat_activity: log in as a \
+                 member of the runtime role instead of switching to it with SET ROLE",
+            ));
+        };
         if !self.verified.load(Ordering::SeqCst) {
             self.check_catalog(&client).await?;
             self.verified.store(true, Ordering::SeqCst);
         }
         Ok(Conn {
-            pid: row.get(0),
-            backend_start: row.get(1),
+            pid,
+            backend_start,
             cache: StdMutex::new(HashMap::new()),
             client,
             task,

@@ -500,3 +500,28 @@ fn each_backstop_sqlstate_maps_to_a_stable_store_code() {
     assert_eq!(backstop_code("NP009"), Some(StoreCode::AttemptRunning));
     assert_eq!(backstop_code("P0001"), None);
 }
+
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_store_session_that_switches_role_is_refused_not_a_crash() {
+    // `-c role=…` in the options: the session's login is not its current role, so the server
+    // hides the session's own start, which identifies it after a lost acknowledgement.
+    let e = Env::new().await;
+    e.admin
+        .batch_execute(&in_schema(&fixture("control-store-roles.sql"), &e))
+        .await
+        .expect("the reviewed roles apply");
+    let mut endpoint = e.endpoint();
+    endpoint.config.options("-c role=dpone_np_scheduler");
+    let store = PgControlStore::new(endpoint).expect("store");
+    let env = uuid(1, 1);
+    let err = store
+        .record_trust(&policy(&env, b"policy-A", 1, limits(|_| {})))
+        .await
+        .expect_err("refused at open");
+    assert_eq!(err.code, StoreCode::Unavailable, "{err:?}");
+    assert!(err.message.contains("SET ROLE"), "{}", err.message);
+}
