@@ -14,6 +14,7 @@
 
 use crate::exit::{Failure, RETRY, print_json_contract};
 use crate::input::InputKind;
+use crate::render::clean;
 use crate::route::{CheckArgs, MANIFEST_REQUIRED};
 use crate::shipped;
 use dpone_adapter_mssql::conn::{self as mssql, ConnError};
@@ -906,13 +907,15 @@ fn verdict(report: &Report) -> Result<(), Failure> {
     }
 }
 
+/// A pinned or observed value as one safe table cell ([`crate::render::clean`]: control
+/// characters replaced, capped): observed values come from the servers.
 fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".to_owned(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => clean(s),
         Value::Array(items) if items.is_empty() => "none".to_owned(),
-        Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(", "),
-        other => other.to_string(),
+        Value::Array(items) => clean(items.iter().map(cell).collect::<Vec<_>>().join(", ")),
+        other => clean(other),
     }
 }
 
@@ -926,7 +929,8 @@ fn render_table(report: &Report) -> String {
     let _ = writeln!(
         out,
         "connection registry: environment {}, {} connection(s), {mode}",
-        report.environment, report.summary.connections
+        clean(&report.environment),
+        report.summary.connections
     );
     let header = [
         "CONNECTION",
@@ -946,14 +950,14 @@ fn render_table(report: &Report) -> String {
         };
         for f in &c.fields {
             let code = match (&f.code, &f.detail) {
-                (Some(code), Some(detail)) => format!("{code} ({detail})"),
-                (Some(code), None) => code.clone(),
+                (Some(code), Some(detail)) => format!("{} ({})", clean(code), clean(detail)),
+                (Some(code), None) => clean(code),
                 _ => String::new(),
             };
             rows.push([
-                c.name.clone(),
+                clean(&c.name),
                 kind.to_owned(),
-                f.field.clone(),
+                clean(&f.field),
                 cell(&f.pinned),
                 cell(&f.observed),
                 f.status.as_str().to_owned(),
@@ -1204,6 +1208,21 @@ connections:
                 assert!(!text.contains(private), "{private} in {text}");
             }
         }
+    }
+
+    #[test]
+    fn values_in_the_table_cannot_drive_the_terminal() {
+        let mut report = offline_report(&registry());
+        report.connections[0].name = "src\u{7}".into();
+        report.connections[0].fields[0].observed = Value::String("15.4\u{1b}[2J\nx".into());
+        report.connections[0].fields[0].detail = Some("d\u{1b}]8;;x".into());
+        report.connections[0].fields[0].code = Some("C".into());
+        let table = render_table(&report);
+        assert!(
+            !table.contains('\u{1b}') && !table.contains('\u{7}'),
+            "{table:?}"
+        );
+        assert!(table.contains("15.4?[2J?x"), "{table}");
     }
 
     #[test]
