@@ -18,11 +18,11 @@ use dpone_adapter_np_control_store::store::backstop_code;
 use dpone_adapter_np_control_store::*;
 use support::*;
 
-fn fixture(name: &str) -> String {
-    let root =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nonproduction");
-    std::fs::read_to_string(root.join(name)).expect("fixture")
-}
+/// The reviewed SQL, compiled into the test: nothing is read at run time.
+const ROLES_SQL: &str = include_str!("../../../fixtures/nonproduction/control-store-roles.sql");
+const BACKSTOP_MIGRATION: &str =
+    include_str!("../../../fixtures/nonproduction/migrate-add-backstop.sql");
+const CONTROL_STORE_DDL: &str = include_str!("../../../fixtures/nonproduction/control-store.sql");
 
 fn in_schema(sql: &str, e: &Env) -> String {
     sql.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema))
@@ -63,7 +63,7 @@ async fn store_as(e: &Env, role: &str) -> PgControlStore {
 async fn pool() -> Pool {
     let e = Env::new().await;
     e.admin
-        .batch_execute(&in_schema(&fixture("control-store-roles.sql"), &e))
+        .batch_execute(&in_schema(ROLES_SQL, &e))
         .await
         .expect("the reviewed roles apply");
     let env = uuid(1, 1);
@@ -432,14 +432,14 @@ async fn a_missing_inert_or_rewritten_backstop_is_refused_and_the_migration_rest
     }
     // The migration: its statements after the DROPs are the DDL's verbatim; on the rewritten
     // store (and again) it brings the catalog back to the contract.
-    let migration = fixture("migrate-add-backstop.sql");
+    let migration = BACKSTOP_MIGRATION;
     let body: String = migration
         .lines()
         .filter(|l| !l.starts_with("--") && !l.starts_with("DROP TRIGGER IF EXISTS"))
         .map(|l| format!("{l}\n"))
         .collect();
     assert!(
-        fixture("control-store.sql").contains(&body),
+        CONTROL_STORE_DDL.contains(&body),
         "migrate-add-backstop.sql's statements are control-store.sql's"
     );
     for _ in 0..2 {
@@ -477,7 +477,7 @@ async fn a_missing_inert_or_rewritten_backstop_is_refused_and_the_migration_rest
     // The roles apply to it, and again.
     for _ in 0..2 {
         e.admin
-            .batch_execute(&in_schema(&fixture("control-store-roles.sql"), &e))
+            .batch_execute(&in_schema(ROLES_SQL, &e))
             .await
             .expect("the roles apply");
     }
@@ -487,7 +487,7 @@ async fn a_missing_inert_or_rewritten_backstop_is_refused_and_the_migration_rest
 #[test]
 fn each_backstop_sqlstate_maps_to_a_stable_store_code() {
     // Tier: unit (the client's mapping of the triggers' SQLSTATEs).
-    let ddl = fixture("control-store.sql");
+    let ddl = CONTROL_STORE_DDL;
     for n in 1..=17 {
         let state = format!("NP{n:03}");
         assert!(backstop_code(&state).is_some(), "{state}");
@@ -511,7 +511,7 @@ async fn a_store_session_that_switches_role_is_refused_not_a_crash() {
     // hides the session's own start, which identifies it after a lost acknowledgement.
     let e = Env::new().await;
     e.admin
-        .batch_execute(&in_schema(&fixture("control-store-roles.sql"), &e))
+        .batch_execute(&in_schema(ROLES_SQL, &e))
         .await
         .expect("the reviewed roles apply");
     let mut endpoint = e.endpoint();

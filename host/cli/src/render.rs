@@ -379,9 +379,12 @@ pub mod golden {
             std::fs::write(&file, actual).expect("write golden");
             return;
         }
-        let expected = std::fs::read_to_string(&file).unwrap_or_else(|_| {
-            panic!("no pin {name}.{ext}: run with DPONE_BLESS_REPORTS=1 and review it")
-        });
+        let expected = dpone_boundary::read::read_regular(&file, 1 << 20)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .unwrap_or_else(|| {
+                panic!("no pin {name}.{ext}: run with DPONE_BLESS_REPORTS=1 and review it")
+            });
         assert_eq!(actual, expected, "{name}.{ext} differs from its pin");
     }
 

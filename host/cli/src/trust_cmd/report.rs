@@ -84,24 +84,28 @@ fn bundle_evidence_json<S: Serializer>(e: &BundleEvidence, s: S) -> Result<S::Ok
 impl Report for Verified {
     const SORTED_KEYS: bool = true;
     fn summary(&self) -> Summary {
-        let e = &self.evidence;
         let mut s = Summary::new(Verdict::Done, "verified");
-        s.line(
-            "bundle",
-            format!("{} {}", clean(&e.name), clean(&e.version)),
-        );
-        s.fact("manifest", e.manifest_sha256.to_hex());
-        s.line(
-            "signatures",
-            format!("{} of threshold {}", e.signers.len(), e.threshold),
-        );
-        for (kind, digest) in &e.components {
-            s.fact(
-                &format!("component {}", clean(kind.as_str())),
-                digest.to_hex(),
-            );
-        }
+        bundle_facts(&mut s, &self.evidence);
         s
+    }
+}
+
+/// What a verified bundle is: name and version, manifest, signatures, component pins.
+fn bundle_facts(s: &mut Summary, e: &BundleEvidence) {
+    s.line(
+        "bundle",
+        format!("{} {}", clean(&e.name), clean(&e.version)),
+    );
+    s.fact("manifest", e.manifest_sha256.to_hex());
+    s.line(
+        "signatures",
+        format!("{} of threshold {}", e.signers.len(), e.threshold),
+    );
+    for (kind, digest) in &e.components {
+        s.fact(
+            &format!("component {}", clean(kind.as_str())),
+            digest.to_hex(),
+        );
     }
 }
 
@@ -124,23 +128,8 @@ impl Report for Activated {
     /// read from it.
     fn summary(&self) -> Summary {
         let ev = &self.evidence;
-        let e = &ev.bundle;
         let mut s = Summary::new(Verdict::Done, "activated");
-        s.line(
-            "bundle",
-            format!("{} {}", clean(&e.name), clean(&e.version)),
-        );
-        s.fact("manifest", e.manifest_sha256.to_hex());
-        s.line(
-            "signatures",
-            format!("{} of threshold {}", e.signers.len(), e.threshold),
-        );
-        for (kind, digest) in &e.components {
-            s.fact(
-                &format!("component {}", clean(kind.as_str())),
-                digest.to_hex(),
-            );
-        }
+        bundle_facts(&mut s, &ev.bundle);
         for t in &ev.tables {
             s.line(
                 &format!("table {}", clean(&t.kind)),
