@@ -444,7 +444,7 @@ async fn a_missing_inert_or_rewritten_backstop_is_refused_and_the_migration_rest
     );
     for _ in 0..2 {
         e.admin
-            .batch_execute(&in_schema(&migration, &e))
+            .batch_execute(&in_schema(migration, &e))
             .await
             .expect("the migration applies");
         e.store()
@@ -467,7 +467,7 @@ async fn a_missing_inert_or_rewritten_backstop_is_refused_and_the_migration_rest
         "{err}"
     );
     e.admin
-        .batch_execute(&in_schema(&migration, &e))
+        .batch_execute(&in_schema(migration, &e))
         .await
         .expect("the migration applies to an older store");
     e.store()
