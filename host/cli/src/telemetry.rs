@@ -36,6 +36,7 @@ use std::time::Instant;
 use tracing::Subscriber;
 use tracing::field::Empty;
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -231,13 +232,15 @@ pub fn init() -> Telemetry {
         });
     }
 
+    // One filter, the conjunction of both: its level hint is the lower of the two, so the
+    // `log` records of dependencies below it (cranelift's and the drivers' debug and trace
+    // logging) are disabled at their source rather than built and then dropped.
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_filter(
+        .with_filter(log_filter(
             tracing_subscriber::EnvFilter::try_from_env("DPONE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_filter(drivers_capped());
+        ));
     // Static target filters (not a filter function): callsites outside `dpone::` are never
     // interesting, and the level hint keeps the `log` records of dependencies (cranelift's
     // trace logging) disabled at their source.
@@ -266,6 +269,16 @@ pub fn init() -> Telemetry {
         tracing::warn!("{w}");
     }
     Telemetry { tracer, meter }
+}
+
+/// What reaches the log: what `DPONE_LOG` asks for, under [`drivers_capped`].
+fn log_filter<S>(
+    asked: tracing_subscriber::EnvFilter,
+) -> impl tracing_subscriber::layer::Filter<S> + Send + Sync + 'static
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    asked.and(drivers_capped())
 }
 
 /// The ceiling under `DPONE_LOG`, whatever it asks for: the host's own targets (`dpone::…` and
@@ -468,5 +481,28 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for PhaseDurations {
                 &[KeyValue::new("phase", phase.clone())],
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::layer::Filter;
+
+    fn hint(asked: &str) -> Option<LevelFilter> {
+        let filter =
+            log_filter::<tracing_subscriber::Registry>(tracing_subscriber::EnvFilter::new(asked));
+        Filter::<tracing_subscriber::Registry>::max_level_hint(&filter)
+    }
+
+    /// The level hint is what keeps dependencies' `log` records (cranelift traces every
+    /// function it compiles) from being built at all: by default it is `warn`, whatever the
+    /// host's own ceiling allows, and a wider `DPONE_LOG` raises it only as far as it asks.
+    #[test]
+    fn the_log_filter_hints_no_more_than_dpone_log_asks() {
+        assert_eq!(hint("warn"), Some(LevelFilter::WARN));
+        assert_eq!(hint("dpone=debug"), Some(LevelFilter::DEBUG));
+        assert_eq!(hint("trace"), Some(LevelFilter::TRACE));
     }
 }
