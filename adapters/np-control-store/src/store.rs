@@ -22,7 +22,12 @@
 //!
 //! The reviewed DDL is verified on the store's first connection (and on demand with
 //! `verify_catalog`): a store over a missing or deviating catalog refuses every operation with
-//! `DPONE_NP_STORE_CATALOG_INVALID` and creates nothing.
+//! `DPONE_NP_STORE_CATALOG_INVALID` and creates nothing. So is the session's role: one that
+//! could change the store around the protocol (a superuser, an owner's member, a holder of
+//! `UPDATE`, `DELETE`, `TRUNCATE`, `TRIGGER`, `REFERENCES` or `CREATE`: the database backstop
+//! holds only against roles that cannot disable it) is refused with
+//! `DPONE_NP_STORE_SESSION_PRIVILEGED`, unless the endpoint accepts it
+//! ([`StoreEndpoint::accept_privileged_session`], a single-user development store).
 //!
 //! Errors carry a code and the SQLSTATE or a classified TLS reason only (no endpoint, no
 //! credential, no value).
@@ -59,6 +64,80 @@ pub struct StoreEndpoint {
     pub root_cert: Option<String>,
     /// The schema of the reviewed DDL (`[a-z_][a-z0-9_]{0,62}`).
     pub schema: String,
+    /// Accept a session whose role could change the store around the protocol (see
+    /// [`SESSION_PRIVILEGES_SQL`]): a single-user development store only. `false` (what a
+    /// deployment uses) refuses such a session with `DPONE_NP_STORE_SESSION_PRIVILEGED`.
+    pub accept_privileged_session: bool,
+}
+
+/// What the session's role could do to the store beyond reading it and inserting rows the
+/// `np_backstop` triggers check: be a superuser; be a member (`MEMBER`: may `SET ROLE` to it) of
+/// the role owning the schema, a table or a function of it (an owner can disable a trigger,
+/// replace its function or drop the table); hold `UPDATE`, `DELETE`, `TRUNCATE`, `TRIGGER` or
+/// `REFERENCES` on a table (`UPDATE` and `REFERENCES` on any column); hold `CREATE` on the
+/// schema. `$1` is the schema. One row: superuser, owns the schema, may create in it, the owned
+/// tables, the owned functions, and `table privilege` pairs held.
+pub const SESSION_PRIVILEGES_SQL: &str = "\
+WITH s AS (SELECT n.oid, n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = $1), \
+     t AS (SELECT c.oid, c.relname::text AS name, c.relowner FROM pg_catalog.pg_class c, s \
+           WHERE c.relnamespace = s.oid AND c.relkind IN ('r', 'p')) \
+SELECT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), true), \
+       coalesce((SELECT pg_catalog.pg_has_role(current_user, s.nspowner, 'MEMBER') FROM s), false), \
+       coalesce((SELECT pg_catalog.has_schema_privilege(current_user, s.oid, 'CREATE') FROM s), false), \
+       ARRAY(SELECT t.name FROM t WHERE pg_catalog.pg_has_role(current_user, t.relowner, 'MEMBER') \
+             ORDER BY 1), \
+       ARRAY(SELECT DISTINCT p.proname::text FROM pg_catalog.pg_proc p, s \
+             WHERE p.pronamespace = s.oid AND pg_catalog.pg_has_role(current_user, p.proowner, 'MEMBER') \
+             ORDER BY 1), \
+       ARRAY(SELECT t.name || ' ' || v.privilege FROM t, \
+             (VALUES ('UPDATE'), ('DELETE'), ('TRUNCATE'), ('TRIGGER'), ('REFERENCES')) v(privilege) \
+             WHERE CASE WHEN v.privilege IN ('UPDATE', 'REFERENCES') \
+                        THEN pg_catalog.has_any_column_privilege(current_user, t.oid, v.privilege) \
+                        ELSE pg_catalog.has_table_privilege(current_user, t.oid, v.privilege) END \
+             ORDER BY 1)";
+
+/// What [`SESSION_PRIVILEGES_SQL`] found, as the refusal's message: what the role could do,
+/// naming tables, functions and privileges only (never the role). `None`: least privilege.
+pub fn privileged_session(
+    superuser: bool,
+    owns_schema: bool,
+    creates: bool,
+    owned_tables: &[String],
+    owned_functions: &[String],
+    held: &[String],
+) -> Option<String> {
+    let mut found = Vec::new();
+    if superuser {
+        found.push("it is a superuser".to_owned());
+    }
+    if owns_schema {
+        found.push("it is a member of the schema's owner".to_owned());
+    }
+    if creates {
+        found.push("it holds CREATE on the schema".to_owned());
+    }
+    if !owned_tables.is_empty() {
+        found.push(format!(
+            "it is a member of the owner of {}",
+            owned_tables.join(", ")
+        ));
+    }
+    if !owned_functions.is_empty() {
+        found.push(format!(
+            "it is a member of the owner of the functions {}",
+            owned_functions.join(", ")
+        ));
+    }
+    if !held.is_empty() {
+        found.push(format!("it holds {}", held.join(", ")));
+    }
+    (!found.is_empty()).then(|| {
+        format!(
+            "the store session's role could change the store around the protocol ({}): log in \
+             as a member of one runtime role of control-store-roles.sql",
+            found.join("; ")
+        )
+    })
 }
 
 /// What the server said to COMMIT.
@@ -487,6 +566,9 @@ impl PgControlStore {
         };
         if !self.verified.load(Ordering::SeqCst) {
             self.check_catalog(&client).await?;
+            if !self.endpoint.accept_privileged_session {
+                self.check_session(&client).await?;
+            }
             self.verified.store(true, Ordering::SeqCst);
         }
         Ok(Conn {
@@ -496,6 +578,27 @@ impl PgControlStore {
             client,
             task,
         })
+    }
+
+    /// The session's role holds nothing that could change the store around the protocol
+    /// ([`SESSION_PRIVILEGES_SQL`]), on `c`.
+    async fn check_session(&self, c: &Client) -> Result<()> {
+        let row = c
+            .query_one(SESSION_PRIVILEGES_SQL, &[&self.endpoint.schema])
+            .await
+            .map_err(|e| db_error("read the session's privileges", &e))?;
+        let texts = |i: usize| -> Vec<String> { row.get(i) };
+        match privileged_session(
+            row.get(0),
+            row.get(1),
+            row.get(2),
+            &texts(3),
+            &texts(4),
+            &texts(5),
+        ) {
+            Some(message) => Err(StoreError::new(StoreCode::SessionPrivileged, message)),
+            None => Ok(()),
+        }
     }
 
     /// The reviewed DDL against the catalog, on `c`.
@@ -1816,7 +1919,11 @@ impl ControlStorePort for PgControlStore {
         let Some(conn) = guard.as_ref() else {
             return Err(StoreError::new(StoreCode::Unavailable, "no connection"));
         };
-        self.check_catalog(&conn.client).await
+        self.check_catalog(&conn.client).await?;
+        if !self.endpoint.accept_privileged_session {
+            self.check_session(&conn.client).await?;
+        }
+        Ok(())
     }
 
     async fn record_trust(&self, record: &PolicyRecord) -> Result<TrustRevision> {

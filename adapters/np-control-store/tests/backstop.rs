@@ -57,6 +57,7 @@ async fn store_as(e: &Env, role: &str) -> PgControlStore {
         .expect("a login role");
     let mut endpoint = e.endpoint();
     endpoint.config.user(&login).password(password);
+    endpoint.accept_privileged_session = false;
     PgControlStore::new(endpoint).expect("store")
 }
 

@@ -45,6 +45,13 @@ pub struct StoreArgs {
     /// Pinned CA bundle (PEM) for `verify-ca` / `verify-full`.
     #[arg(long)]
     store_sslrootcert: Option<PathBuf>,
+    /// Accept a store session whose role could change the store around the protocol (a
+    /// superuser, a member of an owner, or a holder of UPDATE, DELETE, TRUNCATE, TRIGGER,
+    /// REFERENCES or CREATE): a single-user development store only. Without it such a session is
+    /// refused (`DPONE_NP_STORE_SESSION_PRIVILEGED`): the database backstop holds only against
+    /// roles that cannot disable it.
+    #[arg(long)]
+    store_privileged_session: bool,
 }
 
 /// The exit status of a control-store code (the table of `docs/cli.md`).
@@ -128,6 +135,7 @@ pub(crate) fn open(args: &StoreArgs) -> Result<PgControlStore, Failure> {
         tls,
         root_cert,
         schema: args.store_schema.clone(),
+        accept_privileged_session: args.store_privileged_session,
     })
     .map_err(store_failure)
 }

@@ -373,6 +373,7 @@ async fn store_preconditions_refuse_with_their_codes() {
         schema: format!("{}_absent", store.schema),
         ca: store.ca.clone(),
         admin_url: store.admin_url.clone(),
+        privileged_session: true,
     };
     let out = Run::new(&absent).policy_register(&docs, None);
     assert_eq!(refused(&out, &store, 1), "DPONE_NP_STORE_CATALOG_INVALID");
@@ -408,6 +409,111 @@ async fn store_preconditions_refuse_with_their_codes() {
         "DPONE_CLI_CAMPAIGN_EPOCH_BELOW_POLICY"
     );
     store.drop_schema().await;
+}
+
+/// The reviewed least-privilege roles, compiled into the test.
+const ROLES_SQL: &str = include_str!("../../../fixtures/nonproduction/control-store-roles.sql");
+
+/// The store's session is checked as well as its catalog: a login that could change the store
+/// around the protocol (the owner's, or a runtime login granted TRIGGER, or made a member of
+/// the owner) is refused before anything is recorded, naming what it could do (never the
+/// role); a login of the reviewed platform role is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_store_session_that_could_alter_the_store_is_refused() {
+    let store = Store::new().await;
+    let docs = live_docs();
+    let db = admin(&store.admin_url).await;
+    let revisions = || async {
+        let n: i64 = admin(&store.admin_url)
+            .await
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM \"{}\".np_trust_revision",
+                    store.schema
+                ),
+                &[],
+            )
+            .await
+            .expect("count")
+            .get(0);
+        n
+    };
+    let as_login = |url: String| Store {
+        url,
+        schema: store.schema.clone(),
+        ca: store.ca.clone(),
+        admin_url: store.admin_url.clone(),
+        privileged_session: false,
+    };
+
+    // The schema owner's own login, as a deployment would connect it.
+    let out = Run::new(&as_login(store.url.clone())).policy_register(&docs, None);
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_NP_STORE_SESSION_PRIVILEGED"
+    );
+    assert_eq!(revisions().await, 0, "nothing recorded");
+
+    // A login of the platform role, with the reviewed roles applied.
+    db.batch_execute(&ROLES_SQL.replace("\"dpone_np_control\"", &format!("\"{}\"", store.schema)))
+        .await
+        .expect("the reviewed roles apply");
+    let mut r = [0u8; 12];
+    getrandom::fill(&mut r).expect("random");
+    let login = format!("dpone_np_t_cli_{}", hex::encode(&r[..4]));
+    let password = hex::encode(&r[4..]);
+    db.batch_execute(&format!(
+        "CREATE ROLE {login} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB PASSWORD '{password}'; \
+         GRANT dpone_np_platform TO {login}"
+    ))
+    .await
+    .expect("a platform login");
+    let platform = as_login(with_login(&store.url, &login, &password));
+    ok(&Run::new(&platform).policy_register(&docs, None));
+    assert_eq!(revisions().await, 1);
+
+    // The same login, one privilege more, then a member of the owner.
+    let mut other = docs.clone();
+    other.policy["max_validity_seconds"] = 43_200.into();
+    other.seal();
+    for (grant, names) in [
+        (
+            format!(
+                "GRANT TRIGGER ON \"{}\".np_reservation TO {login}",
+                store.schema
+            ),
+            "np_reservation TRIGGER",
+        ),
+        (
+            format!("GRANT dpone_np_owner TO {login}"),
+            "member of the schema's owner",
+        ),
+    ] {
+        db.batch_execute(&grant).await.expect("grant");
+        let out = Run::new(&platform).policy_register(&other, None);
+        assert_eq!(
+            refused(&out, &store, 1),
+            "DPONE_NP_STORE_SESSION_PRIVILEGED",
+            "{grant}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(names), "{grant}: {stderr}");
+        assert!(!stderr.contains(&login), "the role leaked: {stderr}");
+        assert_eq!(revisions().await, 1, "{grant}: nothing recorded");
+        db.batch_execute(&grant.replace("GRANT", "REVOKE").replace(" TO ", " FROM "))
+            .await
+            .expect("revoke");
+    }
+    ok(&Run::new(&platform).policy_register(&other, None));
+    assert_eq!(revisions().await, 2, "least privilege again: accepted");
+    store.drop_schema().await;
+    let _ = db
+        .batch_execute(&format!("DROP ROLE IF EXISTS {login}"))
+        .await;
 }
 
 #[test]

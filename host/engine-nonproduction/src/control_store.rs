@@ -26,6 +26,10 @@ pub enum StoreCode {
     LimitAboveCeiling,
     /// The reviewed DDL is missing or differs (columns, unique indexes, triggers).
     CatalogInvalid,
+    /// The store session's role could change the store around the protocol (a superuser, a
+    /// member of an owner of the schema, a table or a function, or a holder of `UPDATE`,
+    /// `DELETE`, `TRUNCATE`, `TRIGGER`, `REFERENCES` or the schema's `CREATE`).
+    SessionPrivileged,
     /// The database cannot be reached or failed outside the protocol (SQLSTATE only).
     Unavailable,
     /// Serialization failures outlasted the bounded retries.
@@ -110,10 +114,11 @@ pub enum StoreCode {
 
 impl StoreCode {
     /// Every code, for documentation checks.
-    pub const ALL: [StoreCode; 41] = [
+    pub const ALL: [StoreCode; 42] = [
         Self::InvalidInput,
         Self::LimitAboveCeiling,
         Self::CatalogInvalid,
+        Self::SessionPrivileged,
         Self::Unavailable,
         Self::SerializationRetriesExhausted,
         Self::OutcomeUnknown,
@@ -160,6 +165,7 @@ impl StoreCode {
             Self::InvalidInput => "DPONE_NP_STORE_INVALID_INPUT",
             Self::LimitAboveCeiling => "DPONE_NP_STORE_LIMIT_ABOVE_CEILING",
             Self::CatalogInvalid => "DPONE_NP_STORE_CATALOG_INVALID",
+            Self::SessionPrivileged => "DPONE_NP_STORE_SESSION_PRIVILEGED",
             Self::Unavailable => "DPONE_NP_STORE_UNAVAILABLE",
             Self::SerializationRetriesExhausted => "DPONE_NP_STORE_SERIALIZATION_RETRIES_EXHAUSTED",
             Self::OutcomeUnknown => "DPONE_NP_STORE_OUTCOME_UNKNOWN",

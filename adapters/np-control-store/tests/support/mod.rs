@@ -144,6 +144,9 @@ impl Env {
             tls,
             root_cert,
             schema: self.schema.clone(),
+            // The tests' admin login owns the schemas it creates; the role tests connect as
+            // least-privilege logins with the check on (`backstop.rs`).
+            accept_privileged_session: true,
         }
     }
 

@@ -43,6 +43,9 @@ pub struct Store {
     pub schema: String,
     pub ca: Option<String>,
     pub admin_url: String,
+    /// Pass `--store-privileged-session`: the tests' login owns the schema it created (a
+    /// single-user development store); `false` connects as a deployment does.
+    pub privileged_session: bool,
 }
 
 pub async fn admin(url: &str) -> tokio_postgres::Client {
@@ -57,6 +60,13 @@ pub async fn admin(url: &str) -> tokio_postgres::Client {
         let _ = conn.await;
     });
     client
+}
+
+/// `url` with its user and password replaced (`user` and `password` URL-safe).
+pub fn with_login(url: &str, user: &str, password: &str) -> String {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let at = url.rfind('@').map_or(scheme_end, |i| i + 1);
+    format!("{}{user}:{password}@{}", &url[..scheme_end], &url[at..])
 }
 
 /// `url` with its database replaced.
@@ -118,11 +128,15 @@ impl Store {
             schema,
             ca,
             admin_url,
+            privileged_session: true,
         }
     }
 
     pub fn args(&self) -> Vec<String> {
         let mut a = vec!["--store-schema".to_owned(), self.schema.clone()];
+        if self.privileged_session {
+            a.push("--store-privileged-session".to_owned());
+        }
         match &self.ca {
             Some(ca) => a.extend([
                 "--store-sslmode".to_owned(),
