@@ -98,7 +98,7 @@ SELECT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = 
 
 /// What [`SESSION_PRIVILEGES_SQL`] found, as the refusal's message: what the role could do,
 /// naming tables, functions and privileges only (never the role). `None`: least privilege.
-pub fn privileged_session(
+fn privileged_session(
     superuser: bool,
     owns_schema: bool,
     creates: bool,
@@ -565,10 +565,7 @@ impl PgControlStore {
             ));
         };
         if !self.verified.load(Ordering::SeqCst) {
-            self.check_catalog(&client).await?;
-            if !self.endpoint.accept_privileged_session {
-                self.check_session(&client).await?;
-            }
+            self.verify(&client).await?;
             self.verified.store(true, Ordering::SeqCst);
         }
         Ok(Conn {
@@ -578,6 +575,15 @@ impl PgControlStore {
             client,
             task,
         })
+    }
+
+    /// The catalog, then (unless the endpoint accepts it) the session's role, on `c`.
+    async fn verify(&self, c: &Client) -> Result<()> {
+        self.check_catalog(c).await?;
+        if !self.endpoint.accept_privileged_session {
+            self.check_session(c).await?;
+        }
+        Ok(())
     }
 
     /// The session's role holds nothing that could change the store around the protocol
@@ -1919,11 +1925,7 @@ impl ControlStorePort for PgControlStore {
         let Some(conn) = guard.as_ref() else {
             return Err(StoreError::new(StoreCode::Unavailable, "no connection"));
         };
-        self.check_catalog(&conn.client).await?;
-        if !self.endpoint.accept_privileged_session {
-            self.check_session(&conn.client).await?;
-        }
-        Ok(())
+        self.verify(&conn.client).await
     }
 
     async fn record_trust(&self, record: &PolicyRecord) -> Result<TrustRevision> {
