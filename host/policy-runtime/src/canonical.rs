@@ -69,10 +69,76 @@ pub fn canonical_value(value: &Value) -> Result<Vec<u8>, serde_json::Error> {
 }
 
 /// Length of the canonical JSON of `value`, without keeping the bytes.
+///
+/// Counted without formatting anything when the value has no float ([`counted_len`]); a value
+/// with a float is written into a counter by the reference writer.
 pub(crate) fn canonical_len(value: &Value) -> Result<usize, serde_json::Error> {
+    if let Some(len) = counted_len(value) {
+        return Ok(len);
+    }
     let mut counter = Counter(0);
     write_canonical(value, &mut counter)?;
     Ok(counter.0)
+}
+
+/// The length `write_canonical` writes for `value`, added up instead of written: key order does
+/// not change a length, strings are measured with serde_json's escapes (the reference writer's),
+/// integers by their digits. `None` for a value with a float (its shortest form is serde_json's
+/// to find).
+fn counted_len(value: &Value) -> Option<usize> {
+    match value {
+        Value::Null => Some(4),
+        Value::Bool(true) => Some(4),
+        Value::Bool(false) => Some(5),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => Some(decimal_len(u)),
+            (None, Some(i)) => Some(1 + decimal_len(i.unsigned_abs())),
+            (None, None) => None,
+        },
+        Value::String(s) => Some(json_str_len(s)),
+        Value::Array(items) => items.iter().try_fold(
+            // `[`, `]` and a comma between elements.
+            2 + items.len().saturating_sub(1),
+            |len, item| Some(len.saturating_add(counted_len(item)?)),
+        ),
+        Value::Object(map) => map.iter().try_fold(
+            // `{`, `}`, a comma between entries; each entry is `"key":value`.
+            2 + map.len().saturating_sub(1),
+            |len, (key, item)| {
+                Some(
+                    len.saturating_add(json_str_len(key))
+                        .saturating_add(1)
+                        .saturating_add(counted_len(item)?),
+                )
+            },
+        ),
+    }
+}
+
+/// Digits of `v` in decimal.
+fn decimal_len(v: u64) -> usize {
+    // `ilog10` of a `u64` is at most 19.
+    v.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Length of `s` as a JSON string written by serde_json: the quotes, and every byte once except
+/// those serde_json escapes: `"`, `\` and the five control characters with a short escape take
+/// two bytes, every other control character below U+0020 six (`\u00XX`).
+fn json_str_len(s: &str) -> usize {
+    let bytes = s.as_bytes();
+    let escapes: usize = if direct::needs_escape(bytes) {
+        bytes
+            .iter()
+            .map(|&b| match b {
+                b'"' | b'\\' | 0x08 | 0x09 | 0x0A | 0x0C | 0x0D => 1,
+                0x00..=0x1F => 5,
+                _ => 0,
+            })
+            .sum()
+    } else {
+        0
+    };
+    bytes.len().saturating_add(2).saturating_add(escapes)
 }
 
 /// A writer that only counts.
