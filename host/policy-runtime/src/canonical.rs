@@ -248,6 +248,77 @@ mod tests {
         );
     }
 
+    /// Every byte below 0x80 at every position of strings of every length up to 20, alone and
+    /// with a second byte: the eight-byte escape check agrees with a byte-by-byte one, and the
+    /// counted length of each string (as a value and as a key) with the written one.
+    #[test]
+    fn escape_checks_and_counted_lengths_agree_with_the_writer_for_every_byte_and_position() {
+        let escaped = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        for len in 0..=20usize {
+            for at in 0..len.max(1) {
+                for byte in 0u8..0x80 {
+                    for other in [b'a', b'"', 0x1f] {
+                        let mut bytes = vec![b'x'; len];
+                        if let Some(slot) = bytes.get_mut(at) {
+                            *slot = byte;
+                        }
+                        if len > 1 {
+                            bytes[len - 1 - at] = other;
+                        }
+                        assert_eq!(
+                            direct::needs_escape(&bytes),
+                            bytes.iter().any(|&b| escaped(b)),
+                            "{bytes:?}"
+                        );
+                        let text = String::from_utf8(bytes).expect("ASCII");
+                        let v = json!({ text.clone(): [text.clone(), 1] });
+                        assert_eq!(
+                            canonical_len(&v).unwrap(),
+                            canonical_json(&v).unwrap().len(),
+                            "{text:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integers_are_written_and_counted_as_serde_json_writes_them() {
+        let mut numbers: Vec<i128> = vec![0, u64::MAX.into(), i64::MIN.into(), i64::MAX.into()];
+        for digits in 1..=19u32 {
+            let p = 10i128.pow(digits);
+            numbers.extend([p - 1, p, p + 1, -(p - 1), -p, -(p + 1)]);
+        }
+        for n in numbers {
+            let value: Value = match (u64::try_from(n), i64::try_from(n)) {
+                (Ok(u), _) => u.into(),
+                (_, Ok(i)) => i.into(),
+                _ => continue,
+            };
+            let reference = serde_json::to_vec(&value).unwrap();
+            assert_eq!(canonical_json(&value).unwrap(), reference, "{n}");
+            assert_eq!(canonical_len(&value).unwrap(), reference.len(), "{n}");
+            same_as_reference(&n.to_string());
+            if let Ok(u) = u64::try_from(n) {
+                same_as_reference(&u);
+                assert_eq!(canonical_json(&u).unwrap(), reference, "{n}");
+            }
+            if let Ok(i) = i64::try_from(n) {
+                assert_eq!(canonical_json(&i).unwrap(), reference, "{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_float_is_counted_by_the_reference_writer() {
+        let v = json!({"a": [1.5, -0.0, 1e300, 3], "b": "x"});
+        assert_eq!(counted_len(&v), None);
+        let mut written = Vec::new();
+        write_canonical(&v, &mut written).unwrap();
+        assert_eq!(canonical_len(&v).unwrap(), written.len());
+    }
+
     /// Types of every serde shape the direct writer meets or refuses.
     mod shapes {
         use serde::Serialize;
