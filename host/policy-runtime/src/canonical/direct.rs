@@ -33,7 +33,8 @@ impl ser::Error for GaveUp {
     }
 }
 
-/// One object entry written to `out`: its key (a range of `keys`) and the bytes of
+/// One object entry written to `out`: its key (a struct field's name, or a range of `keys`) and
+/// the bytes of
 /// `"key":value` (a range of `out`, without the separating comma).
 struct Entry {
     key: Range<usize>,
@@ -45,7 +46,7 @@ struct Entry {
     /// The key's first eight bytes, big-endian, zero-padded: byte order of simple keys decided
     /// in one comparison unless the prefixes are equal.
     prefix: u64,
-    /// The field name, for a struct field (whose name is `'static`).
+    /// The field name, for a struct field (whose name is `'static`); its `key` range is empty.
     field: Option<&'static str>,
     /// Position of the entry in the order `Serialize` wrote it.
     arrival: usize,
@@ -59,6 +60,16 @@ struct FieldOrder {
     fields: Vec<&'static str>,
     /// Arrival positions in key order; `None` when the fields arrive in key order.
     sorted: Option<Vec<usize>>,
+}
+
+impl Entry {
+    /// The entry's key: the field name of a struct field, else its range of `keys`.
+    fn name<'k>(&self, keys: &'k str) -> &'k str {
+        match self.field {
+            Some(name) => name,
+            None => &keys[self.key.clone()],
+        }
+    }
 }
 
 impl FieldOrder {
@@ -141,8 +152,11 @@ impl Writer {
     }
 
     fn write_u64(&mut self, mut v: u64) {
+        // The digits are put at the start of a buffer of fixed size, which is appended whole
+        // and cut back to their number: a copy of fixed size, not a `memcpy` call.
+        let len = v.checked_ilog10().map_or(1, |log| log as usize + 1);
         let mut digits = [0u8; 20];
-        let mut i = digits.len();
+        let mut i = len;
         // Two digits per division.
         while v >= 100 {
             // `v % 100` is below 100.
@@ -161,7 +175,9 @@ impl Writer {
             // `v` is a single decimal digit here.
             digits[i] = b'0' + v as u8;
         }
-        self.out.extend_from_slice(&digits[i..]);
+        let start = self.out.len();
+        self.out.extend_from_slice(&digits);
+        self.out.truncate(start + len);
     }
 
     fn write_i64(&mut self, v: i64) {
@@ -263,7 +279,7 @@ pub(crate) fn needs_escape(bytes: &[u8]) -> bool {
 /// RFC 8785 key order (UTF-16 code units) of two entries' keys. Byte order is the same unless
 /// a key has a character at or above U+E000.
 fn key_order(keys: &str, a: &Entry, b: &Entry) -> Ordering {
-    let (ka, kb) = (&keys[a.key.clone()], &keys[b.key.clone()]);
+    let (ka, kb) = (a.name(keys), b.name(keys));
     if a.simple && b.simple {
         a.prefix
             .cmp(&b.prefix)
@@ -325,7 +341,10 @@ impl Object<'_> {
             w.out.push(b',');
         }
         let start = w.out.len();
-        write_json_str(&mut w.out, &w.keys[key.clone()])?;
+        match field {
+            Some(name) => write_json_str(&mut w.out, name)?,
+            None => write_json_str(&mut w.out, &w.keys[key.clone()])?,
+        }
         w.out.push(b':');
         value.serialize(&mut *w)?;
         w.entries.push(Entry {
@@ -340,11 +359,10 @@ impl Object<'_> {
         Ok(())
     }
 
+    /// A struct field: its name is `'static`, so it is not copied into `keys`.
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), GaveUp> {
-        let start = self.w.keys.len();
-        self.w.keys.push_str(key);
-        let range = start..self.w.keys.len();
-        self.entry(range, Some(key), value)
+        let none = self.w.keys.len();
+        self.entry(none..none, Some(key), value)
     }
 
     /// Puts the entries into key order (refusing duplicate keys) and closes the object.
@@ -363,7 +381,7 @@ impl Object<'_> {
             }
         } else {
             for entry in mine.iter_mut() {
-                let name = &keys[entry.key.clone()];
+                let name = entry.name(keys);
                 entry.simple = super::byte_order_is_utf16_order(name);
                 entry.prefix = prefix(name);
             }
