@@ -248,16 +248,17 @@ mod tests {
         );
     }
 
-    /// Every byte below 0x80 at every position of strings of every length up to 20, alone and
-    /// with a second byte: the eight-byte escape check agrees with a byte-by-byte one, and the
-    /// counted length of each string (as a value and as a key) with the written one.
+    /// Every byte at every position of strings of every length up to 20, alone and with a
+    /// second byte: the eight-byte escape check agrees with a byte-by-byte one, and (for the
+    /// ones that are UTF-8) the counted length of each string, as a value and as a key, with the
+    /// written one.
     #[test]
     fn escape_checks_and_counted_lengths_agree_with_the_writer_for_every_byte_and_position() {
         let escaped = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
         for len in 0..=20usize {
             for at in 0..len.max(1) {
-                for byte in 0u8..0x80 {
-                    for other in [b'a', b'"', 0x1f] {
+                for byte in 0u8..=0xFF {
+                    for other in [b'a', b'"', 0x1f, 0xC3, 0xFF] {
                         let mut bytes = vec![b'x'; len];
                         if let Some(slot) = bytes.get_mut(at) {
                             *slot = byte;
@@ -270,13 +271,28 @@ mod tests {
                             bytes.iter().any(|&b| escaped(b)),
                             "{bytes:?}"
                         );
-                        let text = String::from_utf8(bytes).expect("ASCII");
+                        let Ok(text) = String::from_utf8(bytes) else {
+                            continue;
+                        };
                         let v = json!({ text.clone(): [text.clone(), 1] });
                         assert_eq!(
                             canonical_len(&v).unwrap(),
                             canonical_json(&v).unwrap().len(),
                             "{text:?}"
                         );
+                    }
+                }
+            }
+        }
+        // Bytes with the high bit set next to an escaped byte (no borrow hides it) and alone.
+        for filler in [0x80u8, 0xC3, 0xFE, 0xFF, 0x20, 0x21, 0x5B, 0x5D] {
+            for len in 1..=17usize {
+                assert!(!direct::needs_escape(&vec![filler; len]), "{filler:#x}");
+                for at in 0..len {
+                    for special in [0x00, 0x1F, b'"', b'\\'] {
+                        let mut bytes = vec![filler; len];
+                        bytes[at] = special;
+                        assert!(direct::needs_escape(&bytes), "{bytes:?}");
                     }
                 }
             }
