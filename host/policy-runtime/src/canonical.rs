@@ -69,10 +69,76 @@ pub fn canonical_value(value: &Value) -> Result<Vec<u8>, serde_json::Error> {
 }
 
 /// Length of the canonical JSON of `value`, without keeping the bytes.
+///
+/// Counted without formatting anything when the value has no float ([`counted_len`]); a value
+/// with a float is written into a counter by the reference writer.
 pub(crate) fn canonical_len(value: &Value) -> Result<usize, serde_json::Error> {
+    if let Some(len) = counted_len(value) {
+        return Ok(len);
+    }
     let mut counter = Counter(0);
     write_canonical(value, &mut counter)?;
     Ok(counter.0)
+}
+
+/// The length `write_canonical` writes for `value`, added up instead of written: key order does
+/// not change a length, strings are measured with serde_json's escapes (the reference writer's),
+/// integers by their digits. `None` for a value with a float (its shortest form is serde_json's
+/// to find).
+fn counted_len(value: &Value) -> Option<usize> {
+    match value {
+        Value::Null => Some(4),
+        Value::Bool(true) => Some(4),
+        Value::Bool(false) => Some(5),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => Some(decimal_len(u)),
+            (None, Some(i)) => Some(1 + decimal_len(i.unsigned_abs())),
+            (None, None) => None,
+        },
+        Value::String(s) => Some(json_str_len(s)),
+        Value::Array(items) => items.iter().try_fold(
+            // `[`, `]` and a comma between elements.
+            2 + items.len().saturating_sub(1),
+            |len, item| Some(len.saturating_add(counted_len(item)?)),
+        ),
+        Value::Object(map) => map.iter().try_fold(
+            // `{`, `}`, a comma between entries; each entry is `"key":value`.
+            2 + map.len().saturating_sub(1),
+            |len, (key, item)| {
+                Some(
+                    len.saturating_add(json_str_len(key))
+                        .saturating_add(1)
+                        .saturating_add(counted_len(item)?),
+                )
+            },
+        ),
+    }
+}
+
+/// Digits of `v` in decimal.
+fn decimal_len(v: u64) -> usize {
+    // `ilog10` of a `u64` is at most 19.
+    v.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Length of `s` as a JSON string written by serde_json: the quotes, and every byte once except
+/// those serde_json escapes: `"`, `\` and the five control characters with a short escape take
+/// two bytes, every other control character below U+0020 six (`\u00XX`).
+fn json_str_len(s: &str) -> usize {
+    let bytes = s.as_bytes();
+    let escapes: usize = if direct::needs_escape(bytes) {
+        bytes
+            .iter()
+            .map(|&b| match b {
+                b'"' | b'\\' | 0x08 | 0x09 | 0x0A | 0x0C | 0x0D => 1,
+                0x00..=0x1F => 5,
+                _ => 0,
+            })
+            .sum()
+    } else {
+        0
+    };
+    bytes.len().saturating_add(2).saturating_add(escapes)
 }
 
 /// A writer that only counts.
@@ -180,6 +246,93 @@ mod tests {
             canonical_len(&v).unwrap(),
             canonical_json(&v).unwrap().len()
         );
+    }
+
+    /// Every byte at every position of strings of every length up to 20, alone and with a
+    /// second byte: the eight-byte escape check agrees with a byte-by-byte one, and (for the
+    /// ones that are UTF-8) the counted length of each string, as a value and as a key, with the
+    /// written one.
+    #[test]
+    fn escape_checks_and_counted_lengths_agree_with_the_writer_for_every_byte_and_position() {
+        let escaped = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        for len in 0..=20usize {
+            for at in 0..len.max(1) {
+                for byte in 0u8..=0xFF {
+                    for other in [b'a', b'"', 0x1f, 0xC3, 0xFF] {
+                        let mut bytes = vec![b'x'; len];
+                        if let Some(slot) = bytes.get_mut(at) {
+                            *slot = byte;
+                        }
+                        if len > 1 {
+                            bytes[len - 1 - at] = other;
+                        }
+                        assert_eq!(
+                            direct::needs_escape(&bytes),
+                            bytes.iter().any(|&b| escaped(b)),
+                            "{bytes:?}"
+                        );
+                        let Ok(text) = String::from_utf8(bytes) else {
+                            continue;
+                        };
+                        let v = json!({ text.clone(): [text.clone(), 1] });
+                        assert_eq!(
+                            canonical_len(&v).unwrap(),
+                            canonical_json(&v).unwrap().len(),
+                            "{text:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // Bytes with the high bit set next to an escaped byte (no borrow hides it) and alone.
+        for filler in [0x80u8, 0xC3, 0xFE, 0xFF, 0x20, 0x21, 0x5B, 0x5D] {
+            for len in 1..=17usize {
+                assert!(!direct::needs_escape(&vec![filler; len]), "{filler:#x}");
+                for at in 0..len {
+                    for special in [0x00, 0x1F, b'"', b'\\'] {
+                        let mut bytes = vec![filler; len];
+                        bytes[at] = special;
+                        assert!(direct::needs_escape(&bytes), "{bytes:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integers_are_written_and_counted_as_serde_json_writes_them() {
+        let mut numbers: Vec<i128> = vec![0, u64::MAX.into(), i64::MIN.into(), i64::MAX.into()];
+        for digits in 1..=19u32 {
+            let p = 10i128.pow(digits);
+            numbers.extend([p - 1, p, p + 1, -(p - 1), -p, -(p + 1)]);
+        }
+        for n in numbers {
+            let value: Value = match (u64::try_from(n), i64::try_from(n)) {
+                (Ok(u), _) => u.into(),
+                (_, Ok(i)) => i.into(),
+                _ => continue,
+            };
+            let reference = serde_json::to_vec(&value).unwrap();
+            assert_eq!(canonical_json(&value).unwrap(), reference, "{n}");
+            assert_eq!(canonical_len(&value).unwrap(), reference.len(), "{n}");
+            same_as_reference(&n.to_string());
+            if let Ok(u) = u64::try_from(n) {
+                same_as_reference(&u);
+                assert_eq!(canonical_json(&u).unwrap(), reference, "{n}");
+            }
+            if let Ok(i) = i64::try_from(n) {
+                assert_eq!(canonical_json(&i).unwrap(), reference, "{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_float_is_counted_by_the_reference_writer() {
+        let v = json!({"a": [1.5, -0.0, 1e300, 3], "b": "x"});
+        assert_eq!(counted_len(&v), None);
+        let mut written = Vec::new();
+        write_canonical(&v, &mut written).unwrap();
+        assert_eq!(canonical_len(&v).unwrap(), written.len());
     }
 
     /// Types of every serde shape the direct writer meets or refuses.

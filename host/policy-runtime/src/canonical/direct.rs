@@ -33,17 +33,20 @@ impl ser::Error for GaveUp {
     }
 }
 
-/// One object entry written to `out`: its key (a range of `keys`) and the bytes of
+/// One object entry written to `out`: its key (a struct field's name, or a range of `keys`) and
+/// the bytes of
 /// `"key":value` (a range of `out`, without the separating comma).
 struct Entry {
     key: Range<usize>,
     bytes: Range<usize>,
-    /// The key has no character at or above U+E000, so byte order is its UTF-16 order.
+    /// The key has no character at or above U+E000, so byte order is its UTF-16 order. This and
+    /// `prefix` are set by `Object::finish` before it compares keys; an object whose fields
+    /// match a known order is never compared.
     simple: bool,
     /// The key's first eight bytes, big-endian, zero-padded: byte order of simple keys decided
     /// in one comparison unless the prefixes are equal.
     prefix: u64,
-    /// The field name, for a struct field (whose name is `'static`).
+    /// The field name, for a struct field (whose name is `'static`); its `key` range is empty.
     field: Option<&'static str>,
     /// Position of the entry in the order `Serialize` wrote it.
     arrival: usize,
@@ -57,6 +60,16 @@ struct FieldOrder {
     fields: Vec<&'static str>,
     /// Arrival positions in key order; `None` when the fields arrive in key order.
     sorted: Option<Vec<usize>>,
+}
+
+impl Entry {
+    /// The entry's key: the field name of a struct field, else its range of `keys`.
+    fn name<'k>(&self, keys: &'k str) -> &'k str {
+        match self.field {
+            Some(name) => name,
+            None => &keys[self.key.clone()],
+        }
+    }
 }
 
 impl FieldOrder {
@@ -82,6 +95,18 @@ fn prefix(key: &str) -> u64 {
     bytes[..n].copy_from_slice(&key.as_bytes()[..n]);
     u64::from_be_bytes(bytes)
 }
+
+/// `00`, `01`, … `99`: the decimal digits of every number below 100.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut n = 0;
+    while n < 100 {
+        pairs[2 * n] = b'0' + (n / 10) as u8;
+        pairs[2 * n + 1] = b'0' + (n % 10) as u8;
+        n += 1;
+    }
+    pairs
+};
 
 /// The writer and the buffers it reuses.
 #[derive(Default)]
@@ -127,18 +152,32 @@ impl Writer {
     }
 
     fn write_u64(&mut self, mut v: u64) {
+        // The digits are put at the start of a buffer of fixed size, which is appended whole
+        // and cut back to their number: a copy of fixed size, not a `memcpy` call.
+        let len = v.checked_ilog10().map_or(1, |log| log as usize + 1);
         let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            // `v % 10` is a single decimal digit.
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
+        let mut i = len;
+        // Two digits per division.
+        while v >= 100 {
+            // `v % 100` is below 100.
+            let pair = (v % 100) as usize * 2;
+            v /= 100;
+            i -= 2;
+            digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
         }
-        self.out.extend_from_slice(&digits[i..]);
+        if v >= 10 {
+            // `v` is below 100 here.
+            let pair = v as usize * 2;
+            i -= 2;
+            digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+        } else {
+            i -= 1;
+            // `v` is a single decimal digit here.
+            digits[i] = b'0' + v as u8;
+        }
+        let start = self.out.len();
+        self.out.extend_from_slice(&digits);
+        self.out.truncate(start + len);
     }
 
     fn write_i64(&mut self, v: i64) {
@@ -173,11 +212,7 @@ impl Writer {
 /// serde_json escapes only `"`, `\` and control characters below U+0020; a string without
 /// them is copied between quotes, anything else goes through serde_json itself.
 fn write_json_str(out: &mut Vec<u8>, s: &str) -> Result<(), GaveUp> {
-    // Without early exit, so that the compiler checks many bytes per instruction.
-    let needs_escape = s.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if !needs_escape {
+    if !needs_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -188,10 +223,63 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) -> Result<(), GaveUp> {
     }
 }
 
+/// True if `bytes` holds a byte serde_json escapes in a string: `"`, `\\` or a control
+/// character below U+0020.
+///
+/// Eight bytes at a time: keys and short strings are too short for the compiler's vector loop,
+/// and a byte at a time was a tenth of the input digest's instructions. Each test is exact for
+/// "some byte of the word is ...": `(x - 0x01…01 * n) & !x & 0x80…80` is non-zero if and only if
+/// a byte of `x` is below `n` (for `n` ≤ 0x80), and a byte equal to `c` is a zero byte of
+/// `x ^ 0x01…01 * c`.
+pub(crate) fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    fn below(x: u64, n: u8) -> u64 {
+        x.wrapping_sub(ONES * u64::from(n)) & !x
+    }
+    fn word(x: u64) -> bool {
+        (below(x, 0x20)
+            | below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1))
+            & HIGH
+            != 0
+    }
+    let load = |chunk: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        u64::from_ne_bytes(w)
+    };
+    let n = bytes.len();
+    if n < 8 {
+        // Without a copy of variable length (a `memcpy` call): four bytes from each end
+        // (overlapping) cover four to seven bytes; the first, middle and last byte cover one to
+        // three. Unused bytes of the word are a byte that is never escaped.
+        let w = match (bytes.first_chunk::<4>(), bytes.last_chunk::<4>()) {
+            (Some(head), Some(tail)) => {
+                u64::from(u32::from_ne_bytes(*head)) | (u64::from(u32::from_ne_bytes(*tail)) << 32)
+            }
+            _ => match (bytes.first(), bytes.get(n / 2), bytes.last()) {
+                (Some(&a), Some(&b), Some(&c)) => {
+                    u64::from_ne_bytes([a, b, c, b'a', b'a', b'a', b'a', b'a'])
+                }
+                _ => return false,
+            },
+        };
+        return word(w);
+    }
+    let mut chunks = bytes.chunks_exact(8);
+    let mut any = false;
+    for chunk in &mut chunks {
+        any |= word(load(chunk));
+    }
+    // The last eight bytes, overlapping the chunks already checked.
+    any | word(load(&bytes[bytes.len() - 8..]))
+}
+
 /// RFC 8785 key order (UTF-16 code units) of two entries' keys. Byte order is the same unless
 /// a key has a character at or above U+E000.
 fn key_order(keys: &str, a: &Entry, b: &Entry) -> Ordering {
-    let (ka, kb) = (&keys[a.key.clone()], &keys[b.key.clone()]);
+    let (ka, kb) = (a.name(keys), b.name(keys));
     if a.simple && b.simple {
         a.prefix
             .cmp(&b.prefix)
@@ -253,28 +341,28 @@ impl Object<'_> {
             w.out.push(b',');
         }
         let start = w.out.len();
-        let name = &w.keys[key.clone()];
-        let simple = super::byte_order_is_utf16_order(name);
-        let prefix = prefix(name);
-        write_json_str(&mut w.out, name)?;
+        match field {
+            Some(name) => write_json_str(&mut w.out, name)?,
+            None => write_json_str(&mut w.out, &w.keys[key.clone()])?,
+        }
         w.out.push(b':');
         value.serialize(&mut *w)?;
         w.entries.push(Entry {
             key,
             bytes: start..w.out.len(),
-            simple,
-            prefix,
+            // Found by `finish` when it has to compare keys (not for a known field order).
+            simple: false,
+            prefix: 0,
             field,
             arrival,
         });
         Ok(())
     }
 
+    /// A struct field: its name is `'static`, so it is not copied into `keys`.
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), GaveUp> {
-        let start = self.w.keys.len();
-        self.w.keys.push_str(key);
-        let range = start..self.w.keys.len();
-        self.entry(range, Some(key), value)
+        let none = self.w.keys.len();
+        self.entry(none..none, Some(key), value)
     }
 
     /// Puts the entries into key order (refusing duplicate keys) and closes the object.
@@ -292,6 +380,11 @@ impl Object<'_> {
                 reorder(out, scratch, self.body, sorted.iter().map(|&i| &mine[i]));
             }
         } else {
+            for entry in mine.iter_mut() {
+                let name = entry.name(keys);
+                entry.simple = super::byte_order_is_utf16_order(name);
+                entry.prefix = prefix(name);
+            }
             let mut in_order = true;
             for pair in mine.windows(2) {
                 match key_order(keys, &pair[0], &pair[1]) {
