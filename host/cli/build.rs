@@ -20,6 +20,7 @@ const KINDS: &[&str] = &["admission", "delete-mode", "guard", "scope"];
 fn main() {
     dpone_live_test_cfg::live_pg(env!("CARGO_MANIFEST_DIR"));
     dpone_live_test_cfg::live_clickhouse();
+    dpone_live_test_cfg::live_mssql();
     embed_components();
 }
 

@@ -512,6 +512,58 @@ impl ClickHouseCluster {
     }
 }
 
+/// One member's physical identity of a participant database, as the member itself reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedMember {
+    /// The shard the member's own `system.clusters` marks local.
+    pub shard_num: u32,
+    /// The replica the member's own `system.clusters` marks local.
+    pub replica_num: u32,
+    /// `serverUUID()`, as the member renders it.
+    pub server_uuid: String,
+    /// `system.databases.uuid` of the database, as the member renders it.
+    pub database_uuid: String,
+}
+
+impl ClickHouseCluster {
+    /// The physical identity of `database` on every member of the cluster, for enrollment and
+    /// for a run's binding: the cluster's inventory must be complete (every member it lists has
+    /// a configured connection, and no configured one is unlisted), each member's connection
+    /// must reach the replica it is configured as (its own `system.clusters`), and each member
+    /// reports its `serverUUID()` and the database's UUID (exactly one database of that name).
+    /// Ordered by `(shard_num, replica_num)`.
+    pub fn observe_participant(&self, database: &str) -> Result<Vec<ObservedMember>, PortError> {
+        #[derive(clickhouse::Row, Deserialize)]
+        struct Identity {
+            server_uuid: String,
+            database_uuid: String,
+        }
+        let (rows, complete) = self.observe(&self.cluster)?;
+        if !complete {
+            // A member the cluster lists has no configured connection: it cannot be observed.
+            return Err(PortError::rejected(class::UNKNOWN_MEMBER));
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id = member_id(r.shard_num, r.replica_num);
+            let c = self.member(&id)?;
+            self.verify_identity(&id, c, &self.cluster)?;
+            let found: Vec<Identity> = self.fetch(&c.read, &sql::database_identity(database))?;
+            let [one] = found.as_slice() else {
+                return Err(PortError::rejected(MEMBER_IDENTITY_UNPROVEN));
+            };
+            out.push(ObservedMember {
+                shard_num: r.shard_num,
+                replica_num: r.replica_num,
+                server_uuid: one.server_uuid.clone(),
+                database_uuid: one.database_uuid.clone(),
+            });
+        }
+        out.sort_by_key(|m| (m.shard_num, m.replica_num));
+        Ok(out)
+    }
+}
+
 /// A blocking `Read` over a streaming `RowBinary` response.
 struct StreamReader<'a> {
     rt: &'a tokio::runtime::Runtime,

@@ -18,6 +18,6 @@ pub mod sql;
 pub use artifact::{Extract, StoreArtifactSource};
 pub use cluster::{
     BodyObservation, ClickHouseCluster, ClickHouseConfig, ClickHouseEndpoint, Credential,
-    MAX_CA_BUNDLE_BYTES,
+    MAX_CA_BUNDLE_BYTES, ObservedMember,
 };
 pub use error::{class, port_error};

@@ -120,6 +120,17 @@ pub fn local_replica(cluster: &str) -> Statement {
     .param("cluster", cluster)
 }
 
+/// The server's UUID and database `database`'s UUID, as this server reports them (one row per
+/// database of that name: none when it is absent).
+pub fn database_identity(database: &str) -> Statement {
+    Statement::new(
+        "SELECT toString(serverUUID()) AS server_uuid, toString(uuid) AS database_uuid \
+         FROM system.databases WHERE name = {database:String}"
+            .into(),
+    )
+    .param("database", database)
+}
+
 /// Reads one authority slot with its Keeper version.
 pub fn authority_read(database: &str, table: &str, key: &str) -> Result<Statement, SqlError> {
     Ok(Statement::new(format!(

@@ -183,7 +183,7 @@ pub struct TableContract {
 }
 
 /// Every table of the store with its exact columns, in table order.
-pub const CONTRACT: [TableContract; 12] = [
+pub const CONTRACT: [TableContract; 13] = [
     TableContract {
         name: "np_trust_revision",
         columns: &[
@@ -366,11 +366,26 @@ pub const CONTRACT: [TableContract; 12] = [
         ],
         unique: &[&["reservation_id", "connection_role"]],
     },
+    TableContract {
+        name: "np_participant_identity",
+        columns: &[
+            ("environment_id", "uuid", true),
+            ("enrollment_digest", "text", true),
+            ("participant_id", "text", true),
+            ("engine", "text", true),
+            ("identity_schema", "text", true),
+            ("identity_record", "text", true),
+            ("identity_digest", "text", true),
+            ("trust_revision", "bigint", true),
+            ("enrolled_at_utc", "timestamp with time zone", true),
+        ],
+        unique: &[&["environment_id", "enrollment_digest", "participant_id"]],
+    },
 ];
 
 /// Per table: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
 /// (PostgreSQL 15; sorted).
-pub const CHECKS: [(&str, &[&str]); 12] = [
+pub const CHECKS: [(&str, &[&str]); 13] = [
     (
         "np_trust_revision",
         &[
@@ -480,10 +495,21 @@ pub const CHECKS: [(&str, &[&str]); 12] = [
             "CHECK ((participant_id ~ '^[a-z0-9][a-z0-9._-]{0,127}$'::text))",
         ],
     ),
+    (
+        "np_participant_identity",
+        &[
+            "CHECK (((octet_length(identity_record) >= 2) AND (octet_length(identity_record) <= 262144)))",
+            "CHECK ((engine = ANY (ARRAY['clickhouse'::text, 'sqlserver'::text])))",
+            "CHECK ((enrollment_digest ~ '^sha256:[0-9a-f]{64}$'::text))",
+            "CHECK ((identity_digest = ('sha256:'::text || encode(sha256(convert_to(identity_record, 'UTF8'::name)), 'hex'::text))))",
+            "CHECK ((identity_schema = (('dpone.np-physical-identity.'::text || engine) || '.v1'::text)))",
+            "CHECK ((participant_id ~ '^[a-z0-9][a-z0-9._-]{0,127}$'::text))",
+        ],
+    ),
 ];
 
 /// Per table: the foreign keys of the reviewed DDL (tables without one are absent).
-pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 10] = [
+pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 11] = [
     (
         "np_registration",
         &[(
@@ -551,6 +577,14 @@ pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 10] = [
     (
         "np_run_participant",
         &[(&["reservation_id"], "np_run_claim", &["reservation_id"])],
+    ),
+    (
+        "np_participant_identity",
+        &[(
+            &["environment_id", "trust_revision"],
+            "np_trust_revision",
+            &["environment_id", "revision"],
+        )],
     ),
 ];
 

@@ -37,7 +37,9 @@ use crate::catalog::{
 };
 use crate::port::*;
 use dpone_engine_nonproduction::enrollment::{
-    ConnectionRole, Enrollment, PhysicalIdentity, RunParticipant,
+    CLICKHOUSE_IDENTITY_SCHEMA, ClickhouseIdentity, ConnectionRole, Enrollment,
+    ParticipantIdentity, PhysicalIdentity, RunParticipant, SQLSERVER_IDENTITY_SCHEMA,
+    SqlserverIdentity,
 };
 use sha2::{Digest as _, Sha256};
 use std::collections::HashMap;
@@ -255,6 +257,7 @@ struct Names {
     run_claim: String,
     enrollment: String,
     run_participant: String,
+    identity: String,
 }
 
 /// The PostgreSQL control store: one connection, reopened when lost.
@@ -510,6 +513,7 @@ impl PgControlStore {
             run_claim: q("np_run_claim"),
             enrollment: q("np_participant_enrollment"),
             run_participant: q("np_run_participant"),
+            identity: q("np_participant_identity"),
         };
         Ok(Self {
             endpoint,
@@ -1812,44 +1816,84 @@ impl PgControlStore {
         let env = environment.as_str().to_owned();
         let digest = enrollment_digest.as_str().to_owned();
         let id = e.participant_id.clone();
-        let sys = e.identity.system_identifier.clone();
-        let name = e.identity.database_name.clone();
-        let oid = i64::from(e.identity.database_oid);
         let identity = e.identity_digest.as_str().to_owned();
+        if e.identity.digest() != e.identity_digest {
+            return Err(StoreError::new(
+                StoreCode::InvalidInput,
+                "the identity digest is not the identity's",
+            ));
+        }
+        // The columns of the engine's table, and its values after the five common ones.
+        let (table, columns, values): (&str, &str, Vec<Box<dyn ToSql + Sync + Send>>) = match &e
+            .identity
+        {
+            ParticipantIdentity::Postgresql(i) => (
+                &self.t.enrollment,
+                "engine, system_identifier, database_name, database_oid",
+                vec![
+                    Box::new("postgresql".to_owned()),
+                    Box::new(i.system_identifier.clone()),
+                    Box::new(i.database_name.clone()),
+                    Box::new(i64::from(i.database_oid)),
+                ],
+            ),
+            ParticipantIdentity::Clickhouse(_) | ParticipantIdentity::Sqlserver(_) => {
+                let (engine, schema, record) = match &e.identity {
+                    ParticipantIdentity::Sqlserver(i) => {
+                        ("sqlserver", SQLSERVER_IDENTITY_SCHEMA, i.record())
+                    }
+                    ParticipantIdentity::Clickhouse(i) => {
+                        ("clickhouse", CLICKHOUSE_IDENTITY_SCHEMA, i.record())
+                    }
+                    ParticipantIdentity::Postgresql(_) => {
+                        return Err(StoreError::new(StoreCode::InvalidInput, "unreachable"));
+                    }
+                };
+                let record = String::from_utf8(record)
+                    .map_err(|_| StoreError::new(StoreCode::InvalidInput, "a record not UTF-8"))?;
+                (
+                    &self.t.identity,
+                    "engine, identity_schema, identity_record",
+                    vec![
+                        Box::new(engine.to_owned()),
+                        Box::new(schema.to_owned()),
+                        Box::new(record),
+                    ],
+                )
+            }
+        };
         read!(self, "record the enrollment", |c, t| async {
             // One statement: the insert happens only under the current revision; the primary
-            // key decides between concurrent enrollments.
+            // key decides between concurrent enrollments; a participant already enrolled in
+            // the other engine's table is never enrolled again.
+            let other = if table == t.enrollment.as_str() {
+                &t.identity
+            } else {
+                &t.enrollment
+            };
+            let placeholders: Vec<String> =
+                (0..values.len()).map(|i| format!("${}", i + 6)).collect();
             let sql = format!(
                 "WITH cur AS (SELECT revision FROM {tr} WHERE environment_id = $1::text::uuid \
                  ORDER BY revision DESC LIMIT 1), \
-                 ins AS (INSERT INTO {e} (environment_id, enrollment_digest, participant_id, \
-                 engine, system_identifier, database_name, database_oid, identity_digest, \
-                 trust_revision, enrolled_at_utc) \
-                 SELECT $1::text::uuid, $2, $3, 'postgresql', $4, $5, $6, $7, $8, clock_timestamp() \
-                 FROM cur WHERE cur.revision = $8 \
+                 elsewhere AS (SELECT 1 FROM {other} WHERE environment_id = $1::text::uuid \
+                    AND enrollment_digest = $2 AND participant_id = $3), \
+                 ins AS (INSERT INTO {table} (environment_id, enrollment_digest, participant_id, \
+                 identity_digest, trust_revision, {columns}, enrolled_at_utc) \
+                 SELECT $1::text::uuid, $2, $3, $4, $5, {vals}, clock_timestamp() \
+                 FROM cur WHERE cur.revision = $5 AND NOT EXISTS (SELECT 1 FROM elsewhere) \
                  ON CONFLICT (environment_id, enrollment_digest, participant_id) DO NOTHING \
                  RETURNING 1) \
                  SELECT (SELECT revision FROM cur), (SELECT count(*) FROM ins), \
-                 (SELECT identity_digest FROM {e} WHERE environment_id = $1::text::uuid \
+                 (SELECT identity_digest FROM {table} WHERE environment_id = $1::text::uuid \
                     AND enrollment_digest = $2 AND participant_id = $3)",
                 tr = t.trust,
-                e = t.enrollment,
+                vals = placeholders.join(", "),
             );
-            let row = c
-                .query_one(
-                    &sql,
-                    &[
-                        &env,
-                        &digest,
-                        &id,
-                        &sys,
-                        &name,
-                        &oid,
-                        &identity,
-                        &trust_revision,
-                    ],
-                )
-                .await?;
+            let mut params: Vec<&(dyn ToSql + Sync)> =
+                vec![&env, &digest, &id, &identity, &trust_revision];
+            params.extend(values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)));
+            let row = c.query_one(&sql, &params).await?;
             let current: Option<i64> = row.get(0);
             if current != Some(trust_revision) {
                 return refuse(
@@ -1871,7 +1915,9 @@ impl PgControlStore {
         })
     }
 
-    /// Every participant enrolled under `enrollment_digest` in `environment`.
+    /// Every participant enrolled under `enrollment_digest` in `environment`, of every engine:
+    /// each record re-read and its digest re-computed; a stored record that is not exactly a
+    /// valid identity, or a participant enrolled twice, is `StoredStateInvalid`.
     pub async fn enrolled(
         &self,
         environment: &Uuid,
@@ -1887,7 +1933,8 @@ impl PgControlStore {
                 e = t.enrollment,
             );
             let rows = c.query(&sql, &[&env, &digest]).await?;
-            let mut out = Vec::with_capacity(rows.len());
+            let mut out: Vec<(String, ParticipantIdentity, String)> =
+                Vec::with_capacity(rows.len());
             for row in rows {
                 let oid: i64 = row.get(3);
                 let Ok(database_oid) = u32::try_from(oid) else {
@@ -1901,20 +1948,62 @@ impl PgControlStore {
                     database_name: row.get(2),
                     database_oid,
                 };
-                let identity_digest = stored(Sha256Digest::parse("identity_digest", row.get(4)))?;
+                out.push((row.get(0), identity.into(), row.get(4)));
+            }
+            let sql = format!(
+                "SELECT participant_id, engine, identity_schema, identity_record, identity_digest \
+                 FROM {i} WHERE environment_id = $1::text::uuid AND enrollment_digest = $2 \
+                 ORDER BY participant_id",
+                i = t.identity,
+            );
+            for row in c.query(&sql, &[&env, &digest]).await? {
+                let (engine, schema, record): (String, String, String) =
+                    (row.get(1), row.get(2), row.get(3));
+                let identity = match (engine.as_str(), schema.as_str()) {
+                    ("clickhouse", CLICKHOUSE_IDENTITY_SCHEMA) => {
+                        ClickhouseIdentity::from_record(record.as_bytes())
+                            .map(ParticipantIdentity::Clickhouse)
+                            .ok()
+                    }
+                    ("sqlserver", SQLSERVER_IDENTITY_SCHEMA) => {
+                        SqlserverIdentity::from_record(record.as_bytes())
+                            .map(ParticipantIdentity::Sqlserver)
+                            .ok()
+                    }
+                    _ => None,
+                };
+                let Some(identity) = identity else {
+                    return refuse(
+                        StoreCode::StoredStateInvalid,
+                        "an enrolled identity record is not one this host reads",
+                    );
+                };
+                out.push((row.get(0), identity, row.get(4)));
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            if out.windows(2).any(|w| w[0].0 == w[1].0) {
+                return refuse(
+                    StoreCode::StoredStateInvalid,
+                    "a participant is enrolled twice under one enrollment",
+                );
+            }
+            let mut enrolled = Vec::with_capacity(out.len());
+            for (participant_id, identity, stored_digest) in out {
+                let identity_digest =
+                    stored(Sha256Digest::parse("identity_digest", &stored_digest))?;
                 if identity.digest() != identity_digest {
                     return refuse(
                         StoreCode::StoredStateInvalid,
                         "an enrolled identity does not match its digest",
                     );
                 }
-                out.push(Enrollment {
-                    participant_id: row.get(0),
+                enrolled.push(Enrollment {
+                    participant_id,
                     identity,
                     identity_digest,
                 });
             }
-            Ok(out)
+            Ok(enrolled)
         })
     }
 }

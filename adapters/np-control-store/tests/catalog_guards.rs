@@ -274,7 +274,20 @@ async fn the_truncate_guard_migration_brings_an_older_store_to_the_contract() {
     // so the migration can be applied again.
     let all = statements(&migration);
     let creates: Vec<&String> = all.iter().filter(|s| s.starts_with("CREATE")).collect();
-    assert_eq!(creates.len(), CONTRACT.len());
+    // Every table but those created later with their guards (`migrate-add-identity-record.sql`
+    // creates `np_participant_identity` with its own).
+    let guarded: Vec<&str> = CONTRACT
+        .iter()
+        .map(|t| t.name)
+        .filter(|t| *t != "np_participant_identity")
+        .collect();
+    assert_eq!(creates.len(), guarded.len());
+    for t in &guarded {
+        assert!(
+            creates.iter().any(|c| c.contains(&format!("\"{t}\"\n"))),
+            "the migration guards {t}"
+        );
+    }
     for c in &creates {
         assert!(ddl.contains(c.as_str()), "the DDL holds {c}");
     }
@@ -287,10 +300,10 @@ async fn the_truncate_guard_migration_brings_an_older_store_to_the_contract() {
     );
     let e = Env::new().await;
     let mut drop = String::new();
-    for t in &CONTRACT {
+    for t in &guarded {
         drop.push_str(&format!(
-            "DROP TRIGGER np_no_truncate ON \"{}\".{};\n",
-            e.schema, t.name
+            "DROP TRIGGER np_no_truncate ON \"{}\".{t};\n",
+            e.schema
         ));
     }
     e.admin.batch_execute(&drop).await.expect("an older store");

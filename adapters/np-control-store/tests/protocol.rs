@@ -90,11 +90,31 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
             "the DDL holds {statement}"
         );
     }
+    // So are the identity records' (ClickHouse participants); that migration comes last.
+    let identities =
+        std::fs::read_to_string(root.join("migrate-add-identity-record.sql")).expect("migration");
+    let last: Vec<String> = identities
+        .split(";\n")
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    assert_eq!(last.len(), 3);
+    for statement in &last {
+        assert!(
+            ddl.contains(statement.as_str()),
+            "the DDL holds {statement}"
+        );
+    }
     let e = Env::new().await;
     e.admin
         .batch_execute(&format!(
-            "DROP TABLE \"{s}\".np_run_participant, \"{s}\".np_participant_enrollment, \
-             \"{s}\".np_run_claim",
+            "DROP TABLE \"{s}\".np_participant_identity, \"{s}\".np_run_participant, \
+             \"{s}\".np_participant_enrollment, \"{s}\".np_run_claim",
             s = e.schema
         ))
         .await
@@ -130,6 +150,16 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
         .batch_execute(&guards.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
         .await
         .expect("the truncate-guard migration applies");
+    let err = e.store().verify_catalog().await.unwrap_err();
+    assert_eq!(
+        err.code,
+        StoreCode::CatalogInvalid,
+        "without the identity records"
+    );
+    e.admin
+        .batch_execute(&identities.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
+        .await
+        .expect("the identity-record migration applies");
     let store = e.store();
     store
         .verify_catalog()
@@ -1360,5 +1390,135 @@ async fn a_pools_reservations_are_listed_across_replacement_grants_with_their_se
             .expect("listed")
             .is_empty()
     );
+    e.drop_schema().await;
+}
+
+/// Participants of both engines are enrolled append-only, each once under one enrollment, and
+/// read back with every record re-checked: the database re-computes a ClickHouse record's digest,
+/// and a stored record that is not exactly a valid identity makes the enrollment unreadable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn participants_of_each_engine_are_enrolled_once_and_read_back_checked() {
+    use dpone_engine_nonproduction::enrollment::{
+        ClickhouseIdentity, ClickhouseMember, Enrollment, ParticipantIdentity, PhysicalIdentity,
+    };
+    let e = Env::new().await;
+    let store = e.store();
+    let env = uuid(1, 1);
+    let trust = store
+        .record_trust(&policy(&env, b"p", 0, CEILINGS))
+        .await
+        .expect("trust");
+    let digest = Sha256Digest::of(b"enrollment");
+    let member = |replica_num: u32, database_uuid: &str| ClickhouseMember {
+        shard_num: 1,
+        replica_num,
+        server_uuid: "00000000-0000-0000-0000-000000000000".to_owned(),
+        database_uuid: database_uuid.to_owned(),
+    };
+    let ch = |database_uuid: &str| -> ParticipantIdentity {
+        ClickhouseIdentity::new(
+            "synth_ch".to_owned(),
+            vec![
+                member(1, "7de30027-332a-401c-addd-22a502309253"),
+                member(2, database_uuid),
+            ],
+        )
+        .expect("valid")
+        .into()
+    };
+    let record = |id: &str, identity: ParticipantIdentity| Enrollment {
+        participant_id: id.to_owned(),
+        identity_digest: identity.digest(),
+        identity,
+    };
+    let pg: ParticipantIdentity = PhysicalIdentity {
+        system_identifier: "7401234567890123456".to_owned(),
+        database_name: "synth_pg".to_owned(),
+        database_oid: 16_384,
+    }
+    .into();
+    let enroll = |r: Enrollment| {
+        let store = &store;
+        let digest = &digest;
+        let env = &env;
+        async move { store.enroll(env, digest, trust.revision, &r).await }
+    };
+    let first = ch("e42d2219-89c8-4e13-9fb0-60b1b0c263b2");
+    assert_eq!(
+        enroll(record("synth-ch-write", first.clone())).await,
+        Ok(Enrolled::Recorded)
+    );
+    assert_eq!(
+        enroll(record("synth-pg-read", pg.clone())).await,
+        Ok(Enrolled::Recorded)
+    );
+    assert_eq!(
+        enroll(record("synth-ch-write", first.clone())).await,
+        Ok(Enrolled::Reopened),
+        "the same identity again reopens"
+    );
+    // A recreated database on one member is another identity: never replaced.
+    let recreated = ch("0670178e-0e59-46ef-9845-9b26c4981039");
+    assert_eq!(
+        code(enroll(record("synth-ch-write", recreated)).await),
+        StoreCode::EnrollmentConflict
+    );
+    // An id enrolled under one engine is never enrolled under the other.
+    assert_eq!(
+        code(enroll(record("synth-pg-read", first.clone())).await),
+        StoreCode::EnrollmentConflict
+    );
+    assert_eq!(
+        code(enroll(record("synth-ch-write", pg.clone())).await),
+        StoreCode::EnrollmentConflict
+    );
+    let read = store.enrolled(&env, &digest).await.expect("enrolled");
+    assert_eq!(
+        read,
+        vec![record("synth-ch-write", first), record("synth-pg-read", pg)]
+    );
+
+    // The database refuses a record whose digest is not its own, whatever the writer.
+    let insert = |participant: &str, record: &str, record_digest: &str| {
+        format!(
+            "INSERT INTO \"{s}\".np_participant_identity VALUES ('{env}', '{d}', \
+             '{participant}', 'clickhouse', 'dpone.np-physical-identity.clickhouse.v1', \
+             '{record}', '{record_digest}', {rev}, now())",
+            s = e.schema,
+            env = env.as_str(),
+            d = digest.as_str(),
+            rev = trust.revision,
+        )
+    };
+    let forged = e
+        .admin
+        .batch_execute(&insert(
+            "synth-ch-other",
+            "{}",
+            Sha256Digest::of(b"x").as_str(),
+        ))
+        .await
+        .expect_err("a digest that is not the record's");
+    assert_eq!(forged.code().map(|c| c.code()), Some("23514"));
+    // A record with its own digest that is not a canonical identity: stored, but the whole
+    // enrollment becomes unreadable rather than partly trusted.
+    let odd = "{\"database_name\": \"synth_ch\"}";
+    e.admin
+        .batch_execute(&insert(
+            "synth-ch-other",
+            odd,
+            Sha256Digest::of(odd.as_bytes()).as_str(),
+        ))
+        .await
+        .expect("the database accepts a consistent record");
+    assert_eq!(
+        code(store.enrolled(&env, &digest).await),
+        StoreCode::StoredStateInvalid
+    );
+    drop(store);
     e.drop_schema().await;
 }

@@ -32,7 +32,7 @@
 
 use crate::campaign::pipeline::{self, Refusal};
 use crate::campaign::{failure, now, np_failure, parse};
-use crate::control_store::{self, StoreArgs, observe, open, runtime, store_failure};
+use crate::control_store::{self, StoreArgs, open, runtime, store_failure};
 use crate::exit::{Failure, REFUSED, print_report};
 use crate::input::{InputKind, read};
 use crate::shipped;
@@ -45,6 +45,7 @@ use dpone_engine_nonproduction::admission::{
     self, AdmitError, AdmitInputs, Admitted, Bracket, ScopeDecider, Verifier,
 };
 use dpone_engine_nonproduction::authority::PhaseSubjects;
+use dpone_engine_nonproduction::common::Engine;
 use dpone_engine_nonproduction::control_store::mapping;
 use dpone_engine_nonproduction::{
     ActivationRequest, Authority, AuthorityPolicy, Composition, Document,
@@ -131,9 +132,17 @@ pub struct EnrollArgs {
     #[arg(long, env = "DPONE_CONNECTIONS")]
     connections: PathBuf,
     /// The registry connection that reaches the participant (its credential is read from the
-    /// variable the registry names).
+    /// variable the registry names): a PostgreSQL connection of an XMin registry, or a
+    /// `clickhouse_cluster` connection of a ClickHouse route's registry.
     #[arg(long)]
     connection: String,
+    /// ClickHouse participants: the participant's database (the one database the route uses
+    /// on it: target, staging and authority facade).
+    #[arg(long)]
+    database: Option<String>,
+    /// ClickHouse participants: the cluster whose every member is observed.
+    #[arg(long)]
+    cluster: Option<String>,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -287,14 +296,14 @@ fn policy_register(args: &PolicyRegisterArgs) -> Result<(), Failure> {
 /// `campaign enroll`: the platform role records a participant's physical identity, observed
 /// live on the connection that reaches it, under the current policy's enrollment (append-only).
 /// The participant must be one of the pinned policy's enrolled participants and of an engine
-/// whose identity this host observes (PostgreSQL: system identifier, database name and OID);
+/// whose identity this host observes (PostgreSQL: system identifier, database name and OID;
+/// ClickHouse: on every member of `--cluster`, its proven replica, server UUID and the UUID of
+/// `--database`);
 /// the policy must be the store's current trust revision, which the store re-checks in the
 /// statement that records it. The same identity again reopens the record; another identity is
 /// `DPONE_NP_STORE_ENROLLMENT_CONFLICT`. Nothing names the endpoint or a credential.
 pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
-    use dpone_engine_nonproduction::common::Engine;
-    use dpone_engine_nonproduction::enrollment::Enrollment;
-    use dpone_engine_xmin::registry::ConnectionKind;
+    use dpone_engine_nonproduction::enrollment::{Enrollment, ParticipantIdentity};
     let (bytes, policy) = pinned_policy(&args.policy, &args.policy_digest)?;
     let Some(participant) = policy
         .enrollment
@@ -307,36 +316,45 @@ pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
             "the participant is not one of the pinned policy's enrolled participants",
         ));
     };
-    if participant.engine != Engine::Postgresql {
-        return Err(Failure::refused(
-            "DPONE_CLI_CAMPAIGN_ENROLL_ENGINE_UNOBSERVABLE",
-            "this host observes the physical identity of PostgreSQL participants only",
-        ));
-    }
-    let registry = dpone_engine_xmin::Registry::from_yaml(&crate::input::read_text(
-        &args.connections,
-        InputKind::ConnectionRegistry,
-    )?)
-    .map_err(Failure::from)?;
-    let connection = registry.connections.get(&args.connection).ok_or_else(|| {
-        Failure::bad_input(
-            "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN",
-            "--connection names no PostgreSQL connection of the registry",
-        )
-    })?;
-    let code = match connection.kind {
-        ConnectionKind::PostgresSource => dpone_engine_xmin::ErrorCode::SourceConnect,
-        ConnectionKind::PostgresTarget => dpone_engine_xmin::ErrorCode::TargetConnect,
-        ConnectionKind::MssqlTarget => {
+    let observe = match (participant.engine, &args.database, &args.cluster) {
+        (Engine::Postgresql | Engine::Sqlserver, None, None) => {
+            registry_observation(args, participant.engine)?
+        }
+        (Engine::Postgresql | Engine::Sqlserver, _, _) => {
             return Err(Failure::bad_input(
-                "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN",
-                "--connection names no PostgreSQL connection of the registry",
+                "DPONE_CLI_ARGUMENT",
+                "--database and --cluster are for ClickHouse participants; a PostgreSQL or SQL \
+                 Server participant's database is its connection's",
+            ));
+        }
+        (Engine::Clickhouse, Some(database), Some(cluster)) => {
+            let registry = dpone_engine_clickhouse::contracts::manifest::Registry::parse(
+                &crate::input::read_text(&args.connections, InputKind::ConnectionRegistry)?,
+            )
+            .map_err(|e| crate::clickhouse_cmd::registry_failure(&e))?;
+            let Some(ch) = registry
+                .clickhouse(&args.connection, "--connection")
+                .ok()
+                .cloned()
+            else {
+                return Err(Failure::bad_input(
+                    "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN",
+                    "--connection names no clickhouse_cluster connection of the registry",
+                ));
+            };
+            Observe::Clickhouse {
+                connection: ch,
+                database: database.clone(),
+                cluster: cluster.clone(),
+            }
+        }
+        (Engine::Clickhouse, _, _) => {
+            return Err(Failure::bad_input(
+                "DPONE_CLI_ARGUMENT",
+                "a ClickHouse participant is enrolled with --database and --cluster",
             ));
         }
     };
-    let endpoint = connection
-        .endpoint(&dpone_engine_xmin::ProcessEnvironment)
-        .map_err(Failure::from)?;
     let environment = mapping::environment(&policy).map_err(store_failure)?;
     let enrollment_digest =
         store::Sha256Digest::parse("enrollment_digest", policy.enrollment_digest().as_str())
@@ -352,7 +370,28 @@ pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
             "the pinned policy is not the store's current trust revision (campaign policy register)",
         ));
     };
-    let identity = rt.block_on(observe(&endpoint, code))?;
+    // The ClickHouse adapter blocks on a runtime of its own: it is observed outside `rt`.
+    let identity: ParticipantIdentity = match observe {
+        Observe::Postgresql((endpoint, code)) => {
+            rt.block_on(control_store::observe(&endpoint, code))?.into()
+        }
+        Observe::Clickhouse {
+            connection,
+            database,
+            cluster,
+        } => crate::clickhouse_cmd::observe_participant(&connection, &cluster, &database)?.into(),
+        Observe::Sqlserver {
+            endpoint,
+            database,
+            trust_server_certificate,
+        } => rt
+            .block_on(control_store::observe_sqlserver(
+                &endpoint,
+                &database,
+                trust_server_certificate,
+            ))?
+            .into(),
+    };
     let record = Enrollment {
         participant_id: args.participant.clone(),
         identity_digest: identity.digest(),
@@ -361,6 +400,35 @@ pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
     let enrolled = rt
         .block_on(store.enroll(&environment, &enrollment_digest, trust.revision, &record))
         .map_err(store_failure)?;
+    let (engine, identity) = match &record.identity {
+        ParticipantIdentity::Postgresql(i) => (
+            "postgresql",
+            IdentityView::Postgresql {
+                schema: record.identity.schema(),
+                system_identifier: i.system_identifier.clone(),
+                database_name: i.database_name.clone(),
+                database_oid: i.database_oid,
+            },
+        ),
+        ParticipantIdentity::Clickhouse(i) => (
+            "clickhouse",
+            IdentityView::Clickhouse {
+                schema: record.identity.schema(),
+                database_name: i.database_name.clone(),
+                members: i.members.clone(),
+            },
+        ),
+        ParticipantIdentity::Sqlserver(i) => (
+            "sqlserver",
+            IdentityView::Sqlserver {
+                schema: record.identity.schema(),
+                database_name: i.database_name.clone(),
+                database_id: i.database_id,
+                create_token: i.create_token.clone(),
+                database_guid: i.database_guid.clone(),
+            },
+        ),
+    };
     print_report(&Enrolled {
         result: match enrolled {
             store::Enrolled::Recorded => "enrolled",
@@ -370,16 +438,99 @@ pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
         enrollment_digest: enrollment_digest.as_str().to_owned(),
         trust_revision: trust.revision,
         participant_id: record.participant_id,
-        engine: "postgresql",
-        identity: IdentityView {
-            schema: dpone_engine_nonproduction::enrollment::IDENTITY_SCHEMA,
-            system_identifier: record.identity.system_identifier,
-            database_name: record.identity.database_name,
-            database_oid: record.identity.database_oid,
-        },
+        engine,
+        identity,
         identity_digest: record.identity_digest.as_str().to_owned(),
         append_only: true,
     })
+}
+
+/// How `campaign enroll` observes its participant.
+enum Observe {
+    /// On the PostgreSQL endpoint, with the connect failure's code.
+    Postgresql(
+        (
+            dpone_engine_xmin::registry::Endpoint,
+            dpone_engine_xmin::ErrorCode,
+        ),
+    ),
+    /// On a session of the SQL Server endpoint, its database.
+    Sqlserver {
+        endpoint: dpone_engine_xmin::registry::Endpoint,
+        database: String,
+        trust_server_certificate: bool,
+    },
+    /// On every member of the cluster `connection` reaches.
+    Clickhouse {
+        connection: dpone_engine_clickhouse::contracts::manifest::ClickHouseConnection,
+        database: String,
+        cluster: String,
+    },
+}
+
+/// Where `--connection` of the registry observes a PostgreSQL (`engine` `postgresql`) or SQL
+/// Server participant: a connection of that engine, else
+/// `DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN`.
+fn registry_observation(args: &EnrollArgs, engine: Engine) -> Result<Observe, Failure> {
+    use dpone_engine_xmin::registry::ConnectionKind;
+    let text = crate::input::read_text(&args.connections, InputKind::ConnectionRegistry)?;
+    let unknown = || {
+        Failure::bad_input(
+            "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN",
+            match engine {
+                Engine::Sqlserver => "--connection names no SQL Server connection of the registry",
+                _ => "--connection names no PostgreSQL connection of the registry",
+            },
+        )
+    };
+    // A registry of either route: the XMin route's, or the ClickHouse route's, whose
+    // `postgres_source` connections are the PostgreSQL participants its runs read.
+    let registry = match dpone_engine_xmin::Registry::from_yaml(&text) {
+        Ok(r) => r,
+        Err(xmin) => {
+            let Ok(r) = dpone_engine_clickhouse::contracts::manifest::Registry::parse(&text) else {
+                return Err(Failure::from(xmin));
+            };
+            if engine != Engine::Postgresql {
+                return Err(unknown());
+            }
+            let pg = r
+                .postgres(&args.connection, "--connection")
+                .map_err(|_| unknown())?;
+            return Ok(Observe::Postgresql((
+                crate::clickhouse_cmd::source_endpoint(pg)?,
+                dpone_engine_xmin::ErrorCode::SourceConnect,
+            )));
+        }
+    };
+    let connection = registry
+        .connections
+        .get(&args.connection)
+        .ok_or_else(unknown)?;
+    let endpoint = || {
+        connection
+            .endpoint(&dpone_engine_xmin::ProcessEnvironment)
+            .map_err(Failure::from)
+    };
+    match (engine, connection.kind) {
+        (Engine::Postgresql, ConnectionKind::PostgresSource) => Ok(Observe::Postgresql((
+            endpoint()?,
+            dpone_engine_xmin::ErrorCode::SourceConnect,
+        ))),
+        (Engine::Postgresql, ConnectionKind::PostgresTarget) => Ok(Observe::Postgresql((
+            endpoint()?,
+            dpone_engine_xmin::ErrorCode::TargetConnect,
+        ))),
+        (Engine::Sqlserver, ConnectionKind::MssqlTarget) => {
+            let endpoint = endpoint()?;
+            Ok(Observe::Sqlserver {
+                database: endpoint.spec.database.clone(),
+                endpoint,
+                trust_server_certificate: connection.trust_server_certificate,
+            })
+        }
+        _ => Err(unknown()),
+    }
 }
 
 /// Everything read and parsed for an authentication, before the store is touched.

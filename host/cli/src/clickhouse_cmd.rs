@@ -34,7 +34,9 @@ use dpone_adapter_postgres_rowbinary::{
 };
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::admission::{self, Blocker, SourceProfile};
-use dpone_engine_clickhouse::contracts::manifest::{Manifest, PgSslMode, Registry};
+use dpone_engine_clickhouse::contracts::manifest::{
+    ClickHouseConnection, Manifest, PgSslMode, PostgresConnection, Registry,
+};
 use dpone_engine_clickhouse::contracts::{
     ContentProof, Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
     identity::PROTOCOL_VERSION, operation_id, schema_digest,
@@ -44,6 +46,7 @@ use dpone_engine_clickhouse::{
     Coordinator, CoordinatorConfig, EngineError, OperationRequest, Ports, RecoveryAction,
     RunOutcome, RunTimings, StatusReport,
 };
+use dpone_engine_nonproduction::enrollment::{ClickhouseIdentity, ClickhouseMember};
 use dpone_engine_nonproduction::reservation_run::{Read, RunEnd};
 use dpone_policy_model::admission::ReplicationDecision;
 use dpone_policy_runtime::{DecisionEvidence, LoadedPolicy, PolicyKind, PolicyRuntime};
@@ -124,7 +127,9 @@ fn require_invocation(args: &RouteArgs) -> Result<&str, Failure> {
     }
 }
 
-fn registry_failure(e: &dpone_engine_clickhouse::contracts::manifest::ManifestError) -> Failure {
+pub(crate) fn registry_failure(
+    e: &dpone_engine_clickhouse::contracts::manifest::ManifestError,
+) -> Failure {
     Failure::bad_input(e.code(), e.to_string())
 }
 
@@ -489,9 +494,25 @@ fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failu
     let ch = registry
         .clickhouse(&m.target.connection_ref, "target.connection_ref")
         .map_err(|e| registry_failure(&e))?;
+    let cluster = ClickHouseCluster::new(&cluster_config(ch, &m.clickhouse.cluster.name)?)
+        .map_err(|e| wiring::port_failure(&e, "the ClickHouse client set-up"))?;
+    // The first read admission makes anyway; a connection failure is reported with the
+    // adapter's own code before anything else happens.
+    cluster
+        .observe(&m.clickhouse.cluster.name)
+        .map_err(|e| wiring::port_failure(&e, "reading the cluster inventory"))?;
+    Ok(cluster)
+}
+
+/// The client configuration of connection `ch` for cluster `cluster_name` (its credential read
+/// from the variable the registry names).
+fn cluster_config(
+    ch: &ClickHouseConnection,
+    cluster_name: &str,
+) -> Result<ClickHouseConfig, Failure> {
     let password = Registry::password(&ch.password_env, |n| std::env::var(n).ok())
         .map_err(|e| registry_failure(&e))?;
-    let config = ClickHouseConfig {
+    Ok(ClickHouseConfig {
         coordinator_url: ch.coordinator_url.clone(),
         member_urls: ch.member_urls.clone(),
         credential: Credential {
@@ -500,18 +521,80 @@ fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failu
         },
         authority_database: ch.authority_database.clone(),
         authority_table: ch.authority_table.clone(),
-        cluster: m.clickhouse.cluster.name.clone(),
+        cluster: cluster_name.to_owned(),
         ddl_task_timeout_secs: ch.ddl_task_timeout_secs,
         request_timeout_secs: ch.request_timeout_secs,
+    })
+}
+
+/// The PostgreSQL source connection `pg` as an endpoint of the PostgreSQL adapter: the same
+/// host, port, database, login, TLS mode (as in effect) and pinned CA the route's source uses,
+/// its password read from the variable the registry names. The identity of the source is
+/// observed through it.
+pub(crate) fn source_endpoint(
+    pg: &PostgresConnection,
+) -> Result<dpone_engine_xmin::registry::Endpoint, Failure> {
+    use dpone_engine_xmin::registry::{Endpoint, EndpointSpec, Secret, SslMode};
+    let password = match &pg.password_env {
+        None => None,
+        Some(var) => Some(Secret::new(
+            Registry::password(var, |n| std::env::var(n).ok())
+                .map_err(|e| registry_failure(&e))?
+                .expose(),
+        )),
     };
-    let cluster = ClickHouseCluster::new(&config)
+    Ok(Endpoint {
+        spec: EndpointSpec {
+            host: pg.host.clone(),
+            port: pg.port,
+            database: pg.database.clone(),
+            user: pg.user.clone(),
+            sslmode: Some(match pg.effective_sslmode() {
+                PgSslMode::Disable => SslMode::Disable,
+                PgSslMode::Require => SslMode::Require,
+                PgSslMode::VerifyCa => SslMode::VerifyCa,
+                PgSslMode::VerifyFull => SslMode::VerifyFull,
+            }),
+            sslrootcert: pg.sslrootcert.clone(),
+        },
+        password,
+    })
+}
+
+/// The physical identity of ClickHouse participant database `database` on every member of
+/// cluster `cluster_name`, observed through connection `ch` exactly as a run connects
+/// (endpoints, TLS, credential): each member's proven replica, `serverUUID()` and the
+/// database's UUID ([`ClickHouseCluster::observe_participant`]). Blocking (the adapter runs
+/// its own runtime): never call it from inside an async context. Failures carry codes only.
+pub(crate) fn observe_participant(
+    ch: &ClickHouseConnection,
+    cluster_name: &str,
+    database: &str,
+) -> Result<ClickhouseIdentity, Failure> {
+    let cluster = ClickHouseCluster::new(&cluster_config(ch, cluster_name)?)
         .map_err(|e| wiring::port_failure(&e, "the ClickHouse client set-up"))?;
-    // The first read admission makes anyway; a connection failure is reported with the
-    // adapter's own code before anything else happens.
-    cluster
-        .observe(&m.clickhouse.cluster.name)
-        .map_err(|e| wiring::port_failure(&e, "reading the cluster inventory"))?;
-    Ok(cluster)
+    let members = cluster
+        .observe_participant(database)
+        .map_err(|e| wiring::port_failure(&e, "observing the participant's identity"))?;
+    ClickhouseIdentity::new(
+        database.to_owned(),
+        members
+            .into_iter()
+            .map(|m| ClickhouseMember {
+                shard_num: m.shard_num,
+                replica_num: m.replica_num,
+                server_uuid: m.server_uuid,
+                database_uuid: m.database_uuid,
+            })
+            .collect(),
+    )
+    .map_err(|_| {
+        Failure::refused(
+            "DPONE_CLI_NP_PARTICIPANT_UNOBSERVABLE",
+            "the participant's identity could not be observed (a member reported no database \
+             UUID, one not in the canonical form, or no member at all)",
+        )
+    })
 }
 
 /// Prints the failed run's report (`base`: what the run knows whatever happened — its
@@ -636,7 +719,7 @@ pub fn run_gated(args: &RouteArgs, mut gate: Option<&mut dyn RunGate>) -> Result
         return blocked(&admission.blockers);
     }
     let admitted = match gate.as_deref_mut() {
-        Some(g) => Some(g.admit(&m.name)?),
+        Some(g) => Some(g.admit_clickhouse(&m, &registry)?),
         None => None,
     };
     let gate_ports = ComponentGate { policy: &policy };

@@ -8,7 +8,7 @@ use crate::exit::{BAD_INPUT, Failure, INTERNAL, REFUSED, RETRY};
 use crate::input::check_regular;
 use clap::{Args, ValueEnum};
 use dpone_adapter_np_control_store::{PgControlStore, StoreCode, StoreEndpoint, StoreError};
-use dpone_engine_nonproduction::enrollment::{self, PhysicalIdentity};
+use dpone_engine_nonproduction::enrollment::{self, PhysicalIdentity, SqlserverIdentity};
 use dpone_engine_xmin::ErrorCode;
 use dpone_engine_xmin::registry::Endpoint;
 use std::path::PathBuf;
@@ -175,6 +175,48 @@ pub(crate) async fn observe(ep: &Endpoint, code: ErrorCode) -> Result<PhysicalId
     }
 }
 
+/// Observes the identity of SQL Server database `database` through `ep` (TLS required, as the
+/// route connects; `trust_server_certificate` as the registry says): its catalog row
+/// (`sys.databases` and `sys.database_recovery_status`, the statement the route's pins are
+/// verified with), which must name exactly `database` and carry its GUID. Failures carry a code
+/// only, never the endpoint or the server's text.
+pub(crate) async fn observe_sqlserver(
+    ep: &Endpoint,
+    database: &str,
+    trust_server_certificate: bool,
+) -> Result<SqlserverIdentity, Failure> {
+    use dpone_adapter_mssql::conn as mssql;
+    let failure = |code: ErrorCode, e: &mssql::ConnError| {
+        Failure::from(dpone_engine_xmin::XminError::new(
+            code,
+            format!("observe the identity: {e}"),
+        ))
+    };
+    let mut client = mssql::connect_endpoint(ep, database, trust_server_certificate)
+        .await
+        .map_err(|e| failure(mssql::connect_code(&e), &e))?;
+    let rows = mssql::catalog_rows(&mut client, database)
+        .await
+        .map_err(|e| failure(ErrorCode::TargetStatementFailed, &e))?;
+    let row = rows.iter().find(|r| r.name == database);
+    let identity = row.and_then(|r| {
+        SqlserverIdentity::new(
+            r.name.clone(),
+            r.database_id,
+            r.create_token.clone(),
+            r.database_guid.as_deref()?,
+        )
+        .ok()
+    });
+    identity.ok_or_else(|| {
+        Failure::refused(
+            "DPONE_CLI_NP_PARTICIPANT_UNOBSERVABLE",
+            "the participant's identity could not be observed (no catalog row of exactly that \
+             database, or its GUID is not visible)",
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +256,60 @@ mod tests {
             documented, actual,
             "docs/cli.md (left) and store_exit (right)"
         );
+    }
+
+    /// The live SQL Server's `database` (default `master`) observed as `campaign enroll` and a
+    /// reservation run observe it, from `DPONE_TEST_MSSQL_URL` (an ADO.NET string): the same
+    /// identity twice, of exactly that database; a database that does not exist is never
+    /// observed. Tier: live SQL Server (`cfg(dpone_live_mssql)`).
+    #[tokio::test]
+    #[cfg_attr(
+        not(dpone_live_mssql),
+        ignore = "SKIP: no SQL Server: set DPONE_TEST_MSSQL_URL (an ADO.NET connection string)"
+    )]
+    async fn a_sql_server_database_is_observed_by_its_catalog_identity() {
+        use dpone_engine_xmin::registry::{EndpointSpec, Secret};
+        let url = dpone_adapter_mssql::conn::test_url().unwrap_or_else(|r| panic!("{r}"));
+        let mut fields = BTreeMap::new();
+        for part in url.split(';').filter(|p| !p.trim().is_empty()) {
+            let (k, v) = part.split_once('=').expect("key=value");
+            fields.insert(
+                k.trim().to_ascii_lowercase().replace(' ', ""),
+                v.trim().to_owned(),
+            );
+        }
+        let get = |keys: &[&str]| keys.iter().find_map(|k| fields.get(*k).cloned());
+        let server = get(&["server", "datasource", "addr", "address"]).expect("server");
+        let server = server.strip_prefix("tcp:").unwrap_or(&server);
+        let (host, port) = server.split_once(',').unwrap_or((server, "1433"));
+        let database = get(&["database", "initialcatalog"]).unwrap_or_else(|| "master".into());
+        let trust =
+            get(&["trustservercertificate"]).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let ep = Endpoint {
+            spec: EndpointSpec {
+                host: host.to_owned(),
+                port: port.parse().expect("port"),
+                database: database.clone(),
+                user: get(&["user", "userid", "uid"]).expect("user"),
+                sslmode: None,
+                sslrootcert: None,
+            },
+            password: get(&["password", "pwd"]).map(Secret::new),
+        };
+        let first = observe_sqlserver(&ep, &database, trust)
+            .await
+            .expect("observed");
+        assert_eq!(first.database_name, database);
+        assert!(first.database_id > 0);
+        assert_eq!(
+            observe_sqlserver(&ep, &database, trust)
+                .await
+                .expect("again"),
+            first,
+            "the same database is the same identity"
+        );
+        let absent = "dpone_no_such_database_7c1f";
+        assert!(observe_sqlserver(&ep, absent, trust).await.is_err());
     }
 
     #[test]

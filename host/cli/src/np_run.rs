@@ -63,21 +63,23 @@
 //!    not record is reported with the measurements to settle by hand
 //!    (`DPONE_CLI_NP_SETTLEMENT_UNRECORDED`, exit 75).
 //!
-//! Physical binding (XMin route, spec 004 "actual nonproduction enrollment"): after the checks
+//! Physical binding (both routes, spec 004 "actual nonproduction enrollment"): after the checks
 //! of 2. and before the run's claim, every connection the manifest uses is bound by its role to
 //! the participant the workload's route names in the composition the grant binds
-//! (`--np-composition`; an execution grant binds it by `parent_release_digest`): the source to
-//! `source_participant`, the target and the state (the XMin route writes its state through the
-//! target's connection) to `target_participant`. Each connection's engine must be the route's,
-//! its participant enrolled (`campaign enroll`) under the grant's `enrollment_digest`, and the
-//! identity observed live on it now (system identifier, database name and OID,
-//! [`enrollment::OBSERVE_SQL`]) exactly the enrolled one; every relation the run reads or
-//! writes must be one of the workload's effects of that participant, byte-exactly (a manifest
+//! (`--np-composition`, required; an execution grant binds it by `parent_release_digest`): the
+//! source to `source_participant`, the target and the state to `target_participant` (the XMin
+//! route writes its state through the target's connection; the ClickHouse route's state is its
+//! KeeperMap authority facade on the same cluster). Each connection's engine must be the
+//! route's, its participant enrolled (`campaign enroll`) under the grant's `enrollment_digest`,
+//! and the identity observed live on it now exactly the enrolled one (PostgreSQL: system
+//! identifier, database name and OID, [`enrollment::OBSERVE_SQL`]; ClickHouse: every member's
+//! proven replica, server UUID and the database's UUID); every relation the run reads or writes
+//! must be one of the workload's effects of that participant, byte-exactly (a manifest
 //! relation that reaches its registry pin only as an ASCII-case alias is refused:
-//! `DPONE_CLI_NP_RELATION_CASE_ALIAS`). A refusal reads nothing, writes nothing, leaves the
-//! reservation unclaimed and settles nothing; the participants bound are recorded with the
-//! claim and listed by `campaign status`. The ClickHouse route is not physically bound yet (its
-//! ClickHouse target's identity is not observed by this host).
+//! `DPONE_CLI_NP_RELATION_CASE_ALIAS`; a ClickHouse run uses one database, the participant's).
+//! A refusal reads nothing, writes nothing, leaves the reservation unclaimed and settles
+//! nothing; the participants bound are recorded with the claim and listed by `campaign status`.
+//! A reservation is never opened unbound ([`RunGate::admit`] refuses).
 //! The store's URL is read from the variable `--store-url-env` names and never printed.
 
 use crate::campaign;
@@ -90,6 +92,9 @@ use crate::run_gate::{
 };
 use crate::shipped;
 use dpone_adapter_np_control_store::{self as store, PgControlStore, Settled};
+use dpone_engine_clickhouse::contracts::manifest::{
+    ClickHouseConnection as ChConnection, Manifest as ChManifest, Registry as ChRegistry,
+};
 use dpone_engine_nonproduction::enrollment::{
     self, ConnectionRole, ObservedConnection, RunParticipant,
 };
@@ -122,18 +127,17 @@ pub fn run(
     let manifest = shipped::read_input(args.manifest_path()?, crate::input::InputKind::Manifest)?;
     let route = route::detect(&String::from_utf8_lossy(&manifest))?;
     let composition = match &np.np_composition {
-        Some(path) => Some(campaign::parse::<Composition>(
+        Some(path) => campaign::parse::<Composition>(
             "composition",
             &shipped::read_input(path, crate::input::InputKind::NonproductionDocument)?,
-        )?),
-        None if matches!(route, route::Route::XminReconciliation) => {
+        )?,
+        None => {
             return Err(Failure::bad_input(
                 "DPONE_CLI_NP_COMPOSITION_REQUIRED",
-                "an XMin run under a reservation needs --np-composition: the composition its \
-                 grant binds names the route whose enrolled participants the run must use",
+                "a run under a reservation needs --np-composition: the composition its grant \
+                 binds names the route whose enrolled participants the run must use",
             ));
         }
-        None => None,
     };
     let mut gate = Gate {
         store: control_store::open(&np.store)?,
@@ -159,20 +163,40 @@ struct Gate {
     id: store::Sha256Digest,
     manifest: Vec<u8>,
     /// The composition `--np-composition` named (parsed; bound to the grant when used).
-    composition: Option<Composition>,
+    composition: Composition,
     /// Set once the checks passed.
     reservation: Option<store::Reservation>,
     /// The participants the run was bound to (recorded with the claim).
     participants: Vec<RunParticipant>,
 }
 
-/// One connection of an XMin run to observe and bind.
+/// One connection of a run to observe and bind.
 struct Planned {
     role: ConnectionRole,
     engine: dpone_engine_nonproduction::common::Engine,
-    /// The endpoint to observe (`None`: an engine whose identity this host does not observe).
-    endpoint: Option<Endpoint>,
+    /// Where its identity is observed.
+    observe: Observe,
     relations: Vec<String>,
+}
+
+/// Where a connection's physical identity is observed.
+enum Observe {
+    /// On a session of the PostgreSQL endpoint.
+    Postgresql(Endpoint),
+    /// On a session of the SQL Server endpoint: its pinned database.
+    Sqlserver {
+        endpoint: Endpoint,
+        database: String,
+        trust_server_certificate: bool,
+    },
+    /// On every member of a ClickHouse cluster: the participant database.
+    Clickhouse {
+        connection: ChConnection,
+        cluster: String,
+        database: String,
+    },
+    /// An engine whose identity this host does not observe (refused).
+    Unobservable,
 }
 
 /// The connections an XMin run uses, by role, with the relations it names on each: the
@@ -191,28 +215,63 @@ fn xmin_connections(route: &XminRoute) -> Result<Vec<Planned>, Failure> {
              alias; under a reservation the relation read must be named byte-exactly",
         ));
     }
-    let (target_engine, endpoint) = match m.target_kind {
-        TargetKind::Postgres => (Engine::Postgresql, Some(r.target.clone())),
-        TargetKind::Mssql => (Engine::Sqlserver, None),
+    let target_engine = match m.target_kind {
+        TargetKind::Postgres => Engine::Postgresql,
+        TargetKind::Mssql => Engine::Sqlserver,
+    };
+    // A SQL Server target is observed per role on the pinned database the route uses for it
+    // (the state on the state connection); the staging database must be the target's, the
+    // participant's one database.
+    let (target_observe, state_observe) = match m.target_kind {
+        TargetKind::Postgres => (
+            Observe::Postgresql(r.target.clone()),
+            Observe::Postgresql(r.target.clone()),
+        ),
+        TargetKind::Mssql => match r.target_pins.sql_server() {
+            None => (Observe::Unobservable, Observe::Unobservable),
+            Some(pins) => {
+                use dpone_engine_xmin::registry::MssqlRole;
+                let target_db = &pins.pin(MssqlRole::Target).name;
+                if pins.pin(MssqlRole::Staging).name != *target_db {
+                    return Err(Failure::refused(
+                        "DPONE_CLI_NP_RELATION_OUT_OF_SCOPE",
+                        "under a reservation a SQL Server target uses one database, its \
+                         participant's: the staging database must be the target's",
+                    ));
+                }
+                (
+                    Observe::Sqlserver {
+                        endpoint: r.target.clone(),
+                        database: target_db.clone(),
+                        trust_server_certificate: pins.trust_server_certificate,
+                    },
+                    Observe::Sqlserver {
+                        endpoint: pins.state_endpoint.clone(),
+                        database: pins.pin(MssqlRole::State).name.clone(),
+                        trust_server_certificate: pins.trust_server_certificate,
+                    },
+                )
+            }
+        },
     };
     let s = &m.state;
     Ok(vec![
         Planned {
             role: ConnectionRole::Source,
             engine: Engine::Postgresql,
-            endpoint: Some(r.source.clone()),
+            observe: Observe::Postgresql(r.source.clone()),
             relations: vec![read],
         },
         Planned {
             role: ConnectionRole::Target,
             engine: target_engine,
-            endpoint: endpoint.clone(),
+            observe: target_observe,
             relations: vec![format!("{}.{}", m.target_schema, m.target_table)],
         },
         Planned {
             role: ConnectionRole::State,
             engine: target_engine,
-            endpoint,
+            observe: state_observe,
             relations: [
                 &s.source_state,
                 &s.run,
@@ -223,6 +282,58 @@ fn xmin_connections(route: &XminRoute) -> Result<Vec<Planned>, Failure> {
             .iter()
             .map(|t| format!("{}.{t}", r.state_schema))
             .collect(),
+        },
+    ])
+}
+
+/// The connections a ClickHouse run uses, by role: the PostgreSQL source (the relation it
+/// reads), the ClickHouse target (the table it publishes; its candidates are derived from that
+/// name in the same database and become the target by `EXCHANGE`) and the state (the KeeperMap
+/// authority facade, written through the same cluster). The route must use one ClickHouse
+/// database, the participant's: a staging or authority database other than the target's is
+/// refused here, before anything is contacted.
+fn clickhouse_connections(m: &ChManifest, registry: &ChRegistry) -> Result<Vec<Planned>, Failure> {
+    use dpone_engine_nonproduction::common::Engine;
+    let pg = registry
+        .postgres(&m.source.connection_ref, "source.connection_ref")
+        .map_err(|e| crate::clickhouse_cmd::registry_failure(&e))?;
+    let ch = registry
+        .clickhouse(&m.target.connection_ref, "target.connection_ref")
+        .map_err(|e| crate::clickhouse_cmd::registry_failure(&e))?;
+    let database = &m.target.database;
+    if m.clickhouse.staging_database != *database || ch.authority_database != *database {
+        return Err(Failure::refused(
+            "DPONE_CLI_NP_RELATION_OUT_OF_SCOPE",
+            "under a reservation the ClickHouse route uses one database, its participant's: \
+             the staging database and the authority facade's database must be the target's",
+        ));
+    }
+    let observe = || Observe::Clickhouse {
+        connection: ch.clone(),
+        cluster: m.clickhouse.cluster.name.clone(),
+        database: database.clone(),
+    };
+    Ok(vec![
+        Planned {
+            role: ConnectionRole::Source,
+            engine: Engine::Postgresql,
+            observe: Observe::Postgresql(crate::clickhouse_cmd::source_endpoint(pg)?),
+            relations: vec![format!(
+                "{}.{}",
+                m.source.relation.schema, m.source.relation.table
+            )],
+        },
+        Planned {
+            role: ConnectionRole::Target,
+            engine: Engine::Clickhouse,
+            observe: observe(),
+            relations: vec![m.target.table.clone()],
+        },
+        Planned {
+            role: ConnectionRole::State,
+            engine: Engine::Clickhouse,
+            observe: observe(),
+            relations: vec![ch.authority_table.clone()],
         },
     ])
 }
@@ -262,11 +373,11 @@ fn stored(what: &str) -> OpenRefusal {
     ))
 }
 
-/// The binding of an XMin run under reservation `r`: the registered grant (the reservation's),
+/// The binding of a run under reservation `r`: the registered grant (the reservation's),
 /// the workload of the composition it binds, the enrollment under its `enrollment_digest`, the
 /// identities observed now, then [`enrollment::bind_run`]. A failure that is not a refusal of
 /// the binding (a connection that fails) is left in `failed`.
-async fn bind_xmin(
+async fn bind_connections(
     store: &PgControlStore,
     r: &store::Reservation,
     composition: &Composition,
@@ -307,16 +418,45 @@ async fn bind_xmin(
             ConnectionRole::Source => ErrorCode::SourceConnect,
             _ => ErrorCode::TargetConnect,
         };
-        let identity = match &p.endpoint {
-            Some(ep) => match control_store::observe(ep, code).await {
-                Ok(i) => Some(i),
-                Err(f) => {
-                    let message = f.message.clone();
-                    *failed.borrow_mut() = Some(f);
-                    return Err(refusal("", message));
-                }
-            },
-            None => None,
+        let observed_identity = match &p.observe {
+            Observe::Postgresql(ep) => control_store::observe(ep, code)
+                .await
+                .map(|i| Some(i.into())),
+            // The ClickHouse adapter blocks on a runtime of its own, so it runs on a thread of
+            // its own, never inside this runtime.
+            Observe::Clickhouse {
+                connection,
+                cluster,
+                database,
+            } => std::thread::scope(|t| {
+                t.spawn(|| {
+                    crate::clickhouse_cmd::observe_participant(connection, cluster, database)
+                })
+                .join()
+            })
+            .unwrap_or_else(|_| {
+                Err(Failure::internal(
+                    "DPONE_CLI_INTERNAL",
+                    "the ClickHouse observation panicked",
+                ))
+            })
+            .map(|i| Some(i.into())),
+            Observe::Sqlserver {
+                endpoint,
+                database,
+                trust_server_certificate,
+            } => control_store::observe_sqlserver(endpoint, database, *trust_server_certificate)
+                .await
+                .map(|i| Some(i.into())),
+            Observe::Unobservable => Ok(None),
+        };
+        let identity = match observed_identity {
+            Ok(i) => i,
+            Err(f) => {
+                let message = f.message.clone();
+                *failed.borrow_mut() = Some(f);
+                return Err(refusal("", message));
+            }
         };
         observed.push(ObservedConnection {
             role: p.role,
@@ -355,6 +495,31 @@ async fn bind_xmin(
 }
 
 impl Gate {
+    /// Opens the reservation with the run's `planned` connections bound to the enrolled
+    /// participants of its workload's route ([`bind_connections`]), before the claim.
+    fn admit_bound(&mut self, workload: &str, planned: &[Planned]) -> Result<Admitted, Failure> {
+        let composition = &self.composition;
+        let failed = RefCell::new(None);
+        let bound = RefCell::new(Vec::new());
+        let store = &self.store;
+        let opened = self.rt.block_on(reservation_run::open_bound(
+            store,
+            &self.id,
+            &self.manifest,
+            workload,
+            |r| {
+                let (r, failed, bound) = (r.clone(), &failed, &bound);
+                async move {
+                    let p = bind_connections(store, &r, composition, planned, failed).await?;
+                    bound.borrow_mut().clone_from(&p);
+                    Ok(p)
+                }
+            },
+        ));
+        self.participants = bound.into_inner();
+        self.opened(opened, failed.into_inner())
+    }
+
     /// The outcome of opening the reservation: the bound and deadline, or the failure (`failed`:
     /// a failure of the binding that is not a refusal, reported as itself).
     fn opened(
@@ -392,43 +557,28 @@ impl RunGate for Gate {
         &self.manifest
     }
 
-    fn admit(&mut self, workload: &str) -> Result<Admitted, Failure> {
-        let opened = self.rt.block_on(reservation_run::open(
-            &self.store,
-            &self.id,
-            &self.manifest,
-            workload,
-        ));
-        self.opened(opened, None)
+    /// A reservation is never opened unbound: both routes bind their connections
+    /// ([`RunGate::admit_xmin`], [`RunGate::admit_clickhouse`]); a route that did not would be
+    /// refused here, before anything is read.
+    fn admit(&mut self, _workload: &str) -> Result<Admitted, Failure> {
+        Err(Failure::internal(
+            "DPONE_CLI_INTERNAL",
+            "a reservation run whose connections are not physically bound",
+        ))
     }
 
     fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {
         let planned = xmin_connections(route)?;
-        let Some(composition) = &self.composition else {
-            return Err(Failure::internal(
-                "DPONE_CLI_INTERNAL",
-                "an XMin reservation run without its composition",
-            ));
-        };
-        let failed = RefCell::new(None);
-        let bound = RefCell::new(Vec::new());
-        let store = &self.store;
-        let opened = self.rt.block_on(reservation_run::open_bound(
-            store,
-            &self.id,
-            &self.manifest,
-            &route.manifest.name,
-            |r| {
-                let (r, planned, failed, bound) = (r.clone(), &planned, &failed, &bound);
-                async move {
-                    let p = bind_xmin(store, &r, composition, planned, failed).await?;
-                    bound.borrow_mut().clone_from(&p);
-                    Ok(p)
-                }
-            },
-        ));
-        self.participants = bound.into_inner();
-        self.opened(opened, failed.into_inner())
+        self.admit_bound(&route.manifest.name, &planned)
+    }
+
+    fn admit_clickhouse(
+        &mut self,
+        m: &ChManifest,
+        registry: &ChRegistry,
+    ) -> Result<Admitted, Failure> {
+        let planned = clickhouse_connections(m, registry)?;
+        self.admit_bound(&m.name, &planned)
     }
 
     fn settle(

@@ -10,6 +10,9 @@ pub mod deadline;
 use crate::control_store::StoreArgs;
 use crate::exit::Failure;
 use clap::Args;
+use dpone_engine_clickhouse::contracts::manifest::{
+    Manifest as ChManifest, Registry as ChRegistry,
+};
 use dpone_engine_nonproduction::reservation_run::{Read, RunEnd};
 use dpone_engine_xmin::Route as XminRoute;
 use serde::Serialize;
@@ -61,6 +64,19 @@ pub trait RunGate {
     /// documentation); a refusal ends the command and nothing is read or written.
     fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {
         self.admit(&route.manifest.name)
+    }
+
+    /// [`RunGate::admit`] for the ClickHouse route, with its connections (the PostgreSQL
+    /// source, the ClickHouse target and its authority facade) physically bound to the enrolled
+    /// participants of the workload's route before the claim; a refusal ends the command and
+    /// nothing is read or written.
+    fn admit_clickhouse(
+        &mut self,
+        m: &ChManifest,
+        registry: &ChRegistry,
+    ) -> Result<Admitted, Failure> {
+        let _ = registry;
+        self.admit(&m.name)
     }
 
     /// Called once after the run, also after a failure before the read (`read: None`): the

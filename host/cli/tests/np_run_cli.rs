@@ -168,13 +168,7 @@ fn pack_of(path: &Path) -> String {
 
 /// A campaign whose workload `WORKLOAD` is the manifest whose digest is `pack` (its route as
 /// the fixtures have it: the ClickHouse route is not physically bound).
-fn docs_for(pack: &str) -> c::Docs {
-    let mut docs = live_docs();
-    docs.set_pack(WORKLOAD, pack);
-    docs
-}
-
-use support::np_xmin::{PG_READ, PG_WRITE};
+use support::np_xmin::{CH_WRITE, PG_READ, PG_WRITE};
 
 /// [`support::np_xmin::xmin_docs`] for fixture `f`'s source and target databases.
 fn xmin_docs(pack: &str, f: &Fixture, read: &str) -> c::Docs {
@@ -587,18 +581,22 @@ async fn a_run_is_bound_to_the_enrolled_participants_of_its_route_before_any_rea
     ok(&run.policy_register(&docs, None));
     xmin.bind(&docs);
 
-    // Enrollment: only a participant of the pinned policy's enrollment, only an engine whose
-    // identity this host observes; the identity observed live, no endpoint printed.
+    // Enrollment: only a participant of the pinned policy's enrollment, only through a
+    // connection of its engine; the identity observed live, no endpoint printed.
     let out = xmin.enroll(&run, &docs, "synth-nobody", "pg_source");
     assert_eq!(
         refused(&out, &store, 1),
         "DPONE_CLI_CAMPAIGN_ENROLL_PARTICIPANT_UNKNOWN"
     );
-    let out = xmin.enroll(&run, &docs, "synth-ch-write", "pg_source");
+    // A participant is observed only through a connection of its engine.
+    let out = xmin.enroll(&run, &docs, "synth-mssql-write", "pg_source");
     assert_eq!(
-        refused(&out, &store, 1),
-        "DPONE_CLI_CAMPAIGN_ENROLL_ENGINE_UNOBSERVABLE"
+        refused(&out, &store, 3),
+        "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN"
     );
+    // A ClickHouse participant is observed on a cluster's database, named explicitly.
+    let out = xmin.enroll(&run, &docs, "synth-ch-write", "pg_source");
+    assert_eq!(refused(&out, &store, 3), "DPONE_CLI_ARGUMENT");
     let out = xmin.enroll(&run, &docs, PG_READ, "pg_source");
     no_endpoint(&out, &f);
     let e = ok(&out);
@@ -934,6 +932,8 @@ fn bad_input_is_refused_before_the_store_is_touched() {
             .arg("--manifest")
             .arg(manifest)
             .args(["--np-reservation", reservation])
+            .arg("--np-composition")
+            .arg(root().join("fixtures/nonproduction/composition.json"))
             .output()
             .expect("run dpone-host")
     };
@@ -981,10 +981,15 @@ struct ChRoute {
     pg_password: String,
     members: Vec<String>,
     database: String,
+    authority_table: String,
+    cluster: String,
     target: String,
     dir: tempfile::TempDir,
     registry: PathBuf,
     manifest: PathBuf,
+    /// The composition a reservation run names (`--np-composition`), written by
+    /// [`ChRoute::bind`].
+    composition: PathBuf,
 }
 
 const CH_ROWS: u64 = 1000;
@@ -1052,6 +1057,7 @@ impl ChRoute {
         );
         let target = format!("np_{tag}_{suffix}");
         let manifest = write(dir.path(), "manifest.yaml", &Self::manifest(&target));
+        let composition = dir.path().join("composition.json");
         Self {
             admin_url: url.clone(),
             db,
@@ -1061,11 +1067,63 @@ impl ChRoute {
             pg_password: pg_password.to_owned(),
             members,
             database,
+            authority_table: atable.to_owned(),
+            cluster: std::env::var("DPONE_TEST_CLICKHOUSE_CLUSTER")
+                .unwrap_or_else(|_| "analytics_cluster".to_owned()),
             target,
             dir,
             registry,
             manifest,
+            composition,
         }
+    }
+
+    /// The campaign documents of this route: `WORKLOAD` is its manifest, routed truthfully
+    /// from `synth-pg-read` (this source database) to `synth-ch-write` (the tier's database).
+    fn docs(&self) -> c::Docs {
+        support::np_xmin::clickhouse_docs(
+            &self.pack(),
+            &self.db,
+            "public.source_table",
+            &self.database,
+            &self.target,
+            &self.authority_table,
+        )
+    }
+
+    /// Writes the campaign's composition for `--np-composition`.
+    fn bind(&self, docs: &c::Docs) {
+        std::fs::write(&self.composition, c::canon(&docs.composition)).expect("write");
+    }
+
+    /// `campaign enroll` of `participant` through this route's registry connection
+    /// `connection` (`clickhouse`: with this route's database and cluster).
+    fn enroll(&self, run: &Run<'_>, docs: &c::Docs, participant: &str, connection: &str) -> Output {
+        let mut args =
+            support::np_xmin::enroll_args(run, docs, participant, &self.registry, connection);
+        if participant == CH_WRITE {
+            args.extend([
+                "--database".to_owned(),
+                self.database.clone(),
+                "--cluster".to_owned(),
+                self.cluster.clone(),
+            ]);
+        }
+        run.command(&args)
+            .env("DPONE_CLICKHOUSE_PASSWORD", &self.ch_password)
+            .env("DPONE_PG_SOURCE_PASSWORD", &self.pg_password)
+            .output()
+            .expect("run dpone-host")
+    }
+
+    /// Enrolls the route's source database (`synth-pg-read`) and the tier's database on every
+    /// member (`synth-ch-write`), and writes the composition.
+    fn enroll_both(&self, run: &Run<'_>, docs: &c::Docs) {
+        for (p, conn) in [(PG_READ, "pg_source"), (CH_WRITE, "analytics_ch")] {
+            let v = ok(&self.enroll(run, docs, p, conn));
+            assert_eq!(v["result"], "enrolled", "{v}");
+        }
+        self.bind(docs);
     }
 
     /// The manifest of workload `WORKLOAD` publishing `public.source_table` as `target`.
@@ -1091,6 +1149,18 @@ impl ChRoute {
         invocation: &str,
         reservation: Option<&str>,
     ) -> Output {
+        self.run_through(store, &self.registry, manifest, invocation, reservation)
+    }
+
+    /// [`ChRoute::run`] with the connection registry `registry`.
+    fn run_through(
+        &self,
+        store: &Store,
+        registry: &Path,
+        manifest: Option<&Path>,
+        invocation: &str,
+        reservation: Option<&str>,
+    ) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dpone-host"));
         cmd.current_dir(root())
             .env_remove("DPONE_TRUST_POLICY")
@@ -1102,12 +1172,15 @@ impl ChRoute {
             .arg("--manifest")
             .arg(manifest.unwrap_or(&self.manifest))
             .arg("--connections")
-            .arg(&self.registry)
+            .arg(registry)
             .arg("--artifact-dir")
             .arg(self.dir.path().join("artifacts"))
             .args(["--invocation", invocation]);
         if let Some(r) = reservation {
-            cmd.args(["--np-reservation", r]).args(store.args());
+            cmd.args(["--np-reservation", r])
+                .arg("--np-composition")
+                .arg(&self.composition)
+                .args(store.args());
         }
         let out = cmd.output().expect("run dpone-host");
         for text in [
@@ -1249,10 +1322,11 @@ async fn a_clickhouse_run_under_a_reservation_is_bounded_by_it_and_settles_what_
     assert!(bytes > CH_ROWS * 10, "{measured}");
 
     let run = Run::new(&store);
-    let docs = docs_for(&route.pack());
+    let docs = route.docs();
     let grant = c::canon(&docs.egrant);
     let grant_id = id(&docs.egrant["grant_id"]);
     ok(&run.policy_register(&docs, None));
+    route.enroll_both(&run, &docs);
     ok(&run.grant_register(&docs, true, &grant));
     let nothing: Vec<(Vec<String>, Option<u64>)> =
         route.members.iter().map(|_| (Vec::new(), None)).collect();
@@ -1329,10 +1403,11 @@ async fn a_clickhouse_run_past_its_attempt_deadline_publishes_nothing_and_resume
     let route = ChRoute::new("deadline").await;
     let store = Store::new().await;
     let run = Run::new(&store);
-    let docs = docs_for(&route.pack());
+    let docs = route.docs();
     let grant = c::canon(&docs.egrant);
     let grant_id = id(&docs.egrant["grant_id"]);
     ok(&run.policy_register(&docs, None));
+    route.enroll_both(&run, &docs);
     ok(&run.grant_register(&docs, true, &grant));
     let nothing: Vec<(Vec<String>, Option<u64>)> =
         route.members.iter().map(|_| (Vec::new(), None)).collect();
@@ -1386,6 +1461,181 @@ async fn a_clickhouse_run_past_its_attempt_deadline_publishes_nothing_and_resume
     }
 
     store.drop_schema().await;
+    route.drop_source().await;
+}
+
+/// The ClickHouse route under a reservation is bound to the enrolled participants before
+/// anything is read or written, attacked through its registry (which no one signs) with the
+/// admitted manifest's exact bytes: the source moved to another database of the server, the
+/// members' URLs swapped, the authority facade in another database, and — in a store where
+/// the ClickHouse participant was enrolled as another database — the tier's database itself.
+/// Each is refused with its code, nothing is published and the reservation stays unclaimed:
+/// the honest registry then runs under the same reservation and records the three bound
+/// participants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source and the control store) are both needed"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn a_clickhouse_run_reads_and_publishes_only_its_enrolled_participants() {
+    let _live = one_at_a_time();
+    let route = ChRoute::new("bind").await;
+    let nothing: Vec<(Vec<String>, Option<u64>)> =
+        route.members.iter().map(|_| (Vec::new(), None)).collect();
+    // Another database on the same PostgreSQL server, with a table of the same name and shape.
+    let other_pg = format!("{}_other", route.db);
+    admin(&route.admin_url)
+        .await
+        .batch_execute(&format!("CREATE DATABASE \"{other_pg}\""))
+        .await
+        .expect("create another database");
+    admin(&with_database(&route.admin_url, &other_pg))
+        .await
+        .batch_execute(
+            "CREATE TABLE public.source_table (id bigint NOT NULL, note text NOT NULL); \
+             INSERT INTO public.source_table SELECT i, 'PROD-SECRET-' || i \
+             FROM generate_series(1, 37) i",
+        )
+        .await
+        .expect("fill it");
+    // Another ClickHouse database on every member.
+    let other_ch = format!("dpone_t_other_{}", route.target);
+    for url in &route.members {
+        route.member_sql(
+            url,
+            &format!("CREATE DATABASE IF NOT EXISTS `{other_ch}` ENGINE = Atomic"),
+        );
+    }
+    let registry = std::fs::read_to_string(&route.registry).expect("registry");
+    let variant = |name: &str, text: String| {
+        assert_ne!(text, registry, "{name} changes the registry");
+        write(route.dir.path(), name, &text)
+    };
+    let moved_source = variant(
+        "moved-source.yaml",
+        registry.replace(
+            &format!("database: '{}'", route.db),
+            &format!("database: '{other_pg}'"),
+        ),
+    );
+    let swapped = variant(
+        "swapped.yaml",
+        registry
+            .replace(&route.members[0], "MEMBER-A")
+            .replace(&route.members[1], &route.members[0])
+            .replace("MEMBER-A", &route.members[1]),
+    );
+    let moved_authority = variant(
+        "moved-authority.yaml",
+        registry.replace(
+            &format!("authority: {{database: {},", route.database),
+            &format!("authority: {{database: {other_ch},"),
+        ),
+    );
+
+    // Store A: the ClickHouse participant was enrolled as another database of the cluster.
+    let store = Store::new().await;
+    let run = Run::new(&store);
+    let docs = route.docs();
+    let grant = c::canon(&docs.egrant);
+    ok(&run.policy_register(&docs, None));
+    ok(&route.enroll(&run, &docs, PG_READ, "pg_source"));
+    let mut args =
+        support::np_xmin::enroll_args(&run, &docs, CH_WRITE, &route.registry, "analytics_ch");
+    args.extend([
+        "--database".to_owned(),
+        other_ch.clone(),
+        "--cluster".to_owned(),
+        route.cluster.clone(),
+    ]);
+    let v = ok(&run
+        .command(&args)
+        .env("DPONE_CLICKHOUSE_PASSWORD", &route.ch_password)
+        .output()
+        .expect("run dpone-host"));
+    assert_eq!(v["engine"], "clickhouse", "{v}");
+    assert_eq!(v["identity"]["database_name"], other_ch.as_str());
+    assert_eq!(
+        v["identity"]["members"].as_array().map(Vec::len),
+        Some(route.members.len()),
+        "every member is enrolled: {v}"
+    );
+    route.bind(&docs);
+    ok(&run.grant_register(&docs, true, &grant));
+    let rid = reservation(&run, &docs, &grant, WORKLOAD, "b1", CH_ROWS, 1 << 20);
+    let out = route.run(&store, None, "np-bind-a", Some(&rid));
+    assert_eq!(
+        refused(&out, &store, 1),
+        "DPONE_CLI_NP_PARTICIPANT_IDENTITY_MISMATCH"
+    );
+    assert!(out.stdout.is_empty(), "nothing ran");
+    assert_eq!(route.members(), nothing, "nothing was published");
+    store.drop_schema().await;
+
+    // Store B: both participants enrolled as they are.
+    let store = Store::new().await;
+    let run = Run::new(&store);
+    ok(&run.policy_register(&docs, None));
+    route.enroll_both(&run, &docs);
+    ok(&run.grant_register(&docs, true, &grant));
+    let rid = reservation(&run, &docs, &grant, WORKLOAD, "b2", CH_ROWS, 1 << 20);
+    for (registry, code) in [
+        (&moved_source, "DPONE_CLI_NP_PARTICIPANT_IDENTITY_MISMATCH"),
+        (
+            &swapped,
+            "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_UNPROVEN",
+        ),
+        (&moved_authority, "DPONE_CLI_NP_RELATION_OUT_OF_SCOPE"),
+    ] {
+        let out = route.run_through(&store, registry, None, "np-bind-b", Some(&rid));
+        assert_eq!(refused(&out, &store, 1), code, "{}", registry.display());
+        assert!(out.stdout.is_empty(), "nothing ran");
+        assert_eq!(route.members(), nothing, "nothing was published");
+    }
+    // The same reservation is still unclaimed: the honest registry runs under it.
+    let v = ok_run(&route.run(&store, None, "np-bind-b", Some(&rid)));
+    assert_eq!(v["outcome"], "completed", "{v}");
+    assert_eq!(
+        v["measurements"]["source"]["rows"], CH_ROWS,
+        "its own source"
+    );
+    let bound = v["np_reservation"]["participants"]
+        .as_array()
+        .expect("participants")
+        .iter()
+        .map(|p| {
+            (
+                p["role"].as_str().unwrap_or_default().to_owned(),
+                p["participant_id"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        bound,
+        [
+            ("source".to_owned(), PG_READ.to_owned()),
+            ("target".to_owned(), CH_WRITE.to_owned()),
+            ("state".to_owned(), CH_WRITE.to_owned()),
+        ]
+    );
+    for (tables, rows) in route.members() {
+        assert_eq!(rows, Some(CH_ROWS), "{tables:?}");
+    }
+
+    store.drop_schema().await;
+    for url in &route.members {
+        route.member_sql(url, &format!("DROP DATABASE IF EXISTS `{other_ch}`"));
+    }
+    let _ = admin(&route.admin_url)
+        .await
+        .batch_execute(&format!(
+            "DROP DATABASE IF EXISTS \"{other_pg}\" WITH (FORCE)"
+        ))
+        .await;
     route.drop_source().await;
 }
 

@@ -6,6 +6,18 @@
 //!   `dpone.np-physical-identity.v1` (versioned; its only keys are those fields, `engine` and
 //!   `schema`). A recreated database of the same name has a new OID, another cluster another
 //!   system identifier: either is another identity.
+//! - [`ClickhouseIdentity`]: a ClickHouse participant's database and, for every member of its
+//!   cluster, the replica the route proves the member is (`shard_num`, `replica_num`, from the
+//!   member's own `system.clusters`), the server's `serverUUID()` and the database's UUID
+//!   (`system.databases.uuid`, new for every created Atomic database); its digest is `sha256:`
+//!   of the canonical record `dpone.np-physical-identity.clickhouse.v1`, which the store keeps
+//!   byte for byte ([`ClickhouseIdentity::from_record`] accepts only that exact encoding). A
+//!   recreated database has a new UUID on every member, another server another UUID; a member
+//!   added, removed or swapped changes the member list: each is another identity.
+//! - [`SqlserverIdentity`]: a SQL Server participant's database name, `database_id`, create
+//!   token (`create_date`) and `database_guid`, the fields the XMin route pins a SQL Server
+//!   database by; record `dpone.np-physical-identity.sqlserver.v1`, kept byte for byte like the
+//!   ClickHouse record. A restored or recreated database has another GUID and create token.
 //! - [`bind_run`]: the pure check of a run under a reservation, before any read or write. Each
 //!   connection the manifest uses is bound **by its role** to the participant the workload's
 //!   signed route names: the source to `source_participant`, the target and the state to
@@ -48,13 +60,316 @@ impl PhysicalIdentity {
     }
 }
 
+/// The schema of a ClickHouse participant's identity record.
+pub const CLICKHOUSE_IDENTITY_SCHEMA: &str = "dpone.np-physical-identity.clickhouse.v1";
+
+/// The largest identity record the store keeps (a cluster of at most 1,024 members fits).
+pub const MAX_IDENTITY_RECORD_BYTES: usize = 256 * 1024;
+
+/// One member of a ClickHouse participant's cluster, as observed on the member itself.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClickhouseMember {
+    /// The shard the member's own `system.clusters` marks local.
+    pub shard_num: u32,
+    /// The replica the member's own `system.clusters` marks local.
+    pub replica_num: u32,
+    /// `serverUUID()`, lowercase hyphenated (all zeros on an engine without a server id).
+    pub server_uuid: String,
+    /// The participant database's `system.databases.uuid` on this member, lowercase
+    /// hyphenated, never all zeros.
+    pub database_uuid: String,
+}
+
+/// A ClickHouse participant's physical identity: its database and every member of its cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClickhouseIdentity {
+    /// The participant's database (the one database the route uses on it).
+    pub database_name: String,
+    /// Every member of the cluster, ordered by `(shard_num, replica_num)`, each once.
+    pub members: Vec<ClickhouseMember>,
+}
+
+/// The stored record's exact shape (keys in canonical order).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClickhouseRecord {
+    database_name: String,
+    engine: String,
+    members: Vec<ClickhouseMember>,
+    schema: String,
+}
+
+/// Why a stored ClickHouse identity record is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordInvalid;
+
+fn uuid_text(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(c),
+        })
+}
+
+const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
+
+impl ClickhouseIdentity {
+    /// The identity, checked: a database name of 1..=255 bytes without control characters, at
+    /// least one member, members ordered by `(shard_num, replica_num)` with none twice, every
+    /// UUID lowercase hyphenated and every database UUID not nil.
+    pub fn new(
+        database_name: String,
+        mut members: Vec<ClickhouseMember>,
+    ) -> Result<Self, RecordInvalid> {
+        members.sort();
+        let id = Self {
+            database_name,
+            members,
+        };
+        id.valid().then_some(id).ok_or(RecordInvalid)
+    }
+
+    fn valid(&self) -> bool {
+        let name_ok = (1..=255).contains(&self.database_name.len())
+            && !self.database_name.chars().any(char::is_control);
+        let members_ok = !self.members.is_empty()
+            && self.members.len() <= 1024
+            && self
+                .members
+                .windows(2)
+                .all(|w| (w[0].shard_num, w[0].replica_num) < (w[1].shard_num, w[1].replica_num))
+            && self.members.iter().all(|m| {
+                uuid_text(&m.server_uuid)
+                    && uuid_text(&m.database_uuid)
+                    && m.database_uuid != NIL_UUID
+            });
+        name_ok && members_ok
+    }
+
+    /// The canonical record `dpone.np-physical-identity.clickhouse.v1` (RFC 8785 bytes).
+    pub fn record(&self) -> Vec<u8> {
+        let v = json!({
+            "database_name": self.database_name,
+            "engine": "clickhouse",
+            "members": self.members,
+            "schema": CLICKHOUSE_IDENTITY_SCHEMA,
+        });
+        crate::json::canonical_bytes(&v)
+    }
+
+    /// `sha256:` of [`ClickhouseIdentity::record`].
+    pub fn digest(&self) -> Sha256Digest {
+        Sha256Digest::of(&self.record())
+    }
+
+    /// Reads a stored record: exactly the canonical bytes of a valid identity (strict JSON,
+    /// exactly the record's keys, this schema and engine), nothing else.
+    pub fn from_record(bytes: &[u8]) -> Result<Self, RecordInvalid> {
+        if bytes.len() > MAX_IDENTITY_RECORD_BYTES {
+            return Err(RecordInvalid);
+        }
+        let value = crate::json::parse_strict(bytes).map_err(|_| RecordInvalid)?;
+        let r: ClickhouseRecord = serde_json::from_value(value).map_err(|_| RecordInvalid)?;
+        if r.schema != CLICKHOUSE_IDENTITY_SCHEMA || r.engine != "clickhouse" {
+            return Err(RecordInvalid);
+        }
+        let id = Self {
+            database_name: r.database_name,
+            members: r.members,
+        };
+        if !id.valid() || id.record() != bytes {
+            return Err(RecordInvalid);
+        }
+        Ok(id)
+    }
+}
+
+/// The schema of a SQL Server participant's identity record.
+pub const SQLSERVER_IDENTITY_SCHEMA: &str = "dpone.np-physical-identity.sqlserver.v1";
+
+/// A SQL Server participant's physical identity: its database as the server's catalog reports
+/// it (`sys.databases`, `sys.database_recovery_status`), the same fields the XMin route pins a
+/// SQL Server database by.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqlserverIdentity {
+    /// `sys.databases.create_date` as `datetime2(7)` ISO 8601 (`2026-08-16T09:14:22.1233333`).
+    pub create_token: String,
+    /// `sys.database_recovery_status.database_guid`, lowercase hyphenated, never nil (a
+    /// restore or a recreation gives another).
+    pub database_guid: String,
+    /// `sys.databases.database_id`.
+    pub database_id: i32,
+    /// The database's exact name.
+    pub database_name: String,
+}
+
+/// The stored SQL Server record's exact shape (keys in canonical order).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlserverRecord {
+    create_token: String,
+    database_guid: String,
+    database_id: i32,
+    database_name: String,
+    engine: String,
+    schema: String,
+}
+
+impl SqlserverIdentity {
+    /// The identity, checked: a database name of 1..=128 characters without control
+    /// characters, a positive database id, a create token of the pinned form and a lowercase,
+    /// non-nil GUID.
+    pub fn new(
+        database_name: String,
+        database_id: i32,
+        create_token: String,
+        database_guid: &str,
+    ) -> Result<Self, RecordInvalid> {
+        let id = Self {
+            create_token,
+            database_guid: database_guid.to_ascii_lowercase(),
+            database_id,
+            database_name,
+        };
+        id.valid().then_some(id).ok_or(RecordInvalid)
+    }
+
+    fn valid(&self) -> bool {
+        let t = self.create_token.as_bytes();
+        let token_ok = t.len() == 27
+            && t.iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                10 => *c == b'T',
+                13 | 16 => *c == b':',
+                19 => *c == b'.',
+                _ => c.is_ascii_digit(),
+            });
+        (1..=128).contains(&self.database_name.chars().count())
+            && !self.database_name.chars().any(char::is_control)
+            && self.database_id > 0
+            && token_ok
+            && uuid_text(&self.database_guid)
+            && self.database_guid != NIL_UUID
+    }
+
+    /// The canonical record `dpone.np-physical-identity.sqlserver.v1` (RFC 8785 bytes).
+    pub fn record(&self) -> Vec<u8> {
+        let v = json!({
+            "create_token": self.create_token,
+            "database_guid": self.database_guid,
+            "database_id": self.database_id,
+            "database_name": self.database_name,
+            "engine": "sqlserver",
+            "schema": SQLSERVER_IDENTITY_SCHEMA,
+        });
+        crate::json::canonical_bytes(&v)
+    }
+
+    /// `sha256:` of [`SqlserverIdentity::record`].
+    pub fn digest(&self) -> Sha256Digest {
+        Sha256Digest::of(&self.record())
+    }
+
+    /// Reads a stored record: exactly the canonical bytes of a valid identity, nothing else.
+    pub fn from_record(bytes: &[u8]) -> Result<Self, RecordInvalid> {
+        if bytes.len() > MAX_IDENTITY_RECORD_BYTES {
+            return Err(RecordInvalid);
+        }
+        let value = crate::json::parse_strict(bytes).map_err(|_| RecordInvalid)?;
+        let r: SqlserverRecord = serde_json::from_value(value).map_err(|_| RecordInvalid)?;
+        if r.schema != SQLSERVER_IDENTITY_SCHEMA || r.engine != "sqlserver" {
+            return Err(RecordInvalid);
+        }
+        let id = Self {
+            create_token: r.create_token,
+            database_guid: r.database_guid,
+            database_id: r.database_id,
+            database_name: r.database_name,
+        };
+        if !id.valid() || id.record() != bytes {
+            return Err(RecordInvalid);
+        }
+        Ok(id)
+    }
+}
+
+/// What a participant physically is, by engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParticipantIdentity {
+    /// A PostgreSQL database.
+    Postgresql(PhysicalIdentity),
+    /// A ClickHouse database on every member of its cluster.
+    Clickhouse(ClickhouseIdentity),
+    /// A SQL Server database.
+    Sqlserver(SqlserverIdentity),
+}
+
+impl ParticipantIdentity {
+    /// The digest of the engine's identity record.
+    pub fn digest(&self) -> Sha256Digest {
+        match self {
+            Self::Postgresql(i) => i.digest(),
+            Self::Clickhouse(i) => i.digest(),
+            Self::Sqlserver(i) => i.digest(),
+        }
+    }
+
+    /// The engine the identity is of.
+    pub fn engine(&self) -> Engine {
+        match self {
+            Self::Postgresql(_) => Engine::Postgresql,
+            Self::Clickhouse(_) => Engine::Clickhouse,
+            Self::Sqlserver(_) => Engine::Sqlserver,
+        }
+    }
+
+    /// The database a relation of this participant is qualified with.
+    pub fn database_name(&self) -> &str {
+        match self {
+            Self::Postgresql(i) => &i.database_name,
+            Self::Clickhouse(i) => &i.database_name,
+            Self::Sqlserver(i) => &i.database_name,
+        }
+    }
+
+    /// The record's schema.
+    pub fn schema(&self) -> &'static str {
+        match self {
+            Self::Postgresql(_) => IDENTITY_SCHEMA,
+            Self::Clickhouse(_) => CLICKHOUSE_IDENTITY_SCHEMA,
+            Self::Sqlserver(_) => SQLSERVER_IDENTITY_SCHEMA,
+        }
+    }
+}
+
+impl From<PhysicalIdentity> for ParticipantIdentity {
+    fn from(i: PhysicalIdentity) -> Self {
+        Self::Postgresql(i)
+    }
+}
+
+impl From<ClickhouseIdentity> for ParticipantIdentity {
+    fn from(i: ClickhouseIdentity) -> Self {
+        Self::Clickhouse(i)
+    }
+}
+
+impl From<SqlserverIdentity> for ParticipantIdentity {
+    fn from(i: SqlserverIdentity) -> Self {
+        Self::Sqlserver(i)
+    }
+}
+
 /// One enrolled participant, as the store holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Enrollment {
     /// The participant id (of the policy's enrollment).
     pub participant_id: String,
     /// Its observed identity at enrollment.
-    pub identity: PhysicalIdentity,
+    pub identity: ParticipantIdentity,
     /// The identity's digest.
     pub identity_digest: Sha256Digest,
 }
@@ -89,8 +404,9 @@ pub struct ObservedConnection {
     /// Its engine, from the manifest and registry (`postgresql`, `sqlserver`, …).
     pub engine: Engine,
     /// Its observed identity; `None` when this engine's identity is not observed (refused).
-    pub identity: Option<PhysicalIdentity>,
-    /// The relations the run uses on it (`schema.table`, as the run will name them).
+    pub identity: Option<ParticipantIdentity>,
+    /// The relations the run uses on it (PostgreSQL `schema.table`, ClickHouse `table`, as the
+    /// run will name them in the participant's database).
     pub relations: Vec<String>,
 }
 
@@ -186,11 +502,14 @@ pub fn bind_run(
         let Some(identity) = &o.identity else {
             return Err(BindRefusal::Unobservable(o.role));
         };
-        if *identity != e.identity || identity.digest() != e.identity_digest {
+        if *identity != e.identity
+            || identity.engine() != engine
+            || identity.digest() != e.identity_digest
+        {
             return Err(BindRefusal::IdentityMismatch(o.role));
         }
         for rel in &o.relations {
-            let scoped = format!("{}.{rel}", e.identity.database_name);
+            let scoped = format!("{}.{rel}", e.identity.database_name());
             let listed = workload.effects.iter().any(|f| {
                 f.participant_id.as_str() == participant
                     && f.relation.as_str() == scoped

@@ -357,6 +357,24 @@ fn np_any_document(bytes: &[u8]) {
     }
 }
 
+/// A participant's identity record as the control store returns it (ClickHouse, SQL Server):
+/// refused by each reader, or accepted only as its own exact canonical record.
+fn np_identity_record(bytes: &[u8]) {
+    use dpone_engine_nonproduction::enrollment::{ClickhouseIdentity, SqlserverIdentity};
+    if let Ok(identity) = ClickhouseIdentity::from_record(bytes) {
+        assert!(
+            identity.record() == bytes,
+            "np_identity_record: accepted bytes that are not the record's canonical encoding"
+        );
+    }
+    if let Ok(identity) = SqlserverIdentity::from_record(bytes) {
+        assert!(
+            identity.record() == bytes,
+            "np_identity_record: accepted bytes that are not the record's canonical encoding"
+        );
+    }
+}
+
 /// Every input kind.
 pub const TARGETS: &[Target] = &[
     Target {
@@ -546,6 +564,12 @@ pub const TARGETS: &[Target] = &[
         name: "np_any_document",
         fixtures: &["fixtures/nonproduction"],
         run: np_any_document,
+        expensive: false,
+    },
+    Target {
+        name: "np_identity_record",
+        fixtures: &["host/fuzz/corpus/np_identity_record"],
+        run: np_identity_record,
         expensive: false,
     },
 ];

@@ -119,13 +119,31 @@ impl Report for PolicyRecorded {
     }
 }
 
-/// A participant's physical identity (PostgreSQL).
+/// A participant's physical identity, by engine (its record's fields).
 #[derive(Debug, Serialize)]
-pub(super) struct IdentityView {
-    pub(super) schema: &'static str,
-    pub(super) system_identifier: String,
-    pub(super) database_name: String,
-    pub(super) database_oid: u32,
+#[serde(untagged)]
+pub(super) enum IdentityView {
+    /// `dpone.np-physical-identity.v1`.
+    Postgresql {
+        schema: &'static str,
+        system_identifier: String,
+        database_name: String,
+        database_oid: u32,
+    },
+    /// `dpone.np-physical-identity.sqlserver.v1`.
+    Sqlserver {
+        schema: &'static str,
+        database_name: String,
+        database_id: i32,
+        create_token: String,
+        database_guid: String,
+    },
+    /// `dpone.np-physical-identity.clickhouse.v1`.
+    Clickhouse {
+        schema: &'static str,
+        database_name: String,
+        members: Vec<dpone_engine_nonproduction::enrollment::ClickhouseMember>,
+    },
 }
 
 /// `campaign enroll`: the recorded (or reopened) enrollment.
@@ -699,7 +717,7 @@ mod tests {
             trust_revision: 2,
             participant_id: "pg-source".to_owned(),
             engine: "postgresql",
-            identity: IdentityView {
+            identity: IdentityView::Postgresql {
                 schema: dpone_engine_nonproduction::enrollment::IDENTITY_SCHEMA,
                 system_identifier: "7301234567890123456".to_owned(),
                 database_name: "shop".to_owned(),

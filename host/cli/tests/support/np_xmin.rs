@@ -18,30 +18,15 @@ pub const PG_READ: &str = "synth-pg-read";
 /// enrolled by the policy beside the fixtures' participants.
 pub const PG_WRITE: &str = "synth-pg-write";
 
+/// The enrolled participant the ClickHouse route publishes to (the tier's database), one of the
+/// fixture policy's participants.
+pub const CH_WRITE: &str = "synth-ch-write";
+
 /// A campaign whose workload `WORKLOAD` is the XMin manifest whose digest is `pack`, routed
 /// truthfully: PostgreSQL `synth-pg-read` (the source database `src_db`) to PostgreSQL
 /// `synth-pg-write` (the target and state database `tgt_db`), with exactly the relations the run reads
 /// (`read`, in the source database) and writes as its effects.
 pub fn xmin_docs(pack: &str, src_db: &str, tgt_db: &str, read: &str) -> c::Docs {
-    use serde_json::json;
-    let mut docs = live_docs();
-    let participants = docs.policy["enrollment"]["participants"]
-        .as_array_mut()
-        .expect("participants");
-    participants.push(json!({
-        "access": "write", "engine": "postgresql", "participant_id": PG_WRITE,
-        "trust_tier": "non_production",
-    }));
-    participants.sort_by(|a, b| {
-        a["participant_id"]
-            .as_str()
-            .cmp(&b["participant_id"].as_str())
-    });
-    let route = json!({
-        "mode": "full_refresh", "source_engine": "postgresql", "source_participant": PG_READ,
-        "target_engine": "postgresql", "target_participant": PG_WRITE,
-        "workload_kind": "ordinary_transfer",
-    });
     let (src, tgt) = (src_db, tgt_db);
     let mut effects = vec![
         (PG_READ, format!("{src}.{read}"), "read", "read"),
@@ -56,6 +41,60 @@ pub fn xmin_docs(pack: &str, src_db: &str, tgt_db: &str, read: &str) -> c::Docs 
     ] {
         effects.push((PG_WRITE, format!("{tgt}.dpone_state.{t}"), "write", "state"));
     }
+    routed_docs(pack, "postgresql", PG_WRITE, effects, true)
+}
+
+/// A campaign whose workload `WORKLOAD` is the ClickHouse manifest whose digest is `pack`,
+/// routed truthfully: PostgreSQL `synth-pg-read` (its relation `read` in the source database
+/// `src_db`) to ClickHouse `synth-ch-write`, publishing `target` in database `ch_db` with the
+/// authority facade `authority` (a table of the same database) as its state.
+pub fn clickhouse_docs(
+    pack: &str,
+    src_db: &str,
+    read: &str,
+    ch_db: &str,
+    target: &str,
+    authority: &str,
+) -> c::Docs {
+    let effects = vec![
+        (PG_READ, format!("{src_db}.{read}"), "read", "read"),
+        (CH_WRITE, format!("{ch_db}.{target}"), "write", "write"),
+        (CH_WRITE, format!("{ch_db}.{authority}"), "write", "state"),
+    ];
+    routed_docs(pack, "clickhouse", CH_WRITE, effects, false)
+}
+
+/// The live campaign with workload `WORKLOAD` routed from `synth-pg-read` to `target` (of
+/// `target_engine`) with exactly `effects` (participant, relation, access, effect);
+/// `enroll_pg_write`: the policy also enrolls `synth-pg-write`.
+fn routed_docs(
+    pack: &str,
+    target_engine: &str,
+    target: &str,
+    mut effects: Vec<(&str, String, &str, &str)>,
+    enroll_pg_write: bool,
+) -> c::Docs {
+    use serde_json::json;
+    let mut docs = live_docs();
+    if enroll_pg_write {
+        let participants = docs.policy["enrollment"]["participants"]
+            .as_array_mut()
+            .expect("participants");
+        participants.push(json!({
+            "access": "write", "engine": "postgresql", "participant_id": PG_WRITE,
+            "trust_tier": "non_production",
+        }));
+        participants.sort_by(|a, b| {
+            a["participant_id"]
+                .as_str()
+                .cmp(&b["participant_id"].as_str())
+        });
+    }
+    let route = json!({
+        "mode": "full_refresh", "source_engine": "postgresql", "source_participant": PG_READ,
+        "target_engine": target_engine, "target_participant": target,
+        "workload_kind": "ordinary_transfer",
+    });
     effects.sort();
     let effects: Vec<Value> = effects
         .into_iter()
