@@ -526,3 +526,100 @@ async fn a_store_session_that_switches_role_is_refused_not_a_crash() {
     assert_eq!(err.code, StoreCode::Unavailable, "{err:?}");
     assert!(err.message.contains("SET ROLE"), "{}", err.message);
 }
+
+/// Each privilege that would let a runtime login change the store around the protocol is
+/// refused on its own, at the first connection and before any operation, naming what the
+/// session could do (never the login): `UPDATE`, `DELETE`, `TRUNCATE`, `TRIGGER`, `REFERENCES`
+/// on a table, `UPDATE` of one column, `CREATE` on the schema, the superuser attribute. The
+/// same login is accepted once each is revoked.
+#[tokio::test]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn each_privilege_that_could_alter_the_store_is_refused_on_its_own() {
+    let e = Env::new().await;
+    e.admin
+        .batch_execute(&in_schema(ROLES_SQL, &e))
+        .await
+        .expect("the reviewed roles apply");
+    // A login of its own (roles are the server's, and other tests log in as the others).
+    let login = "dpone_np_t_privileges";
+    let mut r = [0u8; 16];
+    getrandom::fill(&mut r).expect("random");
+    let password: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    e.admin
+        .batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE {login} LOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$; \
+             ALTER ROLE {login} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB PASSWORD '{password}'; \
+             GRANT dpone_np_platform TO {login}"
+        ))
+        .await
+        .expect("a login role");
+    let probe = || async {
+        let mut endpoint = e.endpoint();
+        endpoint.config.user(login).password(&password);
+        endpoint.accept_privileged_session = false;
+        PgControlStore::new(endpoint)
+            .expect("store")
+            .verify_catalog()
+            .await
+    };
+    let s = &e.schema;
+    let cases = [
+        (
+            format!("GRANT UPDATE ON \"{s}\".np_reservation TO {login}"),
+            format!("REVOKE UPDATE ON \"{s}\".np_reservation FROM {login}"),
+            "UPDATE",
+        ),
+        (
+            format!("GRANT DELETE ON \"{s}\".np_settlement TO {login}"),
+            format!("REVOKE DELETE ON \"{s}\".np_settlement FROM {login}"),
+            "DELETE",
+        ),
+        (
+            format!("GRANT TRUNCATE ON \"{s}\".np_run_claim TO {login}"),
+            format!("REVOKE TRUNCATE ON \"{s}\".np_run_claim FROM {login}"),
+            "TRUNCATE",
+        ),
+        (
+            format!("GRANT TRIGGER ON \"{s}\".np_participant_identity TO {login}"),
+            format!("REVOKE TRIGGER ON \"{s}\".np_participant_identity FROM {login}"),
+            "TRIGGER",
+        ),
+        (
+            format!("GRANT REFERENCES ON \"{s}\".np_trust_revision TO {login}"),
+            format!("REVOKE REFERENCES ON \"{s}\".np_trust_revision FROM {login}"),
+            "REFERENCES",
+        ),
+        (
+            format!("GRANT UPDATE (outcome) ON \"{s}\".np_settlement TO {login}"),
+            format!("REVOKE UPDATE (outcome) ON \"{s}\".np_settlement FROM {login}"),
+            "UPDATE",
+        ),
+        (
+            format!("GRANT CREATE ON SCHEMA \"{s}\" TO {login}"),
+            format!("REVOKE CREATE ON SCHEMA \"{s}\" FROM {login}"),
+            "CREATE",
+        ),
+        (
+            format!("ALTER ROLE {login} SUPERUSER"),
+            format!("ALTER ROLE {login} NOSUPERUSER"),
+            "superuser",
+        ),
+    ];
+    probe().await.expect("the platform login as provisioned");
+    for (grant, revoke, what) in &cases {
+        e.admin.batch_execute(grant).await.expect("grant");
+        let err = probe().await.expect_err(grant);
+        e.admin.batch_execute(revoke).await.expect("revoke");
+        assert_eq!(err.code, StoreCode::SessionPrivileged, "{grant}: {err:?}");
+        assert!(err.message.contains(what), "{grant}: {}", err.message);
+        assert!(!err.message.contains(login), "the login is never named");
+    }
+    probe()
+        .await
+        .expect("accepted again once every privilege is revoked");
+    e.drop_schema().await;
+}
