@@ -43,6 +43,12 @@ struct Pool {
 /// the tests with a fresh password): the way a deployment connects each command.
 async fn store_as(e: &Env, role: &str) -> PgControlStore {
     let login = role.replace("dpone_np_", "dpone_np_t_");
+    let password = member_login(e, &login, role).await;
+    store_logged_in(e, &login, &password)
+}
+
+/// Makes `login` a login member of `role` with a fresh password (returned), no other attribute.
+async fn member_login(e: &Env, login: &str, role: &str) -> String {
     let mut r = [0u8; 16];
     getrandom::fill(&mut r).expect("random");
     let password: String = r.iter().map(|b| format!("{b:02x}")).collect();
@@ -55,8 +61,13 @@ async fn store_as(e: &Env, role: &str) -> PgControlStore {
         ))
         .await
         .expect("a login role");
+    password
+}
+
+/// The store as `login`, its session's privileges checked.
+fn store_logged_in(e: &Env, login: &str, password: &str) -> PgControlStore {
     let mut endpoint = e.endpoint();
-    endpoint.config.user(&login).password(password);
+    endpoint.config.user(login).password(password);
     endpoint.accept_privileged_session = false;
     PgControlStore::new(endpoint).expect("store")
 }
@@ -545,27 +556,8 @@ async fn each_privilege_that_could_alter_the_store_is_refused_on_its_own() {
         .expect("the reviewed roles apply");
     // A login of its own (roles are the server's, and other tests log in as the others).
     let login = "dpone_np_t_privileges";
-    let mut r = [0u8; 16];
-    getrandom::fill(&mut r).expect("random");
-    let password: String = r.iter().map(|b| format!("{b:02x}")).collect();
-    e.admin
-        .batch_execute(&format!(
-            "DO $$ BEGIN CREATE ROLE {login} LOGIN; \
-             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$; \
-             ALTER ROLE {login} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB PASSWORD '{password}'; \
-             GRANT dpone_np_platform TO {login}"
-        ))
-        .await
-        .expect("a login role");
-    let probe = || async {
-        let mut endpoint = e.endpoint();
-        endpoint.config.user(login).password(&password);
-        endpoint.accept_privileged_session = false;
-        PgControlStore::new(endpoint)
-            .expect("store")
-            .verify_catalog()
-            .await
-    };
+    let password = member_login(&e, login, "dpone_np_platform").await;
+    let probe = || async { store_logged_in(&e, login, &password).verify_catalog().await };
     let s = &e.schema;
     let cases = [
         (

@@ -247,18 +247,6 @@ async fn count(e: &Env) -> i64 {
     e.admin.query_one(&sql, &[]).await.unwrap().get(0)
 }
 
-fn statements(sql: &str) -> Vec<String> {
-    sql.split(";\n")
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .filter(|s| !s.trim().is_empty())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(dpone_live_pg),

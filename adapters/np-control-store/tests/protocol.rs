@@ -53,18 +53,9 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
     let migration =
         std::fs::read_to_string(root.join("migrate-add-run-claim.sql")).expect("migration");
     let ddl = std::fs::read_to_string(root.join("control-store.sql")).expect("ddl");
-    let statements: Vec<String> = migration
-        .split(";\n")
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .filter(|s| !s.trim().is_empty())
-        .collect();
-    assert_eq!(statements.len(), 2);
-    for statement in &statements {
+    let first = statements(&migration);
+    assert_eq!(first.len(), 2);
+    for statement in &first {
         assert!(
             ddl.contains(statement.as_str()),
             "the DDL holds {statement}"
@@ -73,16 +64,7 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
     // The enrollment migration's statements are the DDL's too; it follows this one.
     let enrollment =
         std::fs::read_to_string(root.join("migrate-add-enrollment.sql")).expect("migration");
-    let later: Vec<String> = enrollment
-        .split(";\n")
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .filter(|s| !s.trim().is_empty())
-        .collect();
+    let later = statements(&enrollment);
     assert_eq!(later.len(), 4);
     for statement in &later {
         assert!(
@@ -93,16 +75,7 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
     // So are the identity records' (ClickHouse participants); that migration comes last.
     let identities =
         std::fs::read_to_string(root.join("migrate-add-identity-record.sql")).expect("migration");
-    let last: Vec<String> = identities
-        .split(";\n")
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .filter(|s| !s.trim().is_empty())
-        .collect();
+    let last = statements(&identities);
     assert_eq!(last.len(), 3);
     for statement in &last {
         assert!(

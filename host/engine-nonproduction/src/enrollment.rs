@@ -115,6 +115,32 @@ fn uuid_text(s: &str) -> bool {
 
 const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
 
+/// A stored identity record's fields: at most [`MAX_IDENTITY_RECORD_BYTES`], strict JSON
+/// (this crate's reader), exactly the record's keys.
+fn stored_record<R: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<R, RecordInvalid> {
+    if bytes.len() > MAX_IDENTITY_RECORD_BYTES {
+        return Err(RecordInvalid);
+    }
+    let value = crate::json::parse_strict(bytes).map_err(|_| RecordInvalid)?;
+    serde_json::from_value(value).map_err(|_| RecordInvalid)
+}
+
+/// `id` read from `bytes`, if its schema and engine were the record's (`named`), it is valid and
+/// `bytes` are exactly its canonical record.
+fn exactly<T>(
+    id: T,
+    named: bool,
+    bytes: &[u8],
+    valid: impl Fn(&T) -> bool,
+    record: impl Fn(&T) -> Vec<u8>,
+) -> Result<T, RecordInvalid> {
+    if named && valid(&id) && record(&id) == bytes {
+        Ok(id)
+    } else {
+        Err(RecordInvalid)
+    }
+}
+
 impl ClickhouseIdentity {
     /// The identity, checked: a database name of 1..=255 bytes without control characters, at
     /// least one member, members ordered by `(shard_num, replica_num)` with none twice, every
@@ -167,22 +193,14 @@ impl ClickhouseIdentity {
     /// Reads a stored record: exactly the canonical bytes of a valid identity (strict JSON,
     /// exactly the record's keys, this schema and engine), nothing else.
     pub fn from_record(bytes: &[u8]) -> Result<Self, RecordInvalid> {
-        if bytes.len() > MAX_IDENTITY_RECORD_BYTES {
-            return Err(RecordInvalid);
-        }
-        let value = crate::json::parse_strict(bytes).map_err(|_| RecordInvalid)?;
-        let r: ClickhouseRecord = serde_json::from_value(value).map_err(|_| RecordInvalid)?;
-        if r.schema != CLICKHOUSE_IDENTITY_SCHEMA || r.engine != "clickhouse" {
-            return Err(RecordInvalid);
-        }
+        let r: ClickhouseRecord = stored_record(bytes)?;
         let id = Self {
             database_name: r.database_name,
             members: r.members,
         };
-        if !id.valid() || id.record() != bytes {
-            return Err(RecordInvalid);
-        }
-        Ok(id)
+        let ok =
+            (r.schema.as_str(), r.engine.as_str()) == (CLICKHOUSE_IDENTITY_SCHEMA, "clickhouse");
+        exactly(id, ok, bytes, Self::valid, Self::record)
     }
 }
 
@@ -275,24 +293,15 @@ impl SqlserverIdentity {
 
     /// Reads a stored record: exactly the canonical bytes of a valid identity, nothing else.
     pub fn from_record(bytes: &[u8]) -> Result<Self, RecordInvalid> {
-        if bytes.len() > MAX_IDENTITY_RECORD_BYTES {
-            return Err(RecordInvalid);
-        }
-        let value = crate::json::parse_strict(bytes).map_err(|_| RecordInvalid)?;
-        let r: SqlserverRecord = serde_json::from_value(value).map_err(|_| RecordInvalid)?;
-        if r.schema != SQLSERVER_IDENTITY_SCHEMA || r.engine != "sqlserver" {
-            return Err(RecordInvalid);
-        }
+        let r: SqlserverRecord = stored_record(bytes)?;
         let id = Self {
             create_token: r.create_token,
             database_guid: r.database_guid,
             database_id: r.database_id,
             database_name: r.database_name,
         };
-        if !id.valid() || id.record() != bytes {
-            return Err(RecordInvalid);
-        }
-        Ok(id)
+        let ok = (r.schema.as_str(), r.engine.as_str()) == (SQLSERVER_IDENTITY_SCHEMA, "sqlserver");
+        exactly(id, ok, bytes, Self::valid, Self::record)
     }
 }
 

@@ -352,3 +352,16 @@ pub fn execution_pool(env: &Uuid, campaign: &Uuid) -> PoolKey {
         route: None,
     }
 }
+
+/// The statements of a reviewed SQL file, `;\n`-separated, without their comment lines.
+pub fn statements(sql: &str) -> Vec<String> {
+    sql.split(";\n")
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|s| !s.trim().is_empty())
+        .collect()
+}
