@@ -40,6 +40,10 @@
 //! publication (for example the canonical sort's memory budget) is reported in the line
 //! (`"outcome":"error"`, with the error) rather than aborting.
 //!
+//! `DPONE_BENCH_UID=mixed` makes the `uid` column's low half pseudo-random, so that rows' encodings
+//! end in every byte value (the default, the id, ends every row in `0x00`); the scale lines say
+//! which and how many rows end in `0x0A`.
+//!
 //! `eval "$(bash .ci/start-clickhouse | tail -n 1 | sed 's/^/export /')"`, then
 //! `cargo bench -p dpone-adapter-clickhouse --bench real_engine` (`DPONE_BENCH_ROWS` overrides
 //! the row count; `DPONE_TEST_CLICKHOUSE_MEMBERS=4` before `.ci/start-clickhouse` gives four
@@ -77,11 +81,42 @@ fn schema() -> Schema {
     ])
 }
 
+/// Whether the `uid` column's low half is mixed (`DPONE_BENCH_UID=mixed`) rather than the id:
+/// with the id, a row's RowBinary encoding (the UUID is the last column; its last byte is the
+/// low half's top byte) ends in `0x00` for every id below 2^56; mixed, it ends in every byte
+/// value, `0x0A` (the newline `formatRowNoNewline` trims) about once in 256 rows.
+fn mixed_uid() -> bool {
+    static MIXED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MIXED.get_or_init(|| match std::env::var("DPONE_BENCH_UID").as_deref() {
+        Err(_) | Ok("" | "sequential") => false,
+        Ok("mixed") => true,
+        Ok(other) => {
+            eprintln!("real_engine bench: DPONE_BENCH_UID is `mixed` or unset, not `{other}`");
+            std::process::exit(2);
+        }
+    })
+}
+
+/// The `uid` value of id `i`.
+fn uid(i: u64) -> [u8; 16] {
+    let mut uid = [0u8; 16];
+    let low = if mixed_uid() {
+        // The SplitMix64 finalizer: every byte of the low half takes every value.
+        let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    } else {
+        i
+    };
+    uid[8..].copy_from_slice(&low.to_be_bytes());
+    uid[6] = 0x40;
+    uid
+}
+
 /// The row of id `i` (the same whatever order the source returns it in).
 fn row(i: u64) -> [Value; 8] {
-    let mut uid = [0u8; 16];
-    uid[8..].copy_from_slice(&i.to_be_bytes());
-    uid[6] = 0x40;
+    let uid = uid(i);
     [
         Value::UInt(u128::from(i)),
         Value::Bytes(format!("name-{i}").into_bytes()),
@@ -521,9 +556,12 @@ fn main() {
             println!(
                 "{{\"bench\":\"clickhouse_real_engine_scale\",\"rows\":{rows},\"members\":{member_count},\
 \"configuration\":\"{}\",\"path\":\"rename\",\"source_order\":\"synchronized_scan_wrapped_1pct_displaced\",\
+\"uid\":\"{}\",\"rows_ending_0x0a\":{},\
 {outcome},{},\"hand_load_one_member_s\":{hand:.3},{hand_runs_json},\"ratio_end_to_end_over_hand\":{:.2},\
 \"seal_s\":{seal:.3},{},\"artifact_bytes\":{},\"phase_timings\":{}}}",
                 variant.label,
+                if mixed_uid() { "mixed" } else { "sequential" },
+                (0..rows).filter(|&i| uid(i)[8] == 0x0A).count(),
                 cost.json_fields(),
                 cost.wall_s / hand,
                 floor.json_fields(),

@@ -295,11 +295,11 @@ fn policy_register(args: &PolicyRegisterArgs) -> Result<(), Failure> {
 
 /// `campaign enroll`: the platform role records a participant's physical identity, observed
 /// live on the connection that reaches it, under the current policy's enrollment (append-only).
-/// The participant must be one of the pinned policy's enrolled participants and of an engine
-/// whose identity this host observes (PostgreSQL: system identifier, database name and OID;
-/// ClickHouse: on every member of `--cluster`, its proven replica, server UUID and the UUID of
-/// `--database`);
-/// the policy must be the store's current trust revision, which the store re-checks in the
+/// The participant must be one of the pinned policy's enrolled participants, observed live and
+/// reached through a connection of its engine (PostgreSQL: system identifier, database name and
+/// OID; SQL Server: the database's id, create token and GUID; ClickHouse: on every member of
+/// `--cluster`, its proven replica, server UUID and the UUID of `--database`); the policy must
+/// be the store's current trust revision, which the store re-checks in the
 /// statement that records it. The same identity again reopens the record; another identity is
 /// `DPONE_NP_STORE_ENROLLMENT_CONFLICT`. Nothing names the endpoint or a credential.
 pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
