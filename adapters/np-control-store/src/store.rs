@@ -1837,26 +1837,16 @@ impl PgControlStore {
                     Box::new(i64::from(i.database_oid)),
                 ],
             ),
-            ParticipantIdentity::Clickhouse(_) | ParticipantIdentity::Sqlserver(_) => {
-                let (engine, schema, record) = match &e.identity {
-                    ParticipantIdentity::Sqlserver(i) => {
-                        ("sqlserver", SQLSERVER_IDENTITY_SCHEMA, i.record())
-                    }
-                    ParticipantIdentity::Clickhouse(i) => {
-                        ("clickhouse", CLICKHOUSE_IDENTITY_SCHEMA, i.record())
-                    }
-                    ParticipantIdentity::Postgresql(_) => {
-                        return Err(StoreError::new(StoreCode::InvalidInput, "unreachable"));
-                    }
-                };
-                let record = String::from_utf8(record)
+            // Another engine: its canonical record, which the table's CHECK re-digests.
+            other => {
+                let record = String::from_utf8(other.record())
                     .map_err(|_| StoreError::new(StoreCode::InvalidInput, "a record not UTF-8"))?;
                 (
                     &self.t.identity,
                     "engine, identity_schema, identity_record",
                     vec![
-                        Box::new(engine.to_owned()),
-                        Box::new(schema.to_owned()),
+                        Box::new(other.engine().as_str().to_owned()),
+                        Box::new(other.schema().to_owned()),
                         Box::new(record),
                     ],
                 )

@@ -79,7 +79,7 @@
 //! `DPONE_CLI_NP_RELATION_CASE_ALIAS`; a ClickHouse run uses one database, the participant's).
 //! A refusal reads nothing, writes nothing, leaves the reservation unclaimed and settles
 //! nothing; the participants bound are recorded with the claim and listed by `campaign status`.
-//! A reservation is never opened unbound ([`RunGate::admit`] refuses).
+//! A reservation is never opened unbound: the gate has no other way in.
 //! The store's URL is read from the variable `--store-url-env` names and never printed.
 
 use crate::campaign;
@@ -195,6 +195,9 @@ enum Observe {
         cluster: String,
         database: String,
     },
+    /// The target role's connection itself (the XMin route's PostgreSQL state, the ClickHouse
+    /// route's authority facade): the target's observation serves, so it is made once.
+    AsTarget,
     /// An engine whose identity this host does not observe (refused).
     Unobservable,
 }
@@ -223,10 +226,7 @@ fn xmin_connections(route: &XminRoute) -> Result<Vec<Planned>, Failure> {
     // (the state on the state connection); the staging database must be the target's, the
     // participant's one database.
     let (target_observe, state_observe) = match m.target_kind {
-        TargetKind::Postgres => (
-            Observe::Postgresql(r.target.clone()),
-            Observe::Postgresql(r.target.clone()),
-        ),
+        TargetKind::Postgres => (Observe::Postgresql(r.target.clone()), Observe::AsTarget),
         TargetKind::Mssql => match r.target_pins.sql_server() {
             None => (Observe::Unobservable, Observe::Unobservable),
             Some(pins) => {
@@ -308,11 +308,7 @@ fn clickhouse_connections(m: &ChManifest, registry: &ChRegistry) -> Result<Vec<P
              the staging database and the authority facade's database must be the target's",
         ));
     }
-    let observe = || Observe::Clickhouse {
-        connection: ch.clone(),
-        cluster: m.clickhouse.cluster.name.clone(),
-        database: database.clone(),
-    };
+
     Ok(vec![
         Planned {
             role: ConnectionRole::Source,
@@ -326,13 +322,17 @@ fn clickhouse_connections(m: &ChManifest, registry: &ChRegistry) -> Result<Vec<P
         Planned {
             role: ConnectionRole::Target,
             engine: Engine::Clickhouse,
-            observe: observe(),
+            observe: Observe::Clickhouse {
+                connection: ch.clone(),
+                cluster: m.clickhouse.cluster.name.clone(),
+                database: database.clone(),
+            },
             relations: vec![m.target.table.clone()],
         },
         Planned {
             role: ConnectionRole::State,
             engine: Engine::Clickhouse,
-            observe: observe(),
+            observe: Observe::AsTarget,
             relations: vec![ch.authority_table.clone()],
         },
     ])
@@ -419,6 +419,11 @@ async fn bind_connections(
             _ => ErrorCode::TargetConnect,
         };
         let observed_identity = match &p.observe {
+            // The target's own connection: its identity, observed once.
+            Observe::AsTarget => Ok(observed
+                .iter()
+                .find(|o: &&ObservedConnection| o.role == ConnectionRole::Target)
+                .and_then(|o| o.identity.clone())),
             Observe::Postgresql(ep) => control_store::observe(ep, code)
                 .await
                 .map(|i| Some(i.into())),
@@ -555,16 +560,6 @@ impl Gate {
 impl RunGate for Gate {
     fn manifest(&self) -> &[u8] {
         &self.manifest
-    }
-
-    /// A reservation is never opened unbound: both routes bind their connections
-    /// ([`RunGate::admit_xmin`], [`RunGate::admit_clickhouse`]); a route that did not would be
-    /// refused here, before anything is read.
-    fn admit(&mut self, _workload: &str) -> Result<Admitted, Failure> {
-        Err(Failure::internal(
-            "DPONE_CLI_INTERNAL",
-            "a reservation run whose connections are not physically bound",
-        ))
     }
 
     fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {

@@ -52,32 +52,22 @@ pub struct Admitted {
 /// A route run under an admitted reservation, as the routes see it: the manifest bytes the
 /// route must parse, the checks before any source or target access, and the settlement.
 pub trait RunGate {
-    /// The manifest's exact bytes (read once; digested by [`RunGate::admit`]).
+    /// The manifest's exact bytes (read once; digested when the reservation is admitted).
     fn manifest(&self) -> &[u8];
 
-    /// Called once with the parsed manifest's workload name before any source or target
-    /// access; a refusal ends the command and nothing is read.
-    fn admit(&mut self, workload: &str) -> Result<Admitted, Failure>;
+    /// Called once by the XMin route with the prepared route before any source or target
+    /// access: the reservation's checks, then its connections physically bound to the enrolled
+    /// participants of the workload's route before the claim (see `crate::np_run`); a refusal
+    /// ends the command and nothing is read or written.
+    fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure>;
 
-    /// [`RunGate::admit`] for the XMin route, with its connections physically bound to the
-    /// enrolled participants of the workload's route before the claim (see the module's
-    /// documentation); a refusal ends the command and nothing is read or written.
-    fn admit_xmin(&mut self, route: &XminRoute) -> Result<Admitted, Failure> {
-        self.admit(&route.manifest.name)
-    }
-
-    /// [`RunGate::admit`] for the ClickHouse route, with its connections (the PostgreSQL
-    /// source, the ClickHouse target and its authority facade) physically bound to the enrolled
-    /// participants of the workload's route before the claim; a refusal ends the command and
-    /// nothing is read or written.
+    /// The same for the ClickHouse route, with its connections (the PostgreSQL source, the
+    /// ClickHouse target and its authority facade).
     fn admit_clickhouse(
         &mut self,
         m: &ChManifest,
         registry: &ChRegistry,
-    ) -> Result<Admitted, Failure> {
-        let _ = registry;
-        self.admit(&m.name)
-    }
+    ) -> Result<Admitted, Failure>;
 
     /// Called once after the run, also after a failure before the read (`read: None`): the
     /// settlement for the run's report (none without an admitted reservation), and the failure

@@ -1639,6 +1639,105 @@ async fn a_clickhouse_run_reads_and_publishes_only_its_enrolled_participants() {
     route.drop_source().await;
 }
 
+/// Concurrent `campaign enroll` processes through the binary for one ClickHouse participant,
+/// half observing the tier's database and half another database of the cluster: the store
+/// records exactly one identity, once; every other process of the same identity reopens it and
+/// every process of the other identity is refused with `DPONE_NP_STORE_ENROLLMENT_CONFLICT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the control store) are both needed"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn concurrent_enrollments_of_one_participant_record_one_identity() {
+    let _live = one_at_a_time();
+    let route = ChRoute::new("enrollrace").await;
+    let other_ch = format!("dpone_t_other_{}", route.target);
+    for url in &route.members {
+        route.member_sql(
+            url,
+            &format!("CREATE DATABASE IF NOT EXISTS `{other_ch}` ENGINE = Atomic"),
+        );
+    }
+    let store = Store::new().await;
+    let run = Run::new(&store);
+    let docs = route.docs();
+    ok(&run.policy_register(&docs, None));
+    // The policy file is written once, before the processes start.
+    let base =
+        support::np_xmin::enroll_args(&run, &docs, CH_WRITE, &route.registry, "analytics_ch");
+    let children: Vec<(bool, std::process::Child)> = (0..8)
+        .map(|i| {
+            let database = if i % 2 == 0 {
+                &route.database
+            } else {
+                &other_ch
+            };
+            let mut args = base.clone();
+            args.extend([
+                "--database".to_owned(),
+                database.clone(),
+                "--cluster".to_owned(),
+                route.cluster.clone(),
+            ]);
+            let child = run
+                .command(&args)
+                .env("DPONE_CLICKHOUSE_PASSWORD", &route.ch_password)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start dpone-host");
+            (i % 2 == 0, child)
+        })
+        .collect();
+    let mut outcomes: Vec<(bool, String)> = Vec::new();
+    for (tier, child) in children {
+        let out = child.wait_with_output().expect("dpone-host ran");
+        let outcome = if out.status.success() {
+            json(&out)["result"].as_str().unwrap_or_default().to_owned()
+        } else {
+            refused(&out, &store, 1)
+        };
+        outcomes.push((tier, outcome));
+    }
+    let enrolled: Vec<bool> = outcomes
+        .iter()
+        .filter(|(_, o)| o == "enrolled")
+        .map(|(tier, _)| *tier)
+        .collect();
+    assert_eq!(enrolled.len(), 1, "exactly one records: {outcomes:?}");
+    let winner = enrolled[0];
+    for (tier, outcome) in &outcomes {
+        let expected = if *tier == winner {
+            ["enrolled", "reopened"].as_slice()
+        } else {
+            ["DPONE_NP_STORE_ENROLLMENT_CONFLICT"].as_slice()
+        };
+        assert!(expected.contains(&outcome.as_str()), "{outcomes:?}");
+    }
+    let rows: i64 = admin(&store.admin_url)
+        .await
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM \"{}\".np_participant_identity",
+                store.schema
+            ),
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 1, "one record");
+    store.drop_schema().await;
+    for url in &route.members {
+        route.member_sql(url, &format!("DROP DATABASE IF EXISTS `{other_ch}`"));
+    }
+    route.drop_source().await;
+}
+
 /// Concurrent processes through the binary under one reservation: the reservation bounds one
 /// run's reads, so exactly one of them claims it, reads, commits and settles; every other is
 /// refused with `DPONE_NP_STORE_RESERVATION_RUN_CLAIMED` before it reads (no artifact

@@ -47,8 +47,8 @@ pub struct PhysicalIdentity {
 }
 
 impl PhysicalIdentity {
-    /// `sha256:` of the canonical `dpone.np-physical-identity.v1` record.
-    pub fn digest(&self) -> Sha256Digest {
+    /// The canonical `dpone.np-physical-identity.v1` record (RFC 8785 bytes).
+    pub fn record(&self) -> Vec<u8> {
         let v = json!({
             "database_name": self.database_name,
             "database_oid": self.database_oid,
@@ -56,7 +56,12 @@ impl PhysicalIdentity {
             "schema": IDENTITY_SCHEMA,
             "system_identifier": self.system_identifier,
         });
-        Sha256Digest::of(&crate::json::canonical_bytes(&v))
+        crate::json::canonical_bytes(&v)
+    }
+
+    /// `sha256:` of [`PhysicalIdentity::record`].
+    pub fn digest(&self) -> Sha256Digest {
+        Sha256Digest::of(&self.record())
     }
 }
 
@@ -90,8 +95,8 @@ pub struct ClickhouseIdentity {
     pub members: Vec<ClickhouseMember>,
 }
 
-/// The stored record's exact shape (keys in canonical order).
-#[derive(serde::Serialize, serde::Deserialize)]
+/// The stored record's exact shape.
+#[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ClickhouseRecord {
     database_name: String,
@@ -100,7 +105,7 @@ struct ClickhouseRecord {
     schema: String,
 }
 
-/// Why a stored ClickHouse identity record is refused.
+/// Why an identity is not made, or a stored identity record is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordInvalid;
 
@@ -210,8 +215,7 @@ pub const SQLSERVER_IDENTITY_SCHEMA: &str = "dpone.np-physical-identity.sqlserve
 /// A SQL Server participant's physical identity: its database as the server's catalog reports
 /// it (`sys.databases`, `sys.database_recovery_status`), the same fields the XMin route pins a
 /// SQL Server database by.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SqlserverIdentity {
     /// `sys.databases.create_date` as `datetime2(7)` ISO 8601 (`2026-08-16T09:14:22.1233333`).
     pub create_token: String,
@@ -224,8 +228,8 @@ pub struct SqlserverIdentity {
     pub database_name: String,
 }
 
-/// The stored SQL Server record's exact shape (keys in canonical order).
-#[derive(serde::Serialize, serde::Deserialize)]
+/// The stored SQL Server record's exact shape.
+#[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SqlserverRecord {
     create_token: String,
@@ -317,13 +321,18 @@ pub enum ParticipantIdentity {
 }
 
 impl ParticipantIdentity {
-    /// The digest of the engine's identity record.
-    pub fn digest(&self) -> Sha256Digest {
+    /// The engine's canonical identity record.
+    pub fn record(&self) -> Vec<u8> {
         match self {
-            Self::Postgresql(i) => i.digest(),
-            Self::Clickhouse(i) => i.digest(),
-            Self::Sqlserver(i) => i.digest(),
+            Self::Postgresql(i) => i.record(),
+            Self::Clickhouse(i) => i.record(),
+            Self::Sqlserver(i) => i.record(),
         }
+    }
+
+    /// `sha256:` of [`ParticipantIdentity::record`].
+    pub fn digest(&self) -> Sha256Digest {
+        Sha256Digest::of(&self.record())
     }
 
     /// The engine the identity is of.
@@ -414,8 +423,8 @@ pub struct ObservedConnection {
     pub engine: Engine,
     /// Its observed identity; `None` when this engine's identity is not observed (refused).
     pub identity: Option<ParticipantIdentity>,
-    /// The relations the run uses on it (PostgreSQL `schema.table`, ClickHouse `table`, as the
-    /// run will name them in the participant's database).
+    /// The relations the run uses on it (PostgreSQL and SQL Server `schema.table`, ClickHouse
+    /// `table`, as the run will name them in the participant's database).
     pub relations: Vec<String>,
 }
 
