@@ -38,7 +38,7 @@ fn run(
     coordinator(cluster, &artifacts, &gate, &SystemEnvironment).run(req)
 }
 
-fn completed(outcome: RunOutcome) -> Box<dpone_engine_clickhouse::contracts::ExternalReceipt> {
+fn completed(outcome: RunOutcome) -> Box<dpone_engine_clickhouse::contracts::PublicationReceipt> {
     match outcome {
         RunOutcome::Completed { receipt } => receipt,
         other => panic!("the run did not complete: {other:?}"),

@@ -38,8 +38,8 @@ use dpone_engine_clickhouse::contracts::manifest::{
     ClickHouseConnection, Manifest, PgSslMode, PostgresConnection, Registry,
 };
 use dpone_engine_clickhouse::contracts::{
-    ContentProof, Digest, ExternalReceipt, MemberId, OperationId, Phase, TargetKey, candidate_name,
-    identity::PROTOCOL_VERSION, operation_id, schema_digest,
+    ContentProof, Digest, MemberId, OperationId, Phase, PublicationReceipt, TargetKey,
+    candidate_name, identity::PROTOCOL_VERSION, operation_id, schema_digest,
 };
 use dpone_engine_clickhouse::ports::{AuthorityStore, InventoryPort, SystemEnvironment};
 use dpone_engine_clickhouse::{
@@ -331,7 +331,7 @@ struct RunReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     replication: Option<&'a ReplicationDecision>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    receipt: Option<&'a ExternalReceipt>,
+    receipt: Option<&'a PublicationReceipt>,
     #[serde(skip_serializing_if = "Option::is_none")]
     phase: Option<Phase>,
     #[serde(skip_serializing_if = "Option::is_none")]

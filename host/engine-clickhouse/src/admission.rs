@@ -9,7 +9,6 @@
 //! | code | rule |
 //! |---|---|
 //! | `DPONE_CLICKHOUSE_CLUSTER_ADMISSION_INCONSISTENT` | an admitted decision must require runtime admission and forbid fallback |
-//! | `DPONE_CLICKHOUSE_CLUSTER_MODE_NOT_EXTERNAL` | the policy selected internal mode: this host publishes external mode only and never falls back |
 //! | `DPONE_CLICKHOUSE_CLUSTER_UNSUPPORTED_COLUMN_TYPE` | every declared type is in the canonical content-digest profile |
 //! | the source's code (e.g. `DPONE_PG_ROWBINARY_DECLARED_TYPE_UNSUPPORTED`) | the source can produce every declared type |
 //! | `DPONE_CLICKHOUSE_CLUSTER_ENGINE_CONTENT_UNVERIFIABLE` | the engine is one whose content the canonical digest proves exactly ([`CONTENT_EXACT_ENGINES`]); not reported when the policy already refused the engine or the mode |
@@ -18,7 +17,7 @@
 //! The engine rule is also enforced by the coordinator itself ([`require_content_exact_engine`]
 //! before any I/O), so a library caller cannot bypass it.
 
-use dpone_policy_model::admission::{ReplicationDecision, ReplicationMode, StaticDecision};
+use dpone_policy_model::admission::{ReplicationDecision, StaticDecision};
 use dpone_policy_model::types::Reason;
 use serde::Serialize;
 
@@ -31,13 +30,15 @@ pub const ORDER_BY_NULLABLE: &str = "DPONE_CLICKHOUSE_ROUTE_ORDER_BY_NULLABLE";
 
 /// Engines candidates are created with: those whose content the canonical digest proves exactly.
 ///
-/// Only the plain `MergeTree` keeps every inserted row as inserted. `ReplacingMergeTree`,
+/// Only the plain `MergeTree` (external mode) and its replicated form `ReplicatedMergeTree`
+/// (internal mode; the admission policy pairs each engine with its mode) keep every inserted
+/// row as inserted. `ReplacingMergeTree`,
 /// `SummingMergeTree` and `AggregatingMergeTree` may collapse or combine rows at insert
 /// (`optimize_on_insert`) or at any later merge, so a candidate verified READY could hold other
 /// content by publication time, and a published target could change under its receipt;
 /// `CollapsingMergeTree` and `VersionedCollapsingMergeTree` additionally cannot be created
 /// without their `(sign[, version])` arguments. They are refused before any I/O.
-pub const CONTENT_EXACT_ENGINES: &[&str] = &["MergeTree"];
+pub const CONTENT_EXACT_ENGINES: &[&str] = &["MergeTree", "ReplicatedMergeTree"];
 
 /// Refuses an engine outside [`CONTENT_EXACT_ENGINES`].
 pub fn require_content_exact_engine(engine: &str) -> Result<(), EngineError> {
@@ -119,12 +120,6 @@ pub fn assess(
                     "the admission decision allows a fallback or skips runtime admission",
                 ));
             }
-            if d.replication_mode != ReplicationMode::External {
-                blockers.push(Blocker::host(
-                    codes::MODE_NOT_EXTERNAL,
-                    "admission selected internal mode; this host publishes external mode only and never falls back",
-                ));
-            }
             Some(d)
         }
     };
@@ -167,9 +162,7 @@ pub fn host_rules(m: &Manifest, earlier: &[Blocker], source: &SourceProfile<'_>)
         ));
     }
     let engine_blocked = earlier.iter().any(|b| {
-        b.code.ends_with("_ENGINE_UNSUPPORTED")
-            || b.code.ends_with("_ENGINE_MODE_MISMATCH")
-            || b.code == codes::MODE_NOT_EXTERNAL
+        b.code.ends_with("_ENGINE_UNSUPPORTED") || b.code.ends_with("_ENGINE_MODE_MISMATCH")
     });
     if !engine_blocked && require_content_exact_engine(&m.clickhouse.engine).is_err() {
         out.push(Blocker::host(
@@ -212,7 +205,7 @@ pub fn host_rules(m: &Manifest, earlier: &[Blocker], source: &SourceProfile<'_>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dpone_policy_model::admission::ReplicationDecision;
+    use dpone_policy_model::admission::{ReplicationDecision, ReplicationMode};
 
     const MANIFEST: &str = include_str!("../../../fixtures/clickhouse/manifest.yaml");
     const DECLARED: &str = "DPONE_TEST_DECLARED_TYPE_UNSUPPORTED";
@@ -316,6 +309,7 @@ mod tests {
             assert!(!e.is_retryable());
         }
         assert!(require_content_exact_engine("MergeTree").is_ok());
+        assert!(require_content_exact_engine("ReplicatedMergeTree").is_ok());
     }
 
     #[test]
@@ -338,14 +332,13 @@ mod tests {
             runtime_admission_required: true,
             no_fallback: true,
         });
+        // Internal mode is admitted (the mode router runs it): no host blocker.
+        let m =
+            Manifest::parse(&MANIFEST.replace("engine: MergeTree", "engine: ReplicatedMergeTree"))
+                .expect("parses");
         let a = assess(internal, &m, &profile());
-        assert_eq!(
-            a.blockers
-                .iter()
-                .map(|b| b.code.as_str())
-                .collect::<Vec<_>>(),
-            [codes::MODE_NOT_EXTERNAL]
-        );
+        assert!(a.blockers.is_empty(), "{:?}", a.blockers);
+        assert!(a.decision.is_some());
         let sloppy = StaticDecision::Admitted(ReplicationDecision {
             requested: "cluster".into(),
             selected: "cluster_external".into(),

@@ -15,8 +15,9 @@ pub mod codes {
     pub const ADMISSION_BLOCKED: &str = "DPONE_CLICKHOUSE_CLUSTER_ADMISSION_BLOCKED";
     /// The admission gate could not produce a decision.
     pub const ADMISSION_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_ADMISSION_UNAVAILABLE";
-    /// Admission selected internal mode; this engine only runs external mode (no fallback).
-    pub const MODE_NOT_EXTERNAL: &str = "DPONE_CLICKHOUSE_CLUSTER_MODE_NOT_EXTERNAL";
+    /// Internal mode: a replica did not hold the staged candidate's content within the bound
+    /// (`SYSTEM SYNC REPLICA` timed out); retryable.
+    pub const REPLICA_NOT_CONVERGED: &str = "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED";
     /// The admitted member set differs from the observed inventory.
     pub const ADMISSION_INCONSISTENT: &str = "DPONE_CLICKHOUSE_CLUSTER_ADMISSION_INCONSISTENT";
     /// A request field is malformed (table name, schema, bounds).
@@ -106,9 +107,12 @@ pub enum EngineError {
     /// The admission gate failed.
     #[error("the admission gate produced no decision")]
     AdmissionUnavailable(#[source] PortError),
-    /// Admission selected internal mode.
-    #[error("admission selected internal mode; external publication never falls back")]
-    ModeNotExternal,
+    /// Internal mode: a replica did not converge within the bound.
+    #[error("replica {member} did not converge on the staged candidate within the bound")]
+    ReplicaNotConverged {
+        /// Opaque member id prefix.
+        member: String,
+    },
     /// The admitted members differ from the inventory.
     #[error("the admitted member set differs from the observed inventory")]
     AdmissionInconsistent,
@@ -307,7 +311,7 @@ impl EngineError {
         match self {
             E::AdmissionBlocked(_) => codes::ADMISSION_BLOCKED,
             E::AdmissionUnavailable(_) => codes::ADMISSION_UNAVAILABLE,
-            E::ModeNotExternal => codes::MODE_NOT_EXTERNAL,
+            E::ReplicaNotConverged { .. } => codes::REPLICA_NOT_CONVERGED,
             E::AdmissionInconsistent => codes::ADMISSION_INCONSISTENT,
             E::RequestInvalid(_) => codes::REQUEST_INVALID,
             E::InventoryDrift => codes::INVENTORY_DRIFT,
@@ -354,6 +358,7 @@ impl EngineError {
             E::AdmissionUnavailable(_)
                 | E::AuthorityUnconfirmed { .. }
                 | E::MemberUnavailable { .. }
+                | E::ReplicaNotConverged { .. }
                 | E::DdlUnavailable(_)
                 | E::InventoryUnavailable(_)
                 | E::Interrupted { .. }
@@ -368,7 +373,6 @@ impl EngineError {
         use EngineError as E;
         match self {
             E::AdmissionBlocked(_)
-            | E::ModeNotExternal
             | E::RequestInvalid(_)
             | E::UnsupportedColumnType { .. }
             | E::EngineContentUnverifiable { .. }
@@ -384,6 +388,7 @@ impl EngineError {
             E::AdmissionUnavailable(_)
             | E::AuthorityUnconfirmed { .. }
             | E::MemberUnavailable { .. }
+            | E::ReplicaNotConverged { .. }
             | E::DdlUnavailable(_)
             | E::InventoryUnavailable(_)
             | E::Interrupted { .. } => R::ResumeSameOperation,

@@ -29,7 +29,7 @@ pub mod synthetic;
 
 pub use coordinator::resolve;
 pub use coordinator::{
-    Coordinator, CoordinatorConfig, ExternalSlot, MemberObservation, MemberTimings,
-    OperationRequest, Ports, RecoveryAction, RunOutcome, RunTimings, SlotStatus, StatusReport,
+    Coordinator, CoordinatorConfig, MemberObservation, MemberTimings, OperationRequest, Ports,
+    RecordSlot, RecoveryAction, RunOutcome, RunTimings, SlotStatus, StatusReport,
 };
 pub use error::{EngineError, codes};

@@ -77,6 +77,10 @@ pub const ARTIFACT_TAMPERED: &str = "DPONE_ARTIFACT_TAMPERED";
 /// that does not prove itself the configured replica (another replica, several, or none).
 pub const MEMBER_IDENTITY_UNPROVEN: &str = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDENTITY_UNPROVEN";
 
+/// The class a [`MemberCatalog::sync_replica`] reports when the replica did not process its
+/// replication queue within the bound (`SYSTEM SYNC REPLICA` timed out): retryable.
+pub const REPLICA_NOT_CONVERGED: &str = "DPONE_CLICKHOUSE_REPLICA_NOT_CONVERGED";
+
 /// A versioned authority value as the store holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Versioned {
@@ -229,6 +233,23 @@ pub trait MemberCatalog {
         artifact: &mut dyn Read,
         tokens: &LoadTokens,
     ) -> Result<(), PortError>;
+    /// Internal mode: waits, at most `bound`, until the replica `member` of the replicated table
+    /// `database.name` with UUID `uuid` has fetched every part the replication log holds
+    /// (`SYSTEM SYNC REPLICA`). A replica that is still behind after the bound reports
+    /// [`REPLICA_NOT_CONVERGED`]; a table of another UUID, or not replicated, is refused. Never
+    /// mutates the table. Default: refused (a catalog without replicated tables).
+    fn sync_replica(
+        &self,
+        _member: &MemberId,
+        _database: &str,
+        _name: &str,
+        _uuid: Uuid,
+        _bound: std::time::Duration,
+    ) -> Result<(), PortError> {
+        Err(PortError::rejected(
+            "DPONE_CLICKHOUSE_SYNC_REPLICA_UNSUPPORTED",
+        ))
+    }
     /// Drops `database.name` only if its UUID is `uuid`.
     fn drop_exact(
         &self,

@@ -1,4 +1,9 @@
-//! Tier: engine fault matrix on in-process ports.
+//! Tier: engine fault matrix on in-process ports, in both replication modes.
+//!
+//! External mode runs on independent synthetic members; internal mode (a manifest without
+//! `replication_mode`) runs on a synthetic Replicated cluster, whose replicas share one
+//! replication log and converge when synced, with its own faults (a replica that lags, one that
+//! never converges, a divergent replica) beside the shared ones.
 //!
 //! Every scenario runs the same operation against the synthetic cluster, injects one fault,
 //! retries the same operation until it completes or fails closed, and checks: zero duplicate
@@ -13,7 +18,8 @@ mod common;
 
 use common::{Profile, World, profile, profile_digest};
 use dpone_engine_clickhouse::contracts::{
-    ClusterStatement, ContentProof, Digest, MemberId, Phase, load_tokens, member_id,
+    AuthoritySlot, ClusterStatement, ContentProof, Digest, MemberId, Phase, PublicationMode,
+    decode_slot, load_tokens, member_id, target_key,
 };
 use dpone_engine_clickhouse::ports::{
     ArtifactSource, CandidateSpec, ClusterDdl, DdlCorrelation, LoadTokens, MemberCatalog,
@@ -64,7 +70,7 @@ fn phases() -> [Phase; 7] {
     ]
 }
 
-fn scenarios(p: &Profile, members: u32) -> Vec<Scenario> {
+fn scenarios(p: &Profile, mode: PublicationMode, members: u32) -> Vec<Scenario> {
     let conv = |name: String, faults: Vec<Fault>| Scenario {
         name,
         faults,
@@ -73,7 +79,48 @@ fn scenarios(p: &Profile, members: u32) -> Vec<Scenario> {
     };
     let mut out = vec![conv("no_fault".into(), vec![])];
     let last = (members - 1) as usize;
-    for m in [0, last] {
+    // Internal mode loads through the first replica in member-id order only: load faults hit
+    // it, replica faults another replica.
+    let ids: Vec<MemberId> = (1..=members).map(|r| member_id(1, r)).collect();
+    let loader = (0..ids.len()).min_by_key(|&i| ids[i]).unwrap_or(0);
+    let replica = (0..ids.len()).rev().find(|&i| i != loader).unwrap_or(last);
+    let both = [0, last];
+    let loaders: &[usize] = match mode {
+        PublicationMode::External => &both,
+        PublicationMode::Internal => std::slice::from_ref(&loader),
+    };
+    let last = match mode {
+        PublicationMode::External => last,
+        PublicationMode::Internal => replica,
+    };
+    if mode == PublicationMode::Internal {
+        out.push(conv(
+            format!("replica_lags_m{last}"),
+            vec![Fault::ReplicaLags {
+                member: last,
+                syncs: 2,
+            }],
+        ));
+        out.push(Scenario {
+            name: format!("replica_never_converges_m{last}"),
+            faults: vec![Fault::ReplicaNeverConverges { member: last }],
+            expect: Expect::FailClosed {
+                codes: &[codes::REPLICA_NOT_CONVERGED],
+                one_generation: true,
+            },
+            setup: Setup::None,
+        });
+        out.push(Scenario {
+            name: format!("replica_divergent_m{last}"),
+            faults: vec![Fault::ReplicaDivergent { member: last }],
+            expect: Expect::FailClosed {
+                codes: &[codes::CANDIDATE_DIVERGENT],
+                one_generation: true,
+            },
+            setup: Setup::None,
+        });
+    }
+    for &m in loaders {
         out.push(conv(
             format!("load_lost_response_after_complete_load_m{m}"),
             vec![Fault::LoadLostResponseComplete { member: m }],
@@ -145,6 +192,8 @@ fn scenarios(p: &Profile, members: u32) -> Vec<Scenario> {
             },
             setup: Setup::None,
         });
+    }
+    for &m in loaders {
         out.push(Scenario {
             name: format!("load_rejected_after_partial_load_m{m}"),
             faults: vec![Fault::LoadRejected {
@@ -259,6 +308,7 @@ fn scenarios(p: &Profile, members: u32) -> Vec<Scenario> {
 #[derive(Debug)]
 struct Result1 {
     name: String,
+    mode: PublicationMode,
     members: u32,
     target_present: bool,
     runs: u32,
@@ -286,10 +336,16 @@ fn target_digests(p: &Profile, w: &World, members: u32) -> Vec<Option<Digest>> {
         .collect()
 }
 
-fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -> Result1 {
-    let w = World::new(p, members, target_present);
-    let req = p.request();
-    let cand = p.candidate();
+fn run_scenario(
+    p: &Profile,
+    s: &Scenario,
+    mode: PublicationMode,
+    members: u32,
+    target_present: bool,
+) -> Result1 {
+    let w = World::of(mode, p, members, target_present);
+    let req = p.request_of(mode);
+    let cand = p.candidate_of(mode);
     let baseline_digest = target_present.then(|| p.digest_of(&p.rows(10_000, p.baseline_rows)));
     match s.setup {
         Setup::None => {}
@@ -316,6 +372,7 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
             Ok(RunOutcome::Completed { receipt }) => {
                 let digests = target_digests(p, &w, members);
                 let all_desired = digests.iter().all(|d| *d == Some(desired))
+                    && receipt.schema_version == mode.receipt_schema()
                     && receipt.content_digest
                         == p.digest_by(receipt.content_proof, &p.rows(1, p.artifact_rows))
                     && receipt.members.len() == members as usize;
@@ -356,6 +413,30 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
         }
     };
     check(faults_fired, "an injected fault never fired");
+    // The slot holds this mode's record (V1 for internal mode), whatever the outcome.
+    let key = target_key(&p.cluster, &p.database, &p.target);
+    let slot_mode = w
+        .cluster
+        .authority_value(&key)
+        .and_then(|v| decode_slot(&v.value).ok())
+        .map(|slot| slot.mode());
+    check(
+        slot_mode.is_none_or(|m| m == mode),
+        "the slot holds a record of the other mode",
+    );
+    if mode == PublicationMode::Internal
+        && let Some(AuthoritySlot::V1(r)) = w
+            .cluster
+            .authority_value(&key)
+            .and_then(|v| decode_slot(&v.value).ok())
+    {
+        let uuids: std::collections::BTreeSet<_> =
+            r.members.iter().filter_map(|m| m.candidate_uuid).collect();
+        check(
+            uuids.len() <= 1,
+            "internal replicas bound to different candidates",
+        );
+    }
     check(duplicate_rows == 0, "duplicate rows");
     check(false_successes == 0, "false success");
     check(metrics.max_loads_per_table <= 1, "a table was loaded twice");
@@ -424,6 +505,7 @@ fn run_scenario(p: &Profile, s: &Scenario, members: u32, target_present: bool) -
     // such as cleanup faults without a predecessor, are not generated for it).
     Result1 {
         name: s.name.clone(),
+        mode,
         members,
         target_present,
         runs,
@@ -521,37 +603,45 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
     let p = profile();
     assert_eq!(p.schema_version, "dpone.clickhouse.synthetic-profile.v1");
     let mut results = Vec::new();
-    for &members in &p.member_counts {
-        for target_present in [false, true] {
-            for s in scenarios(&p, members) {
-                // Without a predecessor there is no cleanup DDL for a cleanup fault to hit.
-                if !target_present && s.name.contains("cleanup") {
-                    continue;
+    for mode in [PublicationMode::External, PublicationMode::Internal] {
+        for &members in &p.member_counts {
+            for target_present in [false, true] {
+                for s in scenarios(&p, mode, members) {
+                    // Without a predecessor there is no cleanup DDL for a cleanup fault to hit.
+                    if !target_present && s.name.contains("cleanup") {
+                        continue;
+                    }
+                    results.push(run_scenario(&p, &s, mode, members, target_present));
                 }
-                results.push(run_scenario(&p, &s, members, target_present));
-            }
-            // A crash before, a crash after, and a lost acknowledgement at every single
-            // authority write of a clean run.
-            let clean = World::new(&p, members, target_present);
-            assert!(matches!(
-                clean.coordinator().run(&p.request()),
-                Ok(RunOutcome::Completed { .. })
-            ));
-            let writes = clean.cluster.authority_writes();
-            assert!(writes >= 6 + 3 * members);
-            for nth in 0..writes {
-                for (mode, label) in [
-                    (WriteFault::CrashBefore, "crash_before"),
-                    (WriteFault::CrashAfter, "crash_after"),
-                    (WriteFault::LostAck, "lost_ack"),
-                ] {
-                    let s = Scenario {
-                        name: format!("authority_write_{nth}_{label}"),
-                        faults: vec![Fault::AuthorityWrite { nth, mode }],
-                        expect: Expect::ConvergeUnlessCrashAfterDispatchCas,
-                        setup: Setup::None,
-                    };
-                    results.push(run_scenario(&p, &s, members, target_present));
+                // A crash before, a crash after, and a lost acknowledgement at every single
+                // authority write of a clean run.
+                let clean = World::of(mode, &p, members, target_present);
+                assert!(matches!(
+                    clean.coordinator().run(&p.request_of(mode)),
+                    Ok(RunOutcome::Completed { .. })
+                ));
+                let writes = clean.cluster.authority_writes();
+                // External mode writes each member's stages; internal mode moves every
+                // replica in one write per stage.
+                let least = match mode {
+                    PublicationMode::External => 6 + 3 * members,
+                    PublicationMode::Internal => 9,
+                };
+                assert!(writes >= least, "{mode:?}: {writes} writes");
+                for nth in 0..writes {
+                    for (wmode, label) in [
+                        (WriteFault::CrashBefore, "crash_before"),
+                        (WriteFault::CrashAfter, "crash_after"),
+                        (WriteFault::LostAck, "lost_ack"),
+                    ] {
+                        let s = Scenario {
+                            name: format!("authority_write_{nth}_{label}"),
+                            faults: vec![Fault::AuthorityWrite { nth, mode: wmode }],
+                            expect: Expect::ConvergeUnlessCrashAfterDispatchCas,
+                            setup: Setup::None,
+                        };
+                        results.push(run_scenario(&p, &s, mode, members, target_present));
+                    }
                 }
             }
         }
@@ -563,8 +653,9 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
         .filter(|r| !r.passed)
         .map(|r| {
             format!(
-                "{} (members {}, target {}): {} [{:?} {:?}]",
+                "{} ({}, members {}, target {}): {} [{:?} {:?}]",
                 r.name,
+                r.mode.as_str(),
                 r.members,
                 r.target_present,
                 r.failure.as_deref().unwrap_or(""),
@@ -579,6 +670,7 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
         .map(|r| {
             json!({
                 "name": r.name,
+                "replication_mode": r.mode.as_str(),
                 "members": r.members,
                 "target_present": r.target_present,
                 "runs": r.runs,
@@ -639,6 +731,11 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
         let _ = std::fs::write(out, &text);
     }
 
+    assert!(
+        failed.is_empty(),
+        "failed scenarios:\n{}",
+        failed.join("\n")
+    );
     // The receipt on disk says what the harness saw.
     let back: Json =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("parse");
@@ -669,11 +766,6 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
         results.iter().filter(|r| r.faults_fired).count(),
         naive_dups,
         naive_false
-    );
-    assert!(
-        failed.is_empty(),
-        "failed scenarios:\n{}",
-        failed.join("\n")
     );
     assert!(results.len() >= 300);
 }

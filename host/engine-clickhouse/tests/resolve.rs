@@ -7,9 +7,9 @@ mod common;
 
 use common::{Profile, World, profile};
 use dpone_engine_clickhouse::contracts::{
-    ArtifactFact, AuthoritySlot, ExternalAuthorityRecord, Phase, QueueEvidence, ResolutionKind,
-    TargetKey, candidate_name, decode_slot, encode_external, operation_id, target_key,
-    validate_external,
+    ArtifactFact, AuthoritySlot, Phase, PublicationRecord, QueueEvidence, ResolutionKind,
+    TargetKey, candidate_name, decode_slot, encode_record, operation_id, target_key,
+    validate_record,
 };
 use dpone_engine_clickhouse::ports::{
     AuthorityStore, LoadTokens, MemberCatalog, NoProgress, PortError, QueueEntry, QueueHostStatus,
@@ -90,7 +90,7 @@ fn key(p: &Profile) -> TargetKey {
     target_key(&p.cluster, &p.database, &p.target)
 }
 
-fn record(w: &World, p: &Profile) -> (u64, ExternalAuthorityRecord) {
+fn record(w: &World, p: &Profile) -> (u64, PublicationRecord) {
     let v = w.cluster.authority_value(&key(p)).expect("slot");
     match decode_slot(&v.value).expect("decodes") {
         AuthoritySlot::External(r) => (v.version, *r),
@@ -710,7 +710,7 @@ fn recorded_evidence_round_trips_and_is_bounded() {
     dispatch_never_sent(&w, &req, Fault::CrashBeforePublicationDispatch);
     let before = record(&w, &p).1;
     assert!(
-        !encode_external(&before).contains("resolutions"),
+        !encode_record(&before).contains("resolutions"),
         "a record without resolutions encodes as before"
     );
     assert!(
@@ -720,13 +720,13 @@ fn recorded_evidence_round_trips_and_is_bounded() {
             .is_some()
     );
     let (_, r) = record(&w, &p);
-    let text = encode_external(&r);
+    let text = encode_record(&r);
     assert!(matches!(decode_slot(&text), Ok(AuthoritySlot::External(x)) if *x == r));
 
     let mut too_many = r.clone();
     too_many.resolutions = vec![r.resolutions[0].clone(); 17];
-    assert!(validate_external(&too_many).is_err());
+    assert!(validate_record(&too_many).is_err());
     let mut wrong = r.clone();
     wrong.resolutions[0].members.reverse();
-    assert!(validate_external(&wrong).is_err());
+    assert!(validate_record(&wrong).is_err());
 }

@@ -169,7 +169,7 @@ mod tests {
     use super::*;
     use crate::render::golden::assert_pinned;
     use crate::run_gate::{ReservationBound, SettlementRecord};
-    use dpone_engine_clickhouse::contracts::{ExternalReceipt, Phase};
+    use dpone_engine_clickhouse::contracts::{Phase, PublicationReceipt};
     use dpone_engine_clickhouse::{RecoveryAction, StatusReport};
 
     const MANIFEST: &str = include_str!("../../../../fixtures/clickhouse/manifest.yaml");
@@ -235,7 +235,7 @@ mod tests {
     fn run_reports_are_pinned() {
         let m = manifest();
         let replication = external();
-        let receipt: ExternalReceipt = serde_json::from_str(RECEIPT).expect("receipt");
+        let receipt: PublicationReceipt = serde_json::from_str(RECEIPT).expect("receipt");
         let completed = RunReport {
             outcome: "completed",
             receipt: Some(&receipt),
@@ -368,7 +368,7 @@ mod tests {
     #[test]
     fn the_status_report_is_pinned() {
         let m = manifest();
-        let receipt: ExternalReceipt = serde_json::from_str(RECEIPT).expect("receipt");
+        let receipt: PublicationReceipt = serde_json::from_str(RECEIPT).expect("receipt");
         let status = StatusOutput {
             route: ROUTE,
             command: "status",

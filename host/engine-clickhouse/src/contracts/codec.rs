@@ -11,9 +11,8 @@ use thiserror::Error;
 
 use super::identity::member_id;
 use super::record::{
-    AuthoritySlot, EXTERNAL_AUTHORITY_SCHEMA, EXTERNAL_RECEIPT_SCHEMA, ExternalAuthorityRecord,
-    ExternalReceipt, Phase, Receipt, StageState, V1_AUTHORITY_SCHEMA, V1_RECEIPT_SCHEMA,
-    V1AuthorityRecord, V1Receipt,
+    AuthoritySlot, Phase, PublicationMode, PublicationReceipt, PublicationRecord, Receipt,
+    StageState,
 };
 
 /// Largest accepted encoded record, in bytes.
@@ -91,48 +90,39 @@ fn encode<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-/// Encodes an external record (field order is the struct order, so encoding is deterministic).
-pub fn encode_external(record: &ExternalAuthorityRecord) -> String {
+/// Encodes a record of either mode (field order is the struct order, so encoding is
+/// deterministic).
+pub fn encode_record(record: &PublicationRecord) -> String {
     encode(record)
 }
 
-/// Encodes a V1 record.
-pub fn encode_v1(record: &V1AuthorityRecord) -> String {
-    encode(record)
-}
-
-/// Encodes an external receipt.
-pub fn encode_receipt(receipt: &ExternalReceipt) -> String {
+/// Encodes a receipt of either mode.
+pub fn encode_receipt(receipt: &PublicationReceipt) -> String {
     encode(receipt)
 }
 
 /// Decodes whatever a target-key slot holds.
 pub fn decode_slot(text: &str) -> Result<AuthoritySlot, CodecError> {
-    match schema_version(text)?.as_str() {
-        EXTERNAL_AUTHORITY_SCHEMA => {
-            let r: ExternalAuthorityRecord = parse(text)?;
-            validate_external(&r)?;
-            Ok(AuthoritySlot::External(Box::new(r)))
-        }
-        V1_AUTHORITY_SCHEMA => {
-            let r: V1AuthorityRecord = parse(text)?;
-            Ok(AuthoritySlot::V1(r))
-        }
-        _ => Err(CodecError::UnknownSchema),
-    }
+    let mode = PublicationMode::of_authority_schema(&schema_version(text)?)
+        .ok_or(CodecError::UnknownSchema)?;
+    let r: PublicationRecord = parse(text)?;
+    validate_record(&r)?;
+    Ok(match mode {
+        PublicationMode::Internal => AuthoritySlot::V1(Box::new(r)),
+        PublicationMode::External => AuthoritySlot::External(Box::new(r)),
+    })
 }
 
 /// Decodes a receipt of either version.
 pub fn decode_receipt(text: &str) -> Result<Receipt, CodecError> {
-    match schema_version(text)?.as_str() {
-        EXTERNAL_RECEIPT_SCHEMA => {
-            let r: ExternalReceipt = parse(text)?;
-            validate_receipt(&r)?;
-            Ok(Receipt::External(Box::new(r)))
-        }
-        V1_RECEIPT_SCHEMA => Ok(Receipt::V1(parse::<V1Receipt>(text)?)),
-        _ => Err(CodecError::UnknownSchema),
-    }
+    let mode = PublicationMode::of_receipt_schema(&schema_version(text)?)
+        .ok_or(CodecError::UnknownSchema)?;
+    let r: PublicationReceipt = parse(text)?;
+    validate_receipt(&r)?;
+    Ok(match mode {
+        PublicationMode::Internal => Receipt::V1(Box::new(r)),
+        PublicationMode::External => Receipt::External(Box::new(r)),
+    })
 }
 
 fn short_text_ok(s: &str) -> bool {
@@ -149,14 +139,25 @@ fn error_class_ok(s: &str) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// Checks the external record's invariants.
-pub fn validate_external(r: &ExternalAuthorityRecord) -> Result<(), CodecError> {
+/// Checks a record's invariants (either mode).
+pub fn validate_record(r: &PublicationRecord) -> Result<(), CodecError> {
     use CodecError::Invalid;
-    if r.schema_version != EXTERNAL_AUTHORITY_SCHEMA {
-        return Err(CodecError::UnknownSchema);
+    let mode = r.mode().ok_or(CodecError::UnknownSchema)?;
+    if r.replication_mode != mode.as_str() {
+        return Err(Invalid(
+            "replication_mode does not match the schema version",
+        ));
     }
-    if r.replication_mode != "external" {
-        return Err(Invalid("replication_mode must be external"));
+    // Internal mode: the members are replicas of one candidate table.
+    if mode == PublicationMode::Internal {
+        let mut uuids = r.members.iter().filter_map(|m| m.candidate_uuid);
+        if let Some(first) = uuids.next()
+            && uuids.any(|u| u != first)
+        {
+            return Err(Invalid(
+                "internal mode binds one candidate uuid for every replica",
+            ));
+        }
     }
     if r.members.len() < 2 {
         return Err(Invalid("at least two members"));
@@ -260,6 +261,9 @@ pub fn validate_external(r: &ExternalAuthorityRecord) -> Result<(), CodecError> 
     }
     if let Some(receipt) = &r.receipt {
         validate_receipt(receipt)?;
+        if PublicationMode::of_receipt_schema(&receipt.schema_version) != Some(mode) {
+            return Err(Invalid("receipt of another mode"));
+        }
         if receipt.operation_id != r.operation_id || receipt.target_key != r.target_key {
             return Err(Invalid("receipt belongs to another operation"));
         }
@@ -267,8 +271,8 @@ pub fn validate_external(r: &ExternalAuthorityRecord) -> Result<(), CodecError> 
     Ok(())
 }
 
-fn validate_receipt(r: &ExternalReceipt) -> Result<(), CodecError> {
-    if r.schema_version != EXTERNAL_RECEIPT_SCHEMA {
+fn validate_receipt(r: &PublicationReceipt) -> Result<(), CodecError> {
+    if PublicationMode::of_receipt_schema(&r.schema_version).is_none() {
         return Err(CodecError::UnknownSchema);
     }
     if r.members.len() < 2 {

@@ -9,8 +9,7 @@ pub mod resolution;
 pub mod schema;
 
 pub use codec::{
-    CodecError, decode_receipt, decode_slot, encode_external, encode_receipt, encode_v1,
-    validate_external,
+    CodecError, decode_receipt, decode_slot, encode_receipt, encode_record, validate_record,
 };
 pub use hash::{Digest, IdentityHasher, Token, Uuid};
 pub use identity::{

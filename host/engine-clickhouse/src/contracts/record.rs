@@ -1,10 +1,14 @@
-//! Versioned authority and receipt records.
+//! Versioned authority and receipt records of both replication modes.
 //!
-//! The external record (`dpone.clickhouse.cluster-external-full-refresh.v1`) and the minimal
-//! V1 internal record (`dpone.clickhouse.cluster-full-refresh.v1`) share one target-key slot;
-//! [`super::codec::decode_slot`] tells them apart by `schema_version`. Every record and receipt
-//! rejects unknown fields. Records carry opaque member ids, digests, UUIDs, tokens and stable
-//! error codes only: never hostnames, credentials, SQL values, row data or local paths.
+//! One record shape serves both modes; the schema version names the mode:
+//! `dpone.clickhouse.cluster-external-full-refresh.v1` (external mode, spec 000) and
+//! `dpone.clickhouse.cluster-full-refresh.v1` (V1: internal mode, `Replicated*MergeTree`). The
+//! V1 field set is decided from the spec's list of what a retained target slot stores and is
+//! written down in `docs/clickhouse-internal-publication.md` ("V1 records"). Both share one
+//! target-key slot; [`super::codec::decode_slot`] tells them apart by `schema_version` and checks
+//! that `replication_mode` agrees. Every record and receipt rejects unknown fields. Records carry
+//! opaque member ids, digests, UUIDs, tokens and stable error codes only: never hostnames,
+//! credentials, SQL values, row data or local paths.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +25,58 @@ pub const V1_AUTHORITY_SCHEMA: &str = "dpone.clickhouse.cluster-full-refresh.v1"
 /// Schema version of the V1 (internal mode) commit receipt.
 pub const V1_RECEIPT_SCHEMA: &str = "dpone.clickhouse.cluster-full-refresh-receipt.v1";
 
-/// The external phase machine.
+/// The replication mode a record (and the run that writes it) belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PublicationMode {
+    /// `Replicated*MergeTree` members (`internal_replication = true`): the artifact is loaded
+    /// through one replica and ClickHouse replicates it; V1 records.
+    Internal,
+    /// Independent non-replicated members (`internal_replication = false`): the artifact is
+    /// loaded into every member; external records.
+    External,
+}
+
+impl PublicationMode {
+    /// The record's `replication_mode` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Internal => "internal",
+            Self::External => "external",
+        }
+    }
+
+    /// The authority record's schema version.
+    pub fn authority_schema(self) -> &'static str {
+        match self {
+            Self::Internal => V1_AUTHORITY_SCHEMA,
+            Self::External => EXTERNAL_AUTHORITY_SCHEMA,
+        }
+    }
+
+    /// The commit receipt's schema version.
+    pub fn receipt_schema(self) -> &'static str {
+        match self {
+            Self::Internal => V1_RECEIPT_SCHEMA,
+            Self::External => EXTERNAL_RECEIPT_SCHEMA,
+        }
+    }
+
+    /// The mode whose authority record has `schema`.
+    pub fn of_authority_schema(schema: &str) -> Option<Self> {
+        [Self::Internal, Self::External]
+            .into_iter()
+            .find(|m| m.authority_schema() == schema)
+    }
+
+    /// The mode whose receipt has `schema`.
+    pub fn of_receipt_schema(schema: &str) -> Option<Self> {
+        [Self::Internal, Self::External]
+            .into_iter()
+            .find(|m| m.receipt_schema() == schema)
+    }
+}
+
+/// The phase machine (both modes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Phase {
@@ -258,13 +313,17 @@ impl ContentProof {
     }
 }
 
-/// The external authority record (`dpone.clickhouse.cluster-external-full-refresh.v1`).
+/// The authority record of one operation: external (`dpone.clickhouse.cluster-external-full-refresh.v1`)
+/// or V1 internal (`dpone.clickhouse.cluster-full-refresh.v1`), the same fields. In internal
+/// mode every member's `candidate_uuid` is the one shared replicated candidate's UUID (the
+/// replicas of one `Replicated*MergeTree` table), loaded through the first member in member-id
+/// order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExternalAuthorityRecord {
-    /// [`EXTERNAL_AUTHORITY_SCHEMA`].
+pub struct PublicationRecord {
+    /// [`EXTERNAL_AUTHORITY_SCHEMA`] or [`V1_AUTHORITY_SCHEMA`].
     pub schema_version: String,
-    /// Always `external`.
+    /// `external` or `internal`, as the schema version says.
     pub replication_mode: String,
     /// Slot key.
     pub target_key: TargetKey,
@@ -304,7 +363,7 @@ pub struct ExternalAuthorityRecord {
     /// Cleanup binding (from CLEANUP_DISPATCHING).
     pub cleanup: Option<DdlBinding>,
     /// Commit receipt (from COMMITTED).
-    pub receipt: Option<ExternalReceipt>,
+    pub receipt: Option<PublicationReceipt>,
     /// Stable, redacted error class of the last fail-closed stop.
     pub error_class: Option<String>,
     /// Unix seconds when this operation locked the slot.
@@ -317,7 +376,12 @@ pub struct ExternalAuthorityRecord {
     pub resolutions: Vec<super::resolution::ResolutionEvidence>,
 }
 
-impl ExternalAuthorityRecord {
+impl PublicationRecord {
+    /// The record's mode, from its schema version.
+    pub fn mode(&self) -> Option<PublicationMode> {
+        PublicationMode::of_authority_schema(&self.schema_version)
+    }
+
     /// The member record of `id`.
     pub fn member(&self, id: &MemberId) -> Option<&MemberRecord> {
         self.members.iter().find(|m| &m.member_id == id)
@@ -345,11 +409,12 @@ pub struct ReceiptMember {
     pub predecessor_uuid: Option<Uuid>,
 }
 
-/// The external commit receipt (`dpone.clickhouse.cluster-external-full-refresh-receipt.v1`).
+/// The commit receipt: external (`dpone.clickhouse.cluster-external-full-refresh-receipt.v1`)
+/// or V1 internal (`dpone.clickhouse.cluster-full-refresh-receipt.v1`), the same fields.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExternalReceipt {
-    /// [`EXTERNAL_RECEIPT_SCHEMA`].
+pub struct PublicationReceipt {
+    /// [`EXTERNAL_RECEIPT_SCHEMA`] or [`V1_RECEIPT_SCHEMA`].
     pub schema_version: String,
     /// Slot key.
     pub target_key: TargetKey,
@@ -376,94 +441,44 @@ pub struct ExternalReceipt {
     pub committed_at: i64,
 }
 
-/// V1 (internal mode) phases, as far as this codec needs them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum V1Phase {
-    /// Fenced.
-    Locked,
-    /// Staged through one connection.
-    Staged,
-    /// Publication DDL authorised.
-    PublicationDispatching,
-    /// Committed.
-    Committed,
-    /// Cleanup DDL authorised.
-    CleanupDispatching,
-    /// Done.
-    Completed,
-    /// Aborted.
-    Aborted,
-}
-
-impl V1Phase {
-    /// `COMPLETED` or `ABORTED`.
-    pub fn is_resolved(self) -> bool {
-        matches!(self, Self::Completed | Self::Aborted)
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Locked => "LOCKED",
-            Self::Staged => "STAGED",
-            Self::PublicationDispatching => "PUBLICATION_DISPATCHING",
-            Self::Committed => "COMMITTED",
-            Self::CleanupDispatching => "CLEANUP_DISPATCHING",
-            Self::Completed => "COMPLETED",
-            Self::Aborted => "ABORTED",
-        }
-    }
-}
-
-/// The minimal V1 internal authority record: enough to classify and migrate a slot.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct V1AuthorityRecord {
-    /// [`V1_AUTHORITY_SCHEMA`].
-    pub schema_version: String,
-    /// Slot key (same namespace as external records).
-    pub target_key: TargetKey,
-    /// V1 operation id (64 lowercase hex).
-    pub operation_id: Digest,
-    /// Phase.
-    pub phase: V1Phase,
-    /// Keeper version this value is written at.
-    pub keeper_version: u64,
-    /// Unix seconds of this write.
-    pub updated_at: i64,
-}
-
-/// The minimal V1 internal commit receipt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct V1Receipt {
-    /// [`V1_RECEIPT_SCHEMA`].
-    pub schema_version: String,
-    /// Slot key.
-    pub target_key: TargetKey,
-    /// V1 operation id.
-    pub operation_id: Digest,
-    /// Published generation.
-    pub generation_id: Digest,
-    /// Unix seconds of the commit.
-    pub committed_at: i64,
-}
-
 /// What a target-key slot holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthoritySlot {
-    /// A V1 internal record.
-    V1(V1AuthorityRecord),
+    /// A V1 (internal mode) record.
+    V1(Box<PublicationRecord>),
     /// An external record.
-    External(Box<ExternalAuthorityRecord>),
+    External(Box<PublicationRecord>),
+}
+
+impl AuthoritySlot {
+    /// The record, whatever its mode.
+    pub fn record(&self) -> &PublicationRecord {
+        match self {
+            Self::V1(r) | Self::External(r) => r,
+        }
+    }
+
+    /// The record, whatever its mode.
+    pub fn into_record(self) -> PublicationRecord {
+        match self {
+            Self::V1(r) | Self::External(r) => *r,
+        }
+    }
+
+    /// The slot's mode.
+    pub fn mode(&self) -> PublicationMode {
+        match self {
+            Self::V1(_) => PublicationMode::Internal,
+            Self::External(_) => PublicationMode::External,
+        }
+    }
 }
 
 /// A decoded receipt of either version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Receipt {
-    /// V1 internal receipt.
-    V1(V1Receipt),
+    /// V1 (internal mode) receipt.
+    V1(Box<PublicationReceipt>),
     /// External receipt.
-    External(Box<ExternalReceipt>),
+    External(Box<PublicationReceipt>),
 }

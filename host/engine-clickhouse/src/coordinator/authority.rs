@@ -8,9 +8,8 @@
 
 use super::{Coordinator, Op};
 use crate::contracts::{
-    self, AuthoritySlot, EXTERNAL_AUTHORITY_SCHEMA, ExternalAuthorityRecord, MemberCleanup,
-    MemberPublication, MemberRecord, Phase, PreviousOperation, StageState, TargetKey, Token,
-    V1_AUTHORITY_SCHEMA,
+    self, AuthoritySlot, MemberCleanup, MemberPublication, MemberRecord, Phase, PreviousOperation,
+    PublicationMode, PublicationRecord, StageState, TargetKey, Token,
 };
 use crate::error::EngineError;
 use crate::ports::PortErrorKind;
@@ -19,7 +18,7 @@ use crate::ports::PortErrorKind;
 #[derive(Clone, Debug)]
 pub(crate) struct Held {
     pub version: u64,
-    pub record: ExternalAuthorityRecord,
+    pub record: PublicationRecord,
 }
 
 impl Coordinator<'_> {
@@ -59,76 +58,68 @@ impl Coordinator<'_> {
     }
 
     /// Creates or resumes this operation's record in LOCKED (spec section 2).
+    ///
+    /// The slot may hold a record of either mode. This operation's own record is resumed only
+    /// in the mode it was written in. A resolved record of another operation is replaced by one
+    /// version-checked CAS that names it as `previous`; when its mode is the other one, that CAS
+    /// is the mode migration, and the new operation adopts the members' current physical truth
+    /// as its baseline (observed and proven at STAGING) before any candidate is created. An
+    /// unresolved V1 record blocks external mode; any other unresolved record fences this one.
     pub(crate) fn lock(&self, op: &Op<'_>) -> Result<Held, EngineError> {
-        match self.read_slot(&op.target_key)? {
-            None => self.write(op, None, self.fresh_record(op, None), "LOCKED"),
-            Some((version, AuthoritySlot::V1(v1))) => {
-                if !v1.phase.is_resolved() {
-                    return Err(EngineError::V1Unresolved);
-                }
-                // Version-checked mode-migration CAS from a resolved V1 record.
-                let previous = PreviousOperation {
-                    schema_version: V1_AUTHORITY_SCHEMA.into(),
-                    operation_id: v1.operation_id.to_string(),
-                    phase: v1.phase.as_str().into(),
-                    keeper_version: version,
-                };
-                self.write(
-                    op,
-                    Some(version),
-                    self.fresh_record(op, Some(previous)),
-                    "LOCKED",
-                )
+        let Some((version, slot)) = self.read_slot(&op.target_key)? else {
+            return self.write(op, None, self.fresh_record(op, None), "LOCKED");
+        };
+        let slot_mode = slot.mode();
+        let r = slot.into_record();
+        if r.operation_id == op.operation_id && slot_mode == op.mode {
+            if r.target_key != op.target_key || r.plan_digest != op.req.plan_digest {
+                return Err(EngineError::AuthorityMismatch("target or plan"));
             }
-            Some((version, AuthoritySlot::External(r))) => {
-                let r = *r;
-                if r.operation_id == op.operation_id {
-                    if r.target_key != op.target_key || r.plan_digest != op.req.plan_digest {
-                        return Err(EngineError::AuthorityMismatch("target or plan"));
-                    }
-                    if r.phase == Phase::Aborted {
-                        return Err(EngineError::OperationAborted);
-                    }
-                    if r.phase != Phase::Completed && r.inventory_digest != op.inventory_digest {
-                        return Err(EngineError::InventoryDrift);
-                    }
-                    let ids: Vec<_> = r.members.iter().map(|m| m.member_id).collect();
-                    let want: Vec<_> = op.members.iter().map(|m| m.0).collect();
-                    if ids != want && r.phase != Phase::Completed {
-                        return Err(EngineError::InventoryDrift);
-                    }
-                    Ok(Held { version, record: r })
-                } else if r.phase.is_resolved() {
-                    let previous = PreviousOperation {
-                        schema_version: EXTERNAL_AUTHORITY_SCHEMA.into(),
-                        operation_id: r.operation_id.to_string(),
-                        phase: r.phase.as_str().into(),
-                        keeper_version: version,
-                    };
-                    self.write(
-                        op,
-                        Some(version),
-                        self.fresh_record(op, Some(previous)),
-                        "LOCKED",
-                    )
-                } else {
-                    Err(EngineError::OperationFenced {
-                        other: r.operation_id.0.hex_prefix(16),
-                    })
-                }
+            if r.phase == Phase::Aborted {
+                return Err(EngineError::OperationAborted);
             }
+            if r.phase != Phase::Completed && r.inventory_digest != op.inventory_digest {
+                return Err(EngineError::InventoryDrift);
+            }
+            let ids: Vec<_> = r.members.iter().map(|m| m.member_id).collect();
+            let want: Vec<_> = op.members.iter().map(|m| m.0).collect();
+            if ids != want && r.phase != Phase::Completed {
+                return Err(EngineError::InventoryDrift);
+            }
+            return Ok(Held { version, record: r });
         }
+        if r.operation_id == op.operation_id {
+            // The same operation id under the other mode: the plan changed its mode, which the
+            // plan digest (and so the id) should have changed; never reinterpret a record.
+            return Err(EngineError::AuthorityMismatch("replication mode"));
+        }
+        if !r.phase.is_resolved() {
+            if slot_mode == PublicationMode::Internal && op.mode == PublicationMode::External {
+                return Err(EngineError::V1Unresolved);
+            }
+            return Err(EngineError::OperationFenced {
+                other: r.operation_id.0.hex_prefix(16),
+            });
+        }
+        let previous = PreviousOperation {
+            schema_version: r.schema_version.clone(),
+            operation_id: r.operation_id.to_string(),
+            phase: r.phase.as_str().into(),
+            keeper_version: version,
+        };
+        self.write(
+            op,
+            Some(version),
+            self.fresh_record(op, Some(previous)),
+            "LOCKED",
+        )
     }
 
-    fn fresh_record(
-        &self,
-        op: &Op<'_>,
-        previous: Option<PreviousOperation>,
-    ) -> ExternalAuthorityRecord {
+    fn fresh_record(&self, op: &Op<'_>, previous: Option<PreviousOperation>) -> PublicationRecord {
         let now = self.ports.env.now_unix();
-        ExternalAuthorityRecord {
-            schema_version: EXTERNAL_AUTHORITY_SCHEMA.into(),
-            replication_mode: "external".into(),
+        PublicationRecord {
+            schema_version: op.mode.authority_schema().into(),
+            replication_mode: op.mode.as_str().into(),
             target_key: op.target_key,
             operation_id: op.operation_id,
             fence_token: Token(self.ports.env.random16()),
@@ -175,7 +166,7 @@ impl Coordinator<'_> {
         &self,
         op: &Op<'_>,
         held: &Held,
-        next: ExternalAuthorityRecord,
+        next: PublicationRecord,
     ) -> Result<Held, EngineError> {
         if !held.record.phase.may_move_to(next.phase) {
             return Err(EngineError::AuthorityMismatch("illegal phase transition"));
@@ -188,14 +179,17 @@ impl Coordinator<'_> {
         &self,
         op: &Op<'_>,
         expected: Option<u64>,
-        mut next: ExternalAuthorityRecord,
+        mut next: PublicationRecord,
         label: &'static str,
     ) -> Result<Held, EngineError> {
         let version = expected.map_or(0, |v| v + 1);
         next.keeper_version = version;
         next.updated_at = self.ports.env.now_unix();
-        contracts::validate_external(&next).map_err(EngineError::AuthorityCorrupt)?;
-        let text = contracts::encode_external(&next);
+        contracts::validate_record(&next).map_err(EngineError::AuthorityCorrupt)?;
+        if next.mode() != Some(op.mode) {
+            return Err(EngineError::AuthorityMismatch("replication mode"));
+        }
+        let text = contracts::encode_record(&next);
         let sent = match expected {
             None => self.authority_timed(|| self.ports.authority.insert(&op.target_key, &text)),
             Some(v) => {
@@ -223,7 +217,7 @@ impl Coordinator<'_> {
             })?;
         match back {
             Some(v) if v.version == version => match contracts::decode_slot(&v.value) {
-                Ok(AuthoritySlot::External(r)) if *r == next => Ok(Held {
+                Ok(slot) if *slot.record() == next => Ok(Held {
                     version,
                     record: next,
                 }),
@@ -250,19 +244,20 @@ impl Coordinator<'_> {
 
     /// Re-reads the record and requires it unchanged since `held` (same version, same fence).
     pub(crate) fn reread(&self, op: &Op<'_>, held: &Held) -> Result<Held, EngineError> {
-        match self.read_slot(&op.target_key)? {
-            Some((version, AuthoritySlot::External(r)))
+        match self
+            .read_slot(&op.target_key)?
+            .map(|(v, slot)| (v, slot.into_record()))
+        {
+            Some((version, r))
                 if version == held.version
+                    && r.schema_version == held.record.schema_version
                     && r.operation_id == held.record.operation_id
                     && r.fence_token == held.record.fence_token
                     && r.inventory_digest == held.record.inventory_digest
                     && r.artifact == held.record.artifact
                     && r.phase == held.record.phase =>
             {
-                Ok(Held {
-                    version,
-                    record: *r,
-                })
+                Ok(Held { version, record: r })
             }
             _ => Err(EngineError::AuthorityConflict {
                 phase: held.record.phase.as_str(),
@@ -273,12 +268,12 @@ impl Coordinator<'_> {
     /// This operation's record as it is now, if the slot still holds it.
     pub(crate) fn current(&self, op: &Op<'_>) -> Option<Held> {
         match self.read_slot(&op.target_key) {
-            Ok(Some((version, AuthoritySlot::External(r))))
-                if r.operation_id == op.operation_id =>
+            Ok(Some((version, slot)))
+                if slot.mode() == op.mode && slot.record().operation_id == op.operation_id =>
             {
                 Some(Held {
                     version,
-                    record: *r,
+                    record: slot.into_record(),
                 })
             }
             _ => None,

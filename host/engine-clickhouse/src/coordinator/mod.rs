@@ -20,8 +20,8 @@ use dpone_policy_model::admission::{
 use serde::Serialize;
 
 use crate::contracts::{
-    self, AdmissionEvidence, AuthoritySlot, Digest, ExternalReceipt, InventoryEntry, MemberId,
-    OperationId, Phase, Schema, TargetKey,
+    self, AdmissionEvidence, AuthoritySlot, Digest, InventoryEntry, MemberId, OperationId, Phase,
+    PublicationReceipt, Schema, TargetKey,
 };
 use crate::error::EngineError;
 use crate::ports::{
@@ -29,7 +29,7 @@ use crate::ports::{
     MemberCatalog, PortErrorKind, ProgressObserver,
 };
 
-pub use status::{ExternalSlot, MemberObservation, SlotStatus, StatusReport};
+pub use status::{MemberObservation, RecordSlot, SlotStatus, StatusReport};
 pub use timing::{MemberTimings, RunTimings};
 
 /// The ports a coordinator drives; the composition root fills them. Every port is `Sync`:
@@ -70,6 +70,9 @@ pub struct CoordinatorConfig {
     /// Members served at once (loads, content proofs, observations); 1 serves them one after
     /// another in member-id order.
     pub member_parallelism: usize,
+    /// Internal mode: how long one run waits for one replica to converge on the staged
+    /// candidate (`SYSTEM SYNC REPLICA`) before it stops, retryable, in STAGING.
+    pub replica_sync_bound: std::time::Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -80,6 +83,7 @@ impl Default for CoordinatorConfig {
             content_proof: crate::contracts::ContentProof::Rowset,
             member_step_limit: 12,
             member_parallelism: 4,
+            replica_sync_bound: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -107,7 +111,7 @@ pub enum RunOutcome {
     /// Every member holds the desired generation and cleanup is proven.
     Completed {
         /// The commit receipt.
-        receipt: Box<ExternalReceipt>,
+        receipt: Box<PublicationReceipt>,
     },
     /// The cluster is still executing the bound DDL; call `run` again later.
     InProgress {
@@ -163,6 +167,8 @@ pub struct Coordinator<'a> {
 /// The admitted, derived context of one run.
 pub(crate) struct Op<'r> {
     pub req: &'r OperationRequest,
+    /// The replication mode admission selected (the mode router's choice).
+    pub mode: crate::contracts::PublicationMode,
     pub cluster: &'r str,
     pub database: &'r str,
     pub target: &'r str,
@@ -239,9 +245,6 @@ impl<'a> Coordinator<'a> {
         match gated.decision {
             StaticDecision::Blocked(reasons) => Err(EngineError::AdmissionBlocked(reasons)),
             StaticDecision::Admitted(d) => {
-                if d.replication_mode != ReplicationMode::External {
-                    return Err(EngineError::ModeNotExternal);
-                }
                 if !d.no_fallback || !d.runtime_admission_required {
                     return Err(EngineError::AdmissionInconsistent);
                 }
@@ -458,8 +461,11 @@ impl<'a> Coordinator<'a> {
             }
             RuntimeDecision::Admitted(a) => a,
         };
-        if admitted.replication_mode != ReplicationMode::External {
-            return Err(EngineError::ModeNotExternal);
+        let mode = publication_mode(admitted.replication_mode);
+        // The mode router: the mode is the one the static decision selected for this
+        // manifest, and the runtime decision must agree with it.
+        if mode != static_mode(&req.static_facts) {
+            return Err(EngineError::AdmissionInconsistent);
         }
         // The policy's answer must be exactly the inventory, in member-id order.
         let mut expected: Vec<(MemberId, u32, u32)> = entries
@@ -490,6 +496,7 @@ impl<'a> Coordinator<'a> {
             contracts::operation_id(&req.scheduler_invocation, &target_key, &req.plan_digest);
         Ok(Op {
             req,
+            mode,
             cluster: &f.cluster_name,
             database: &f.target_database,
             target: &req.target_table,
@@ -608,6 +615,22 @@ impl<'a> Coordinator<'a> {
             return Err(EngineError::InventoryDrift);
         }
         Ok(())
+    }
+}
+
+/// The engine's mode for the policy's.
+fn publication_mode(mode: ReplicationMode) -> crate::contracts::PublicationMode {
+    match mode {
+        ReplicationMode::Internal => crate::contracts::PublicationMode::Internal,
+        ReplicationMode::External => crate::contracts::PublicationMode::External,
+    }
+}
+
+/// The mode a manifest declares (`replication_mode` absent means internal, spec 000).
+pub(crate) fn static_mode(facts: &StaticFacts) -> crate::contracts::PublicationMode {
+    match facts.replication_mode.as_deref() {
+        Some("external") => crate::contracts::PublicationMode::External,
+        _ => crate::contracts::PublicationMode::Internal,
     }
 }
 

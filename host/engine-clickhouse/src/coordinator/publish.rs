@@ -4,8 +4,8 @@ use super::authority::Held;
 use super::timing::{MemberStep, RunPhase};
 use super::{Coordinator, Op, RunOutcome};
 use crate::contracts::{
-    self, ClusterStatement, DdlBinding, EXTERNAL_RECEIPT_SCHEMA, ExternalReceipt, MemberCleanup,
-    MemberId, MemberPublication, Phase, ReceiptMember, Token, Uuid,
+    self, ClusterStatement, DdlBinding, MemberCleanup, MemberId, MemberPublication, Phase,
+    PublicationReceipt, ReceiptMember, Token, Uuid,
 };
 use crate::error::EngineError;
 use crate::ports::{DdlCorrelation, PortErrorKind, QueueEntry, QueueHostStatus};
@@ -284,8 +284,8 @@ impl Coordinator<'_> {
         for m in &mut next.members {
             m.publication = MemberPublication::Published;
         }
-        next.receipt = Some(ExternalReceipt {
-            schema_version: EXTERNAL_RECEIPT_SCHEMA.into(),
+        next.receipt = Some(PublicationReceipt {
+            schema_version: op.mode.receipt_schema().into(),
             target_key: op.target_key,
             operation_id: op.operation_id,
             generation_id: held

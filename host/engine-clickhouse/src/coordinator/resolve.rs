@@ -32,7 +32,7 @@ pub use record::resolved_record;
 
 use super::RecoveryAction;
 use crate::contracts::{
-    ArtifactFact, ExternalAuthorityRecord, MAX_RESOLUTIONS, MemberId, Phase, QueueEvidence,
+    ArtifactFact, MAX_RESOLUTIONS, MemberId, Phase, PublicationRecord, QueueEvidence,
     ResolutionKind,
 };
 use crate::error::codes as engine;
@@ -235,7 +235,7 @@ enum Side {
     Published,
 }
 
-fn exact(t: Option<&ObservedTable>, r: &ExternalAuthorityRecord) -> bool {
+fn exact(t: Option<&ObservedTable>, r: &PublicationRecord) -> bool {
     let rows = r.artifact.map(|a| a.row_count);
     t.is_some_and(|t| {
         t.schema_matches
@@ -247,7 +247,7 @@ fn exact(t: Option<&ObservedTable>, r: &ExternalAuthorityRecord) -> bool {
 }
 
 /// One entry covering every member, every host mapped.
-fn single_entry<'q>(q: &'q [QueueEntry], r: &ExternalAuthorityRecord) -> Option<&'q QueueEntry> {
+fn single_entry<'q>(q: &'q [QueueEntry], r: &PublicationRecord) -> Option<&'q QueueEntry> {
     match q {
         [e] if e.unmapped_hosts == 0
             && r.members

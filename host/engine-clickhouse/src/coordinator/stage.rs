@@ -11,7 +11,7 @@ use super::{Coordinator, Op};
 use crate::canonical::{self, DigestError};
 use crate::contracts::{
     self, ArtifactIdentity, ContentProof, Digest, MemberCleanup, MemberId, Phase, PhysicalTable,
-    StageState, Uuid,
+    PublicationMode, StageState, Uuid,
 };
 use crate::error::EngineError;
 use crate::ports::{CandidateSpec, LoadTokens, PortError, TableObservation};
@@ -516,13 +516,22 @@ impl Coordinator<'_> {
             first: None,
         });
         let revalidated: Revalidated = Mutex::new(None);
-        self.for_members(&op.members, |(id, _, _)| {
-            if let Err(e) = self.stage_member(op, &shared, &revalidated, id, &artifact) {
-                let mut g = lock(&shared);
-                g.stopped = true;
-                g.first.get_or_insert(e);
+        match op.mode {
+            PublicationMode::External => {
+                self.for_members(&op.members, |(id, _, _)| {
+                    if let Err(e) = self.stage_member(op, &shared, &revalidated, id, &artifact) {
+                        let mut g = lock(&shared);
+                        g.stopped = true;
+                        g.first.get_or_insert(e);
+                    }
+                });
             }
-        });
+            PublicationMode::Internal => {
+                if let Err(e) = self.stage_replicas(op, &shared, &revalidated, &artifact) {
+                    lock(&shared).first.get_or_insert(e);
+                }
+            }
+        }
         let Staging { held, first, .. } =
             shared.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(err) = first {
@@ -834,6 +843,298 @@ impl Coordinator<'_> {
             step: "stage",
             source: PortError::ambiguous("DPONE_STAGE_STEP_LIMIT"),
         })
+    }
+
+    /// Internal mode, STAGING → every replica READY (spec 000: internal mode "stages through one
+    /// connection and relies on ClickHouse replication to produce one shared generation").
+    ///
+    /// The members are replicas of one `Replicated*MergeTree` candidate: one UUID intent is
+    /// bound for all of them, the candidate is created on every replica with that exact UUID
+    /// (so they share one replication path), the artifact is loaded once through the first
+    /// member in member-id order, and every other replica is waited for with a bound
+    /// ([`super::CoordinatorConfig::replica_sync_bound`]) and then proven by its own content,
+    /// never by counts. Every step is decided from observation and the record, so a run that
+    /// stops anywhere resumes here. A staging replica whose candidate is incomplete after an
+    /// ambiguous load is rebuilt on every replica under a new UUID (never appended to); a
+    /// replica that converged on other content than the artifact's is divergent and held.
+    fn stage_replicas(
+        &self,
+        op: &Op<'_>,
+        shared: &Mutex<Staging>,
+        revalidated: &Revalidated,
+        artifact: &ArtifactIdentity,
+    ) -> Result<(), EngineError> {
+        let Some((loader, _, _)) = op.members.first().copied() else {
+            return Err(EngineError::AuthorityMismatch("no members"));
+        };
+        let foreign = |id: &MemberId| EngineError::CandidateForeign {
+            member: id.0.hex_prefix(16),
+        };
+        let divergent = |id: &MemberId| EngineError::CandidateDivergent {
+            member: id.0.hex_prefix(16),
+        };
+        // True right after this run created the candidate: the loader's emptiness is then not
+        // ambiguous.
+        let mut fresh = false;
+        for _ in 0..self.config.member_step_limit {
+            let Some(held) = self.reread_shared(op, shared)? else {
+                return Ok(());
+            };
+            if held.record.phase != Phase::Staging {
+                return Err(EngineError::AuthorityMismatch("staging outside STAGING"));
+            }
+            let members = &held.record.members;
+            if members.iter().all(|m| m.stage == StageState::Ready) {
+                return Ok(());
+            }
+            let stage = members[0].stage;
+            let uuid = members[0].candidate_uuid;
+            if members
+                .iter()
+                .any(|m| m.stage != stage || m.candidate_uuid != uuid)
+            {
+                // This run moves every replica together; anything else was not written here.
+                return Err(EngineError::AuthorityMismatch(
+                    "internal replicas in different stages",
+                ));
+            }
+            let observed = self
+                .for_members(&op.members, |(id, _, _)| {
+                    self.observe(op, id, &op.candidate)
+                })
+                .into_iter()
+                .collect::<Result<Vec<_>, EngineError>>()?;
+            let all = |f: &dyn Fn(&mut contracts::MemberRecord)| self.set_all_shared(op, shared, f);
+            match (stage, uuid) {
+                (StageState::Pending, _) => {
+                    if let Some(((id, _, _), _)) =
+                        op.members.iter().zip(&observed).find(|(_, o)| o.is_some())
+                    {
+                        return Err(foreign(id));
+                    }
+                    let u = Uuid::from_random(self.ports.env.random16());
+                    self.ports.progress.member_step(&loader, "candidate intent");
+                    all(&|m| {
+                        m.stage = StageState::Intent;
+                        m.candidate_uuid = Some(u);
+                    })?;
+                }
+                (_, None) => {
+                    return Err(EngineError::AuthorityMismatch("staged member without uuid"));
+                }
+                (StageState::Intent | StageState::Created, Some(u)) => {
+                    if let Some(((id, _, _), _)) = op
+                        .members
+                        .iter()
+                        .zip(&observed)
+                        .find(|(_, o)| o.as_ref().is_some_and(|o| o.uuid != u))
+                    {
+                        return Err(foreign(id));
+                    }
+                    if let Some(((id, _, _), _)) =
+                        op.members.iter().zip(&observed).find(|(_, o)| {
+                            o.as_ref()
+                                .is_some_and(|o| o.columns != op.req.schema.columns)
+                        })
+                    {
+                        return Err(divergent(id));
+                    }
+                    let missing: Vec<MemberId> = op
+                        .members
+                        .iter()
+                        .zip(&observed)
+                        .filter(|(_, o)| o.is_none())
+                        .map(|((id, _, _), _)| *id)
+                        .collect();
+                    if stage == StageState::Intent {
+                        if missing.is_empty() {
+                            fresh = observed.iter().flatten().all(|o| o.row_count == 0);
+                            all(&|m| m.stage = StageState::Created)?;
+                        } else {
+                            self.create_replicas(op, &missing, u)?;
+                        }
+                        continue;
+                    }
+                    if !missing.is_empty() {
+                        // A replica of the owned, unpublished candidate is gone: rebuild every
+                        // replica under a new UUID.
+                        self.rebuild_replicas(op, shared, u)?;
+                        continue;
+                    }
+                    let loader_rows = observed[0].as_ref().map_or(0, |o| o.row_count);
+                    if fresh && loader_rows == 0 && artifact.row_count > 0 {
+                        fresh = false;
+                        self.clock.member(&loader, MemberStep::Load, || {
+                            self.load(op, &held, revalidated, &loader, u, artifact)
+                        })?;
+                        continue;
+                    }
+                    fresh = false;
+                    let Some(loaded) = observed[0].as_ref() else {
+                        continue;
+                    };
+                    match self.classify(op, &held, &loader, loaded)? {
+                        Content::Exact(_) => {}
+                        Content::Incomplete => {
+                            self.ports
+                                .progress
+                                .member_step(&loader, "drop incomplete candidate");
+                            self.rebuild_replicas(op, shared, u)?;
+                            continue;
+                        }
+                        Content::Divergent => return Err(divergent(&loader)),
+                    }
+                    // Every replica: converge within the bound, then prove its own content.
+                    let digests = self.for_members(&op.members, |(id, _, _)| {
+                        if *id != loader {
+                            self.ports.progress.member_step(id, "sync replica");
+                            self.clock
+                                .member(id, MemberStep::Load, || {
+                                    self.ports.catalog.sync_replica(
+                                        id,
+                                        op.database,
+                                        &op.candidate,
+                                        u,
+                                        self.config.replica_sync_bound,
+                                    )
+                                })
+                                .map_err(|e| {
+                                    if e.class == crate::ports::REPLICA_NOT_CONVERGED {
+                                        EngineError::ReplicaNotConverged {
+                                            member: id.0.hex_prefix(16),
+                                        }
+                                    } else {
+                                        Self::member_err(id, "sync replica")(e)
+                                    }
+                                })?;
+                        }
+                        let o = self.observe(op, id, &op.candidate)?.ok_or_else(|| {
+                            EngineError::MemberUnavailable {
+                                member: id.0.hex_prefix(16),
+                                step: "observe replica",
+                                source: PortError::ambiguous("DPONE_CANDIDATE_REPLICA_ABSENT"),
+                            }
+                        })?;
+                        if o.uuid != u {
+                            return Err(foreign(id));
+                        }
+                        match self.classify(op, &held, id, &o)? {
+                            Content::Exact(d) => Ok(d),
+                            // After the replica processed its queue, any other content is not
+                            // the one replicated generation.
+                            Content::Incomplete | Content::Divergent => Err(divergent(id)),
+                        }
+                    });
+                    let digests = digests.into_iter().collect::<Result<Vec<_>, _>>()?;
+                    let ready: Vec<(MemberId, Digest)> = op
+                        .members
+                        .iter()
+                        .map(|(id, _, _)| *id)
+                        .zip(digests)
+                        .collect();
+                    for (id, _) in &ready {
+                        self.ports.progress.member_step(id, "ready");
+                    }
+                    all(&|m| {
+                        if let Some((_, d)) = ready.iter().find(|(id, _)| *id == m.member_id) {
+                            m.stage = StageState::Ready;
+                            m.candidate_content_digest = Some(*d);
+                        }
+                    })?;
+                }
+                (StageState::Ready, _) => return Ok(()),
+            }
+        }
+        Err(EngineError::MemberUnavailable {
+            member: loader.0.hex_prefix(16),
+            step: "stage",
+            source: PortError::ambiguous("DPONE_STAGE_STEP_LIMIT"),
+        })
+    }
+
+    /// Creates the replicated candidate with UUID `u` on each of `members` (concurrently).
+    fn create_replicas(
+        &self,
+        op: &Op<'_>,
+        members: &[MemberId],
+        u: Uuid,
+    ) -> Result<(), EngineError> {
+        let spec = CandidateSpec {
+            database: op.database,
+            name: &op.candidate,
+            uuid: u,
+            schema: &op.req.schema,
+            engine: op.engine,
+            order_by: &op.req.order_by,
+        };
+        self.for_members(members, |id| {
+            self.ports.progress.member_step(id, "create candidate");
+            self.clock
+                .member(id, MemberStep::Create, || {
+                    self.ports.catalog.create_candidate(id, &spec)
+                })
+                .map_err(Self::member_err(id, "create candidate"))
+        })
+        .into_iter()
+        .collect()
+    }
+
+    /// Drops the exact owned candidate `u` on every replica (publication has not started: the
+    /// phase is STAGING), proves its absence everywhere, then binds a new UUID intent.
+    fn rebuild_replicas(
+        &self,
+        op: &Op<'_>,
+        shared: &Mutex<Staging>,
+        u: Uuid,
+    ) -> Result<(), EngineError> {
+        let ids: Vec<MemberId> = op.members.iter().map(|(id, _, _)| *id).collect();
+        self.for_members(&ids, |id| {
+            self.ports
+                .catalog
+                .drop_exact(id, op.database, &op.candidate, u)
+                .map_err(Self::member_err(id, "drop candidate"))?;
+            match self.observe(op, id, &op.candidate)? {
+                None => Ok(()),
+                Some(_) => Err(EngineError::MemberUnavailable {
+                    member: id.0.hex_prefix(16),
+                    step: "prove candidate absence",
+                    source: PortError::ambiguous("DPONE_CANDIDATE_STILL_PRESENT"),
+                }),
+            }
+        })
+        .into_iter()
+        .collect::<Result<(), EngineError>>()?;
+        let u2 = Uuid::from_random(self.ports.env.random16());
+        self.set_all_shared(op, shared, &|m| {
+            m.stage = StageState::Intent;
+            m.candidate_uuid = Some(u2);
+            m.rebuilds += 1;
+        })
+    }
+
+    /// One CAS applying `f` to every member record of the staging run's shared record.
+    fn set_all_shared(
+        &self,
+        op: &Op<'_>,
+        shared: &Mutex<Staging>,
+        f: &dyn Fn(&mut contracts::MemberRecord),
+    ) -> Result<(), EngineError> {
+        let mut g = lock(shared);
+        if g.stopped {
+            return Ok(());
+        }
+        let mut next = g.held.record.clone();
+        next.members.iter_mut().for_each(f);
+        match self.cas(op, &g.held, next) {
+            Ok(h) => {
+                g.held = h;
+                Ok(())
+            }
+            Err(e) => {
+                g.stopped = true;
+                Err(e)
+            }
+        }
     }
 
     /// Exactly one load of the revalidated artifact. An error is not retried here: the next

@@ -7,8 +7,8 @@ use super::authority::Held;
 use super::publish::CleanupState;
 use super::{Coordinator, Op, OperationRequest, RecoveryAction};
 use crate::contracts::{
-    self, AuthoritySlot, DdlBinding, ExternalAuthorityRecord, GenerationId, MemberId, OperationId,
-    Phase, TargetKey, Uuid,
+    self, DdlBinding, GenerationId, MemberId, OperationId, Phase, PublicationMode,
+    PublicationRecord, TargetKey, Uuid,
 };
 use crate::error::{EngineError, codes};
 use crate::ports::{PortErrorKind, QueueHostStatus};
@@ -19,20 +19,15 @@ use crate::ports::{PortErrorKind, QueueHostStatus};
 pub enum SlotStatus {
     /// Nothing.
     Absent,
-    /// A V1 internal record.
-    V1 {
-        /// Phase name.
-        phase: String,
-        /// Whether it is resolved.
-        resolved: bool,
-    },
+    /// A V1 (internal mode) record.
+    V1(Box<RecordSlot>),
     /// An external record.
-    External(Box<ExternalSlot>),
+    External(Box<RecordSlot>),
 }
 
-/// The evidence of an external record.
+/// The evidence of a record (either mode).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ExternalSlot {
+pub struct RecordSlot {
     /// Its operation id.
     pub operation_id: OperationId,
     /// Whether it is this request's operation.
@@ -121,23 +116,14 @@ impl Coordinator<'_> {
             recovery: RecoveryAction::Run,
             reason: None,
         };
-        let (version, record) = match self.read_slot(&target_key)? {
-            None => return Ok(report),
-            Some((_, AuthoritySlot::V1(v1))) => {
-                report.slot = SlotStatus::V1 {
-                    phase: v1.phase.as_str().into(),
-                    resolved: v1.phase.is_resolved(),
-                };
-                if !v1.phase.is_resolved() {
-                    report.recovery = RecoveryAction::ResolveV1First;
-                    report.reason = Some(codes::V1_AUTHORITY_UNRESOLVED);
-                }
-                return Ok(report);
-            }
-            Some((v, AuthoritySlot::External(r))) => (v, *r),
+        let Some((version, slot)) = self.read_slot(&target_key)? else {
+            return Ok(report);
         };
-        let same = record.operation_id == operation_id;
-        report.slot = SlotStatus::External(Box::new(ExternalSlot {
+        let slot_mode = slot.mode();
+        let record = slot.into_record();
+        let request_mode = super::static_mode(f);
+        let same = record.operation_id == operation_id && slot_mode == request_mode;
+        let evidence = Box::new(RecordSlot {
             operation_id: record.operation_id,
             same_operation: same,
             phase: record.phase,
@@ -147,9 +133,24 @@ impl Coordinator<'_> {
             publication: record.publication.clone(),
             cleanup: record.cleanup.clone(),
             error_class: record.error_class.clone(),
-        }));
+        });
+        report.slot = match slot_mode {
+            PublicationMode::Internal => SlotStatus::V1(evidence),
+            PublicationMode::External => SlotStatus::External(evidence),
+        };
+        // An unresolved V1 record blocks external mode: resolve it (as its own, internal-mode
+        // operation) first.
+        if slot_mode == PublicationMode::Internal
+            && request_mode == PublicationMode::External
+            && !record.phase.is_resolved()
+        {
+            report.recovery = RecoveryAction::ResolveV1First;
+            report.reason = Some(codes::V1_AUTHORITY_UNRESOLVED);
+            return Ok(report);
+        }
         let op = Op {
             req,
+            mode: slot_mode,
             cluster: &f.cluster_name,
             database: &f.target_database,
             target: &req.target_table,
@@ -314,7 +315,7 @@ impl Coordinator<'_> {
         any_unreachable: bool,
         report: &StatusReport,
     ) -> (RecoveryAction, Option<&'static str>) {
-        let r: &ExternalAuthorityRecord = &held.record;
+        let r: &PublicationRecord = &held.record;
         if !same {
             return if r.phase.is_resolved() {
                 (RecoveryAction::Run, None)

@@ -13,8 +13,8 @@ use crate::canonical::rowbinary::{RowReader, row_ends};
 use crate::canonical::rowset::RowsetHasher;
 use crate::canonical::{ColumnType, column_types};
 use crate::contracts::{
-    self, AdmissionEvidence, ArtifactIdentity, AuthoritySlot, ClusterStatement, Column, Digest,
-    MemberId, Phase, Schema, TargetKey, Uuid,
+    self, AdmissionEvidence, ArtifactIdentity, ClusterStatement, Column, Digest, MemberId, Phase,
+    Schema, TargetKey, Uuid,
 };
 use crate::ports::{
     AdmissionGate, ArtifactSource, AuthorityStore, CandidateSpec, ClusterDdl, DdlCorrelation,
@@ -84,8 +84,20 @@ pub struct TableSnapshot {
     pub rows: u64,
 }
 
+/// The shared replication log of one replicated table (by UUID): every row any replica
+/// inserted, in insert order. A replica holds what it has fetched ([`Table::data`]).
+#[derive(Clone, Debug, Default)]
+struct ReplicationLog {
+    data: Vec<u8>,
+    rows: u64,
+}
+
 struct State {
     members: Vec<Member>,
+    /// `internal_replication` every inventory row reports (true: a Replicated cluster).
+    internal_replication: bool,
+    /// Replication logs of the replicated tables, by UUID.
+    replicated: BTreeMap<Uuid, ReplicationLog>,
     authority: BTreeMap<TargetKey, Versioned>,
     queue: Vec<QEntry>,
     /// Armed faults not yet spent, each with its arming index.
@@ -132,6 +144,8 @@ impl SyntheticCluster {
                         ),
                     })
                     .collect(),
+                internal_replication: false,
+                replicated: BTreeMap::new(),
                 authority: BTreeMap::new(),
                 queue: Vec::new(),
                 faults: Vec::new(),
@@ -146,6 +160,16 @@ impl SyntheticCluster {
             types,
             columns: schema.columns.clone(),
         }
+    }
+
+    /// A Replicated cluster of `members` replicas of one shard (`internal_replication = true`):
+    /// tables created with a `Replicated*` engine share a replication log by UUID; a load
+    /// through one replica reaches the others when they sync ([`MemberCatalog::sync_replica`]).
+    /// Tables [`Self::put_table`] creates are `ReplicatedMergeTree`.
+    pub fn new_replicated(members: u32, schema: &Schema) -> Self {
+        let c = Self::new(members, schema);
+        c.lock().internal_replication = true;
+        c
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -171,12 +195,17 @@ impl SyntheticCluster {
         let mut s = self.lock();
         let uuid = synthetic_uuid(&mut s.next_uuid);
         let columns = self.columns.clone();
+        let engine = if s.internal_replication {
+            "ReplicatedMergeTree"
+        } else {
+            "MergeTree"
+        };
         if let Some(m) = s.members.get_mut(idx) {
             m.tables.insert(
                 (database.into(), name.into()),
                 Table {
                     uuid,
-                    engine: "MergeTree".into(),
+                    engine: engine.into(),
                     columns,
                     data: data.to_vec(),
                     rows,
@@ -476,10 +505,9 @@ impl SyntheticCluster {
 }
 
 fn phase_of(value: &str) -> Option<Phase> {
-    match contracts::decode_slot(value) {
-        Ok(AuthoritySlot::External(r)) => Some(r.phase),
-        _ => None,
-    }
+    contracts::decode_slot(value)
+        .ok()
+        .map(|slot| slot.record().phase)
 }
 
 fn synthetic_uuid(counter: &mut u64) -> Uuid {
@@ -638,7 +666,7 @@ impl InventoryPort for SyntheticCluster {
                 InventoryRow {
                     shard_num: m.shard,
                     replica_num: m.replica,
-                    internal_replication: false,
+                    internal_replication: s.internal_replication,
                     endpoint_digest: Digest::of(endpoint.as_bytes()),
                 }
             })
@@ -758,6 +786,9 @@ impl MemberCatalog for SyntheticCluster {
             return Err(PortError::rejected("DPONE_SYNTHETIC_QUERY_INVALID"));
         }
         let key = (spec.database.to_string(), spec.name.to_string());
+        if spec.engine.starts_with("Replicated") {
+            s.replicated.entry(spec.uuid).or_default();
+        }
         let m = &mut s.members[i];
         if m.tables.contains_key(&key) || m.tables.values().any(|t| t.uuid == spec.uuid) {
             return Err(PortError::rejected(DB_ERR));
@@ -817,7 +848,7 @@ impl MemberCatalog for SyntheticCluster {
             }
             _ => (bytes.len(), ends.len() as u64),
         };
-        let max = {
+        let (max, replicated) = {
             let t = s.members[i]
                 .tables
                 .get_mut(&(database.into(), name.into()))
@@ -826,8 +857,12 @@ impl MemberCatalog for SyntheticCluster {
             t.data.extend_from_slice(&bytes[..cut]);
             t.rows += rows;
             t.loads += 1;
-            t.loads
+            (t.loads, t.engine.starts_with("Replicated"))
         };
+        if replicated && let Some(log) = s.replicated.get_mut(&uuid) {
+            log.data.extend_from_slice(&bytes[..cut]);
+            log.rows += rows;
+        }
         s.metrics.loads += 1;
         s.metrics.max_loads_per_table = s.metrics.max_loads_per_table.max(max);
         if crash.is_some() {
@@ -857,10 +892,82 @@ impl MemberCatalog for SyntheticCluster {
             Some(t) if t.uuid == uuid => {
                 s.members[i].tables.remove(&key);
                 s.metrics.exact_drops += 1;
+                if !s
+                    .members
+                    .iter()
+                    .any(|m| m.tables.values().any(|t| t.uuid == uuid))
+                {
+                    s.replicated.remove(&uuid);
+                }
                 Ok(())
             }
             Some(_) => Err(PortError::rejected(DB_ERR)),
         }
+    }
+
+    fn sync_replica(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+        _bound: std::time::Duration,
+    ) -> Result<(), PortError> {
+        let mut s = self.lock();
+        let i = Self::member_index(&s, member)?;
+        self.member_fault(&mut s, i)?;
+        let key = (database.to_string(), name.to_string());
+        match s.members[i].tables.get(&key) {
+            Some(t) if t.uuid == uuid && t.engine.starts_with("Replicated") => {}
+            _ => return Err(PortError::rejected(DB_ERR)),
+        }
+        let not_converged = PortError::unavailable(crate::ports::REPLICA_NOT_CONVERGED);
+        // A replica that never converges: every sync times out (counted fired once).
+        if let Some((id, f)) = Self::take_armed(
+            &mut s,
+            |f| matches!(f, Fault::ReplicaNeverConverges { member } if *member == i),
+        ) {
+            s.fired.insert(id);
+            s.faults.push((id, f));
+            return Err(not_converged);
+        }
+        if let Some((id, f)) = Self::take_armed(
+            &mut s,
+            |f| matches!(f, Fault::ReplicaLags { member, .. } if *member == i),
+        ) {
+            s.fired.insert(id);
+            if let Fault::ReplicaLags { member, syncs } = f
+                && syncs > 1
+            {
+                s.faults.push((
+                    id,
+                    Fault::ReplicaLags {
+                        member,
+                        syncs: syncs - 1,
+                    },
+                ));
+            }
+            return Err(not_converged);
+        }
+        let divergent = Self::take_fault(
+            &mut s,
+            |f| matches!(f, Fault::ReplicaDivergent { member } if *member == i),
+        )
+        .is_some();
+        let log = s.replicated.get(&uuid).cloned().unwrap_or_default();
+        let (mut data, mut rows) = (log.data, log.rows);
+        if divergent {
+            // The replica fetched one row no artifact of the fixture holds.
+            let mut w = crate::canonical::RowBinaryWriter::new(self.types.clone());
+            let _ = w.row(&foreign_row(&self.types));
+            rows += w.rows();
+            data.extend_from_slice(&w.finish());
+        }
+        if let Some(t) = s.members[i].tables.get_mut(&key) {
+            t.data = data;
+            t.rows = rows;
+        }
+        Ok(())
     }
 }
 

@@ -105,6 +105,25 @@ pub enum Fault {
         /// Rows applied before the refusal.
         rows: u64,
     },
+    /// Internal mode: the next `syncs` replica syncs of `member` time out (the replica lags),
+    /// then it converges.
+    ReplicaLags {
+        /// Member index.
+        member: usize,
+        /// Syncs that time out.
+        syncs: u32,
+    },
+    /// Internal mode: every replica sync of `member` times out (it never converges).
+    ReplicaNeverConverges {
+        /// Member index.
+        member: usize,
+    },
+    /// Internal mode: `member`'s next sync leaves it with one row the replication log does not
+    /// hold (a divergent replica).
+    ReplicaDivergent {
+        /// Member index.
+        member: usize,
+    },
     /// After the staging barrier, `member`'s target is replaced by a table of another
     /// generation (a writer outside dpone).
     TargetReplacedAfterStaging {

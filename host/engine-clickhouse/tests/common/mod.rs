@@ -5,7 +5,7 @@ use dpone_engine_clickhouse::canonical::{
     RowBinaryWriter, Value, column_types, content_digest, rowset_digest,
 };
 use dpone_engine_clickhouse::contracts::{
-    ContentProof, Digest, Schema, candidate_name, operation_id, target_key,
+    ContentProof, Digest, PublicationMode, Schema, candidate_name, operation_id, target_key,
 };
 use dpone_engine_clickhouse::ports::NoProgress;
 use dpone_engine_clickhouse::synthetic::{
@@ -48,7 +48,12 @@ impl Profile {
     /// The candidate table name of this profile's request's operation.
     #[allow(dead_code)] // not every test binary uses it
     pub fn candidate(&self) -> String {
-        let req = self.request();
+        self.candidate_of(PublicationMode::External)
+    }
+
+    /// The candidate table name of this profile's request under a manifest of `mode`.
+    pub fn candidate_of(&self, mode: PublicationMode) -> String {
+        let req = self.request_of(mode);
         let key = target_key(&self.cluster, &self.database, &self.target);
         candidate_name(
             &self.target,
@@ -66,11 +71,22 @@ impl Profile {
     }
 
     pub fn static_facts(&self) -> StaticFacts {
+        self.static_facts_of(PublicationMode::External)
+    }
+
+    /// The static facts of a manifest of `mode`: external names its mode and a plain
+    /// `MergeTree`; internal omits the mode (the spec's default) and names a
+    /// `ReplicatedMergeTree`.
+    pub fn static_facts_of(&self, mode: PublicationMode) -> StaticFacts {
+        let (replication_mode, engine) = match mode {
+            PublicationMode::External => (Some("external".into()), "MergeTree"),
+            PublicationMode::Internal => (None, "ReplicatedMergeTree"),
+        };
         StaticFacts {
             cluster_name: self.cluster.clone(),
             ddl_scope: Some("cluster".into()),
-            replication_mode: Some("external".into()),
-            engine: "MergeTree".into(),
+            replication_mode,
+            engine: engine.into(),
             max_source_bytes: Some(self.max_source_bytes),
             target_database: self.database.clone(),
             staging_database: self.database.clone(),
@@ -79,11 +95,25 @@ impl Profile {
     }
 
     pub fn request(&self) -> OperationRequest {
+        self.request_of(PublicationMode::External)
+    }
+
+    /// The profile's request under a manifest of `mode`.
+    pub fn request_of(&self, mode: PublicationMode) -> OperationRequest {
         OperationRequest {
-            static_facts: self.static_facts(),
+            static_facts: self.static_facts_of(mode),
             target_table: self.target.clone(),
             scheduler_invocation: self.scheduler_invocation.clone(),
-            plan_digest: Digest::of(b"normalized plan of the synthetic profile"),
+            // The real plan digest covers the engine and the mode, so each mode plans its own
+            // operation.
+            plan_digest: match mode {
+                PublicationMode::External => {
+                    Digest::of(b"normalized plan of the synthetic profile")
+                }
+                PublicationMode::Internal => {
+                    Digest::of(b"normalized plan of the synthetic profile, internal mode")
+                }
+            },
             schema: self.schema(),
             order_by: self.order_by.clone(),
         }
@@ -153,7 +183,16 @@ pub struct World {
 
 impl World {
     pub fn new(p: &Profile, members: u32, target_present: bool) -> Self {
-        let cluster = SyntheticCluster::new(members, &p.schema());
+        Self::of(PublicationMode::External, p, members, target_present)
+    }
+
+    /// A world for `mode`: external mode on independent members, internal mode on a
+    /// Replicated cluster.
+    pub fn of(mode: PublicationMode, p: &Profile, members: u32, target_present: bool) -> Self {
+        let cluster = match mode {
+            PublicationMode::External => SyntheticCluster::new(members, &p.schema()),
+            PublicationMode::Internal => SyntheticCluster::new_replicated(members, &p.schema()),
+        };
         if target_present {
             let baseline = p.rows(10_000, p.baseline_rows);
             for i in 0..members as usize {

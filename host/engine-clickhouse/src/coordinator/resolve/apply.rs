@@ -10,9 +10,8 @@ use super::{
     ResolveFacts, codes, decide, resolved_record,
 };
 use crate::contracts::{
-    self, AdmissionEvidence, ArtifactFact, ArtifactIdentity, AuthoritySlot, ContentProof,
-    ExternalAuthorityRecord, MemberId, MemberRecord, OperationId, Phase, ResolutionKind, TargetKey,
-    Uuid,
+    self, AdmissionEvidence, ArtifactFact, ArtifactIdentity, ContentProof, MemberId, MemberRecord,
+    OperationId, Phase, PublicationRecord, ResolutionKind, TargetKey, Uuid,
 };
 use crate::coordinator::{Coordinator, Op, OperationRequest, RecoveryAction};
 use crate::error::{EngineError, codes as engine};
@@ -203,12 +202,13 @@ impl Coordinator<'_> {
         let key = contracts::target_key(&f.cluster_name, &f.target_database, &req.target_table);
         let operation = contracts::operation_id(&req.scheduler_invocation, &key, &req.plan_digest);
         let mut report = ResolveReport::new(key, operation, opts.apply);
+        // A record of either mode (a V1 internal record is resolved exactly as an external
+        // one: the same fields, the same evidence).
         let (version, record) = match self.read_slot(&key)? {
-            Some((v, AuthoritySlot::External(r))) if r.operation_id == operation => (v, *r),
+            Some((v, slot)) if slot.record().operation_id == operation => (v, slot.into_record()),
             other => {
                 let reason = match other {
                     None => "the target slot holds no authority record",
-                    Some((_, AuthoritySlot::V1(_))) => "the target slot holds a V1 record",
                     Some(_) => {
                         "another operation holds the slot; resolve it with that operation's invocation"
                     }
@@ -260,7 +260,7 @@ impl Coordinator<'_> {
     ) -> Result<(), EngineError> {
         // The record must still be exactly the one observed before anything is dropped.
         match self.read_slot(&op.target_key)? {
-            Some((v, AuthoritySlot::External(r))) if v == version && *r == *facts.record => {}
+            Some((v, slot)) if v == version && *slot.record() == *facts.record => {}
             _ => {
                 report.refuse(refusal(
                     engine::AUTHORITY_CONFLICT,
@@ -345,7 +345,7 @@ impl Coordinator<'_> {
     fn observe_for_resolve<'r>(
         &self,
         op: &Op<'_>,
-        r: &'r ExternalAuthorityRecord,
+        r: &'r PublicationRecord,
         quiet_seconds: u64,
     ) -> Result<ResolveFacts<'r>, EngineError> {
         let inventory = match self.observe_inventory(op.cluster)? {
@@ -472,10 +472,13 @@ impl Coordinator<'_> {
 }
 
 /// The run context of the record's operation, for observation only (no admission).
-fn resolve_op<'r>(req: &'r OperationRequest, r: &ExternalAuthorityRecord) -> Op<'r> {
+fn resolve_op<'r>(req: &'r OperationRequest, r: &PublicationRecord) -> Op<'r> {
     let f = &req.static_facts;
     Op {
         req,
+        mode: r
+            .mode()
+            .unwrap_or(crate::contracts::PublicationMode::External),
         cluster: &f.cluster_name,
         database: &f.target_database,
         target: &req.target_table,

@@ -3,8 +3,7 @@
 use serde::Serialize;
 
 use crate::contracts::{
-    ArtifactFact, Digest, ExternalAuthorityRecord, MemberId, Phase, QueueEvidence, ResolutionKind,
-    Uuid,
+    ArtifactFact, Digest, MemberId, Phase, PublicationRecord, QueueEvidence, ResolutionKind, Uuid,
 };
 use crate::coordinator::RecoveryAction;
 use crate::ports::QueueEntry;
@@ -65,7 +64,7 @@ pub enum QueueFact {
 #[derive(Clone, Debug)]
 pub struct ResolveFacts<'a> {
     /// The operation's record.
-    pub record: &'a ExternalAuthorityRecord,
+    pub record: &'a PublicationRecord,
     /// Unix seconds now.
     pub now: i64,
     /// Required seconds since the record's last write before `return_to_staged` or `abort`.

@@ -3,8 +3,8 @@
 
 use super::{ObservedTable, Proposal, ResolveFacts, codes};
 use crate::contracts::{
-    EXTERNAL_RECEIPT_SCHEMA, ExternalAuthorityRecord, ExternalReceipt, MemberCleanup, MemberId,
-    MemberPublication, ReceiptMember, ResolutionEvidence, ResolutionKind, ResolvedMember, Uuid,
+    MemberCleanup, MemberId, MemberPublication, PublicationReceipt, PublicationRecord,
+    ReceiptMember, ResolutionEvidence, ResolutionKind, ResolvedMember, Uuid,
 };
 
 /// The record a proven resolution writes (the CAS sets `keeper_version` and `updated_at`).
@@ -14,7 +14,7 @@ pub fn resolved_record(
     p: &Proposal,
     version: u64,
     dropped: &[(MemberId, Uuid)],
-) -> ExternalAuthorityRecord {
+) -> PublicationRecord {
     let r = f.record;
     let mut next = r.clone();
     next.phase = p.to;
@@ -74,7 +74,7 @@ pub fn resolved_record(
 }
 
 /// The commit receipt of a `commit` resolution: every member's observed target.
-fn commit_receipt(f: &ResolveFacts<'_>) -> Option<ExternalReceipt> {
+fn commit_receipt(f: &ResolveFacts<'_>) -> Option<PublicationReceipt> {
     let r = f.record;
     let members = r
         .members
@@ -91,8 +91,13 @@ fn commit_receipt(f: &ResolveFacts<'_>) -> Option<ExternalReceipt> {
             })
         })
         .collect::<Option<Vec<_>>>()?;
-    Some(ExternalReceipt {
-        schema_version: EXTERNAL_RECEIPT_SCHEMA.into(),
+    Some(PublicationReceipt {
+        schema_version: r
+            .mode()
+            .map_or(crate::contracts::EXTERNAL_RECEIPT_SCHEMA, |m| {
+                m.receipt_schema()
+            })
+            .into(),
         target_key: r.target_key,
         operation_id: r.operation_id,
         generation_id: r.generation_id?,
