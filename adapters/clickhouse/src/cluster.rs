@@ -799,6 +799,42 @@ impl MemberCatalog for ClickHouseCluster {
         }
     }
 
+    fn sync_replica(
+        &self,
+        member: &MemberId,
+        database: &str,
+        name: &str,
+        uuid: Uuid,
+        bound: Duration,
+    ) -> Result<(), PortError> {
+        let c = self.member(member)?;
+        match self.table_uuid(&c.read, database, name)? {
+            Some((u, engine)) if u == uuid && engine.starts_with("Replicated") => {}
+            _ => return Err(PortError::rejected(class::UUID_MISMATCH)),
+        }
+        // The server bounds the wait; the HTTP request is allowed a little longer, and both
+        // stay inside the configured request timeout.
+        let secs = bound
+            .min(self.request_timeout.saturating_sub(Duration::from_secs(5)))
+            .as_secs()
+            .max(1);
+        let s = stmt(sql::sync_replica(database, name, secs))?;
+        match self.bounded(build(&c.read, &s).execute(), false) {
+            Ok(()) => {}
+            Err(e) if e.class == class::SERVER_TIMEOUT || e.class == class::TIMEOUT => {
+                return Err(PortError::unavailable(
+                    dpone_engine_clickhouse::ports::REPLICA_NOT_CONVERGED,
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+        // The table synced is still the exact replica.
+        match self.table_uuid(&c.read, database, name)? {
+            Some((u, _)) if u == uuid => Ok(()),
+            _ => Err(PortError::rejected(class::UUID_MISMATCH)),
+        }
+    }
+
     fn parts_fingerprint(
         &self,
         member: &MemberId,

@@ -327,15 +327,33 @@ pub fn create_candidate(spec: &CandidateSpec<'_>) -> Result<Statement, SqlError>
         let keys: Result<Vec<String>, SqlError> = spec.order_by.iter().map(|k| ident(k)).collect();
         format!("({})", keys?.join(", "))
     };
+    // A replicated candidate takes the server's `default_replica_path` and
+    // `default_replica_name` (`/clickhouse/tables/{uuid}/{shard}`, `{replica}`): every replica
+    // created with the same UUID joins the one replication path. Deduplication by token is the
+    // replicated table's own (`replicated_deduplication_window`); the plain MergeTree enables it.
+    let settings = if spec.engine.starts_with("Replicated") {
+        ""
+    } else {
+        " SETTINGS non_replicated_deduplication_window = 1000"
+    };
     Ok(Statement::new(format!(
-        "CREATE TABLE {} UUID '{}' ({}) ENGINE = {} ORDER BY {} \
-         SETTINGS non_replicated_deduplication_window = 1000",
+        "CREATE TABLE {} UUID '{}' ({}) ENGINE = {} ORDER BY {}{settings}",
         qualified(spec.database, spec.name)?,
         spec.uuid,
         cols.join(", "),
         spec.engine,
         order
     )))
+}
+
+/// `SYSTEM SYNC REPLICA` of one replicated table, waiting at most `bound_secs` (the server's
+/// `receive_timeout` bounds the wait; a replica still behind then fails with `TIMEOUT_EXCEEDED`).
+pub fn sync_replica(database: &str, table: &str, bound_secs: u64) -> Result<Statement, SqlError> {
+    Ok(Statement::new(format!(
+        "SYSTEM SYNC REPLICA {}",
+        qualified(database, table)?
+    ))
+    .setting("receive_timeout", bound_secs.max(1).to_string()))
 }
 
 /// One synchronous `RowBinary` load with deterministic tokens; async insert off.

@@ -200,22 +200,35 @@ fn a_blocked_manifest_exits_1_with_the_first_blocker_and_lists_all() {
 }
 
 #[test]
-fn internal_mode_is_decided_but_never_falls_back() {
+fn a_manifest_without_a_mode_is_admitted_in_internal_mode() {
+    // The spec's default: no `replication_mode` means internal, with a ReplicatedMergeTree
+    // engine; `check` admits it statically and names the mode, without fallback.
     let dir = tempfile::tempdir().expect("tempdir");
     let text = fixture(MANIFEST)
         .replace("        replication_mode: external\n", "")
         .replace("engine: MergeTree", "engine: ReplicatedMergeTree");
     let m = write(dir.path(), "internal.yaml", &text);
     let out = dpone(&["check", "--manifest", s(&m)], &[]);
-    assert_eq!(out.status.code(), Some(1));
-    let j = stdout_json(&out);
-    assert_eq!(j["replication"]["selected"], "cluster_internal");
-    assert_eq!(j["replication"]["no_fallback"], true);
-    assert_eq!(codes(&j), ["DPONE_CLICKHOUSE_CLUSTER_MODE_NOT_EXTERNAL"]);
-    assert_eq!(j["blockers"][0]["by"], "host");
     assert_eq!(
-        stderr_code(&out),
-        "DPONE_CLICKHOUSE_CLUSTER_MODE_NOT_EXTERNAL"
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = stdout_json(&out);
+    assert_eq!(j["admitted"], true);
+    assert_eq!(j["replication"]["selected"], "cluster_internal");
+    assert_eq!(j["replication"]["replication_mode"], "internal");
+    assert_eq!(j["replication"]["no_fallback"], true);
+    assert!(codes(&j).is_empty());
+    // The plain MergeTree under internal mode is the policy's engine/mode mismatch.
+    let text = fixture(MANIFEST).replace("        replication_mode: external\n", "");
+    let m = write(dir.path(), "mismatch.yaml", &text);
+    let out = dpone(&["check", "--manifest", s(&m)], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        codes(&stdout_json(&out)),
+        ["DPONE_CLICKHOUSE_CLUSTER_ENGINE_MODE_MISMATCH"]
     );
 }
 
@@ -1648,6 +1661,41 @@ fn live_every_source_type_round_trips_with_member_digests_equal_to_the_artifact_
     }
     let facts = route.members();
     assert_eq!(facts[0].0, facts[1].0);
+}
+
+#[test]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
+)]
+fn live_a_manifest_without_a_mode_is_routed_internal_and_refused_by_the_external_topology() {
+    // The mode router on real members: a manifest without `replication_mode` is internal mode;
+    // the tier's cluster reports internal_replication = false, so runtime admission refuses it
+    // (flag/mode mismatch) before any source read or member mutation, never falling back.
+    let route = LiveRoute::new("router", LIVE_COLUMNS, LIVE_SOURCE);
+    let text = std::fs::read_to_string(&route.manifest).expect("manifest");
+    let internal = text
+        .replace(", replication_mode: external", "")
+        .replace("engine: MergeTree", "engine: ReplicatedMergeTree");
+    assert_ne!(internal, text);
+    std::fs::write(&route.manifest, internal).expect("write");
+    let out = route.cmd("run", Some("router-1"), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = stdout_json(&out);
+    // The policy's own blocker is the one reported.
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_CLUSTER_FLAG_MODE_MISMATCH"
+    );
+    assert_eq!(j["replication"]["selected"], "cluster_internal", "{j}");
+    for (_, tables) in route.members_if_any() {
+        assert!(tables.is_empty(), "nothing was created: {tables:?}");
+    }
 }
 
 #[test]

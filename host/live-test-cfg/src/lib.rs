@@ -37,6 +37,15 @@ pub fn live_clickhouse() {
     from_variable("dpone_live_clickhouse", "DPONE_TEST_CLICKHOUSE_URL");
 }
 
+/// Sets `cfg(dpone_live_clickhouse_replicated)` when `DPONE_TEST_CLICKHOUSE_REPLICATED_URL`
+/// names a ClickHouse cluster of `Replicated*MergeTree` replicas (`internal_replication = true`).
+pub fn live_clickhouse_replicated() {
+    from_variable(
+        "dpone_live_clickhouse_replicated",
+        "DPONE_TEST_CLICKHOUSE_REPLICATED_URL",
+    );
+}
+
 /// Sets `cfg(dpone_live_mssql)` when `DPONE_TEST_MSSQL_URL` names a SQL Server.
 pub fn live_mssql() {
     from_variable("dpone_live_mssql", "DPONE_TEST_MSSQL_URL");

@@ -50,9 +50,16 @@ impl Tier {
     /// `DPONE_TEST_CLICKHOUSE_URL` is set (build-time cfg), so a missing companion variable is
     /// a broken set-up and fails the test.
     pub fn from_env() -> Self {
-        let url = var("DPONE_TEST_CLICKHOUSE_URL").expect("DPONE_TEST_CLICKHOUSE_URL is set");
-        let raw = var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS")
-            .expect("DPONE_TEST_CLICKHOUSE_MEMBER_URLS is set beside DPONE_TEST_CLICKHOUSE_URL");
+        Self::from_prefix("DPONE_TEST_CLICKHOUSE")
+    }
+
+    /// The tier named by `<prefix>_URL`, `<prefix>_MEMBER_URLS`, `<prefix>_USER`, … (the
+    /// Replicated cluster of the internal-mode tests is `DPONE_TEST_CLICKHOUSE_REPLICATED`).
+    pub fn from_prefix(prefix: &str) -> Self {
+        let var = |k: &str| var(&format!("{prefix}_{k}"));
+        let url = var("URL").unwrap_or_else(|| panic!("{prefix}_URL is set"));
+        let raw = var("MEMBER_URLS")
+            .unwrap_or_else(|| panic!("{prefix}_MEMBER_URLS is set beside {prefix}_URL"));
         let mut members = BTreeMap::new();
         for item in raw.split(',').filter(|s| !s.is_empty()) {
             let (key, u) = item.split_once('=').expect("items are shard:replica=url");
@@ -62,19 +69,17 @@ impl Tier {
                 u.to_string(),
             );
         }
-        let authority = var("DPONE_TEST_CLICKHOUSE_AUTHORITY")
-            .unwrap_or_else(|| "dpone_test.dpone_authority".into());
+        let authority = var("AUTHORITY").unwrap_or_else(|| "dpone_test.dpone_authority".into());
         let (adb, at) = authority.split_once('.').expect("authority is db.table");
         Self {
             url,
             members,
-            user: var("DPONE_TEST_CLICKHOUSE_USER").unwrap_or_else(|| "default".into()),
-            password: var("DPONE_TEST_CLICKHOUSE_PASSWORD").unwrap_or_default(),
-            cluster: var("DPONE_TEST_CLICKHOUSE_CLUSTER")
-                .unwrap_or_else(|| "analytics_cluster".into()),
-            database: var("DPONE_TEST_CLICKHOUSE_DATABASE").unwrap_or_else(|| "dpone_test".into()),
+            user: var("USER").unwrap_or_else(|| "default".into()),
+            password: var("PASSWORD").unwrap_or_default(),
+            cluster: var("CLUSTER").unwrap_or_else(|| "analytics_cluster".into()),
+            database: var("DATABASE").unwrap_or_else(|| "dpone_test".into()),
             authority: (adb.into(), at.into()),
-            dir: var("DPONE_TEST_CLICKHOUSE_TIER").map(PathBuf::from),
+            dir: var("TIER").map(PathBuf::from),
         }
     }
 
@@ -305,12 +310,26 @@ pub fn gate() -> FnGate {
 
 /// An external full refresh of `target` on the tier, ordered by the first column.
 pub fn request(tier: &Tier, target: &str, invocation: &str, schema: Schema) -> OperationRequest {
+    let mut req = internal_request(tier, target, invocation, schema);
+    req.static_facts.replication_mode = Some("external".into());
+    req.static_facts.engine = "MergeTree".into();
+    req
+}
+
+/// An internal-mode full refresh of `target` (a manifest without `replication_mode`, a
+/// `ReplicatedMergeTree` engine), ordered by the first column.
+pub fn internal_request(
+    tier: &Tier,
+    target: &str,
+    invocation: &str,
+    schema: Schema,
+) -> OperationRequest {
     OperationRequest {
         static_facts: StaticFacts {
             cluster_name: tier.cluster.clone(),
             ddl_scope: Some("cluster".into()),
-            replication_mode: Some("external".into()),
-            engine: "MergeTree".into(),
+            replication_mode: None,
+            engine: "ReplicatedMergeTree".into(),
             max_source_bytes: Some(1 << 30),
             target_database: tier.database.clone(),
             staging_database: tier.database.clone(),

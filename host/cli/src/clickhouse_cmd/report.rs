@@ -127,24 +127,21 @@ impl Report for StatusOutput<'_> {
         let status = &self.status;
         let mut s = match &status.slot {
             SlotStatus::Absent => Summary::new(Verdict::Done, "no operation recorded"),
-            SlotStatus::V1 { phase, resolved } => Summary::new(
-                if *resolved {
-                    Verdict::Done
-                } else {
-                    Verdict::NotFinished
-                },
-                format!("V1 record in {}", clean(phase)),
-            ),
-            SlotStatus::External(slot) => Summary::new(
+            SlotStatus::V1(slot) | SlotStatus::External(slot) => Summary::new(
                 Verdict::Done,
                 format!(
-                    "{} in {}",
+                    "{} in {}{}",
                     if slot.same_operation {
                         "this operation"
                     } else {
                         "another operation"
                     },
-                    shown(&slot.phase)
+                    shown(&slot.phase),
+                    if matches!(status.slot, SlotStatus::V1(_)) {
+                        " (V1 record, internal mode)"
+                    } else {
+                        ""
+                    }
                 ),
             ),
         };
