@@ -93,7 +93,9 @@ pub struct ClickHouseConfig {
     pub authority_database: String,
     /// Table of the KeeperMap authority facade.
     pub authority_table: String,
-    /// The cluster whose `system.clusters` rows identify the members.
+    /// The cluster whose `system.clusters` rows identify the members. Empty: one server
+    /// (local publication) — its only member is `(1, 1)` at the coordinator URL, the inventory
+    /// is that one row (no `system.clusters` is read), and DDL runs on it without `ON CLUSTER`.
     pub cluster: String,
     /// `distributed_ddl_task_timeout` for cluster DDL, in seconds.
     pub ddl_task_timeout_secs: u64,
@@ -453,6 +455,9 @@ impl AuthorityStore for ClickHouseCluster {
 
 impl InventoryPort for ClickHouseCluster {
     fn observe(&self, cluster: &str) -> Result<(Vec<InventoryRow>, bool), PortError> {
+        if self.cluster.is_empty() {
+            return self.local_inventory(cluster);
+        }
         let rows: Vec<ClusterRow> = self.fetch(&self.coordinator.read, &sql::inventory(cluster))?;
         let mut hosts = BTreeMap::new();
         let mut out = Vec::new();
@@ -489,6 +494,35 @@ impl InventoryPort for ClickHouseCluster {
 }
 
 impl ClickHouseCluster {
+    /// One server's inventory: the one member `(1, 1)` the connection configures, without
+    /// replication, once the server answers (an unreachable server is an outage, not an empty
+    /// inventory). Its endpoint digest is the server's own `serverUUID()`, so a URL that comes
+    /// to reach another server drifts the inventory and fences the operation.
+    fn local_inventory(&self, cluster: &str) -> Result<(Vec<InventoryRow>, bool), PortError> {
+        #[derive(clickhouse::Row, Deserialize)]
+        struct Server {
+            server_uuid: String,
+        }
+        if !cluster.is_empty() {
+            return Err(PortError::rejected(class::MEMBER_EXTRA));
+        }
+        let id = member_id(1, 1);
+        let c = self.member(&id)?;
+        let found: Vec<Server> = self.fetch(&c.read, &sql::server_uuid())?;
+        let [server] = found.as_slice() else {
+            return Err(PortError::rejected(MEMBER_IDENTITY_UNPROVEN));
+        };
+        Ok((
+            vec![InventoryRow {
+                shard_num: 1,
+                replica_num: 1,
+                internal_replication: false,
+                endpoint_digest: Digest::of(server.server_uuid.as_bytes()),
+            }],
+            self.members.len() == 1,
+        ))
+    }
+
     /// Proves that a member's connection reaches the replica it is configured as: the server's
     /// own `system.clusters` must mark exactly one row of the cluster `is_local`, and that row
     /// must be the configured `(shard_num, replica_num)`. Swapped URLs, two members on one
@@ -499,6 +533,10 @@ impl ClickHouseCluster {
         c: &Clients,
         cluster: &str,
     ) -> Result<(), PortError> {
+        // One server: the connection is the server; there is no replica to prove.
+        if self.cluster.is_empty() {
+            return Ok(());
+        }
         #[derive(clickhouse::Row, Deserialize)]
         struct Local {
             shard_num: u32,
@@ -876,6 +914,11 @@ impl ClusterDdl for ClickHouseCluster {
         statement: &ClusterStatement,
         correlation: &DdlCorrelation,
     ) -> Result<(), PortError> {
+        if self.cluster.is_empty() {
+            // One server: the statement itself, once, with the correlation bound.
+            let s = stmt(sql::local_ddl(statement, correlation))?;
+            return self.execute_once(&self.coordinator.once, &s);
+        }
         let s = stmt(sql::cluster_ddl(
             cluster,
             statement,
@@ -886,6 +929,27 @@ impl ClusterDdl for ClickHouseCluster {
     }
 
     fn observe_queue(&self, cluster: &str, query_id: &str) -> Result<Vec<QueueEntry>, PortError> {
+        if self.cluster.is_empty() {
+            // One server has no DDL queue: a statement still running is in its process list
+            // (by the bound query id); a finished one is not observable here (the engine
+            // proves it by the physical tables).
+            #[derive(clickhouse::Row, Deserialize)]
+            struct Running {
+                n: u64,
+            }
+            let found: Vec<Running> =
+                self.fetch(&self.coordinator.read, &sql::running_query(query_id))?;
+            let running = found.first().is_some_and(|r| r.n > 0);
+            return Ok(if running {
+                vec![QueueEntry {
+                    entry: query_id.to_owned(),
+                    members: vec![(member_id(1, 1), QueueHostStatus::Active)],
+                    unmapped_hosts: 0,
+                }]
+            } else {
+                Vec::new()
+            });
+        }
         let rows: Vec<QueueRow> =
             self.fetch(&self.coordinator.read, &sql::ddl_queue(cluster, query_id))?;
         let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner()).clone();

@@ -384,6 +384,54 @@ pub fn drop_candidate(database: &str, table: &str) -> Result<Statement, SqlError
     )))
 }
 
+/// One server's publication or cleanup statement (no `ON CLUSTER`), with the correlation bound
+/// as its `query_id` and `log_comment`.
+pub fn local_ddl(
+    statement: &ClusterStatement,
+    correlation: &DdlCorrelation,
+) -> Result<Statement, SqlError> {
+    let sql = match statement {
+        ClusterStatement::Exchange {
+            database,
+            target,
+            candidate,
+        } => format!(
+            "EXCHANGE TABLES {} AND {}",
+            qualified(database, target)?,
+            qualified(database, candidate)?
+        ),
+        ClusterStatement::Rename {
+            database,
+            candidate,
+            target,
+        } => format!(
+            "RENAME TABLE {} TO {}",
+            qualified(database, candidate)?,
+            qualified(database, target)?
+        ),
+        ClusterStatement::Drop { database, name } => {
+            format!("DROP TABLE {} SYNC", qualified(database, name)?)
+        }
+    };
+    Ok(Statement::new(sql)
+        .setting("query_id", &correlation.query_id)
+        .setting("log_comment", &correlation.query_id))
+}
+
+/// Whether the query with id `query_id` is running on this server (`system.processes`).
+pub fn running_query(query_id: &str) -> Statement {
+    Statement::new(
+        "SELECT toUInt64(count()) AS n FROM system.processes WHERE query_id = {query_id:String}"
+            .into(),
+    )
+    .param("query_id", query_id)
+}
+
+/// This server's `serverUUID()`.
+pub fn server_uuid() -> Statement {
+    Statement::new("SELECT toString(serverUUID()) AS server_uuid".into())
+}
+
 /// One correlated `ON CLUSTER` statement: `throw` output mode, no skipped shards, bound
 /// `log_comment` and `query_id`.
 pub fn cluster_ddl(

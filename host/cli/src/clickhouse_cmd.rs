@@ -172,7 +172,11 @@ struct ConnectionsCheck {
 
 fn check_connections(m: &Manifest, registry: &Registry) -> Result<ConnectionsCheck, Failure> {
     let ch = registry
-        .clickhouse(&m.target.connection_ref, "target.connection_ref")
+        .clickhouse_for(
+            &m.target.connection_ref,
+            "target.connection_ref",
+            m.clickhouse.cluster.is_local(),
+        )
         .map_err(|e| registry_failure(&e))?;
     let pg = registry
         .postgres(&m.source.connection_ref, "source.connection_ref")
@@ -492,7 +496,11 @@ fn coordinator_config(m: &Manifest) -> CoordinatorConfig {
 /// The cluster adapter from the registry, with the credential resolved from the environment.
 fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failure> {
     let ch = registry
-        .clickhouse(&m.target.connection_ref, "target.connection_ref")
+        .clickhouse_for(
+            &m.target.connection_ref,
+            "target.connection_ref",
+            m.clickhouse.cluster.is_local(),
+        )
         .map_err(|e| registry_failure(&e))?;
     let cluster = ClickHouseCluster::new(&cluster_config(ch, &m.clickhouse.cluster.name)?)
         .map_err(|e| wiring::port_failure(&e, "the ClickHouse client set-up"))?;

@@ -298,7 +298,11 @@ fn clickhouse_connections(m: &ChManifest, registry: &ChRegistry) -> Result<Vec<P
         .postgres(&m.source.connection_ref, "source.connection_ref")
         .map_err(|e| crate::clickhouse_cmd::registry_failure(&e))?;
     let ch = registry
-        .clickhouse(&m.target.connection_ref, "target.connection_ref")
+        .clickhouse_for(
+            &m.target.connection_ref,
+            "target.connection_ref",
+            m.clickhouse.cluster.is_local(),
+        )
         .map_err(|e| crate::clickhouse_cmd::registry_failure(&e))?;
     let database = &m.target.database;
     if m.clickhouse.staging_database != *database || ch.authority_database != *database {

@@ -86,13 +86,21 @@ fn scenarios(p: &Profile, mode: PublicationMode, members: u32) -> Vec<Scenario> 
     let replica = (0..ids.len()).rev().find(|&i| i != loader).unwrap_or(last);
     let both = [0, last];
     let loaders: &[usize] = match mode {
-        PublicationMode::External => &both,
+        PublicationMode::External | PublicationMode::Local => &both[..members.min(2) as usize],
         PublicationMode::Internal => std::slice::from_ref(&loader),
     };
     let last = match mode {
-        PublicationMode::External => last,
+        PublicationMode::External | PublicationMode::Local => last,
         PublicationMode::Internal => replica,
     };
+    if mode == PublicationMode::Local {
+        // One server lists a statement only while it runs: publication still running is
+        // waited for, then proven by the published pair alone.
+        out.push(conv(
+            "publication_still_running".into(),
+            vec![Fault::PartialDdl { executed: 0 }],
+        ));
+    }
     if mode == PublicationMode::Internal {
         out.push(conv(
             format!("replica_lags_m{last}"),
@@ -171,7 +179,7 @@ fn scenarios(p: &Profile, mode: PublicationMode, members: u32) -> Vec<Scenario> 
             ));
         }
     }
-    for m in [0, last] {
+    for &m in &both[..members.min(2) as usize] {
         out.push(conv(
             format!("member_unreachable_once_m{m}"),
             vec![Fault::MemberUnavailableOnce { member: m }],
@@ -231,9 +239,17 @@ fn scenarios(p: &Profile, mode: PublicationMode, members: u32) -> Vec<Scenario> 
     out.push(Scenario {
         name: "ddl_fails_on_one_member_terminal_mixed".into(),
         faults: vec![Fault::DdlFailsOnMember { member: last }],
-        expect: Expect::FailClosed {
-            codes: &[codes::PUBLICATION_TERMINAL_MIXED],
-            one_generation: false,
+        // One server: the failed statement left the pair unchanged and is not running, so
+        // nothing proves what happened (no queue records a failure): held, untouched.
+        expect: match mode {
+            PublicationMode::Local => Expect::FailClosed {
+                codes: &[codes::PUBLICATION_EVIDENCE_MISSING],
+                one_generation: true,
+            },
+            _ => Expect::FailClosed {
+                codes: &[codes::PUBLICATION_TERMINAL_MIXED],
+                one_generation: false,
+            },
         },
         setup: Setup::None,
     });
@@ -280,7 +296,8 @@ fn scenarios(p: &Profile, mode: PublicationMode, members: u32) -> Vec<Scenario> 
         },
         setup: Setup::ForeignCandidate,
     });
-    out.push(Scenario {
+    // (One server has no other member to diverge from.)
+    out.extend((members > 1).then(|| Scenario {
         name: "member_on_another_generation_at_baseline".into(),
         faults: vec![],
         expect: Expect::FailClosed {
@@ -292,7 +309,7 @@ fn scenarios(p: &Profile, mode: PublicationMode, members: u32) -> Vec<Scenario> 
             one_generation: false,
         },
         setup: Setup::MemberOnAnotherGeneration,
-    });
+    }));
     out.push(Scenario {
         name: "member_on_another_generation_before_publication".into(),
         faults: vec![Fault::TargetReplacedAfterStaging { member: last }],
@@ -350,7 +367,8 @@ fn run_scenario(
     match s.setup {
         Setup::None => {}
         Setup::ForeignCandidate => {
-            w.cluster.put_table(1, &p.database, &cand, &p.rows(1, 3));
+            let m = (members as usize - 1).min(1);
+            w.cluster.put_table(m, &p.database, &cand, &p.rows(1, 3));
         }
         Setup::MemberOnAnotherGeneration => {
             w.cluster
@@ -414,7 +432,7 @@ fn run_scenario(
     };
     check(faults_fired, "an injected fault never fired");
     // The slot holds this mode's record (V1 for internal mode), whatever the outcome.
-    let key = target_key(&p.cluster, &p.database, &p.target);
+    let key = target_key(&req.static_facts.cluster_name, &p.database, &p.target);
     let slot_mode = w
         .cluster
         .authority_value(&key)
@@ -603,8 +621,12 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
     let p = profile();
     assert_eq!(p.schema_version, "dpone.clickhouse.synthetic-profile.v1");
     let mut results = Vec::new();
-    for mode in [PublicationMode::External, PublicationMode::Internal] {
-        for &members in &p.member_counts {
+    for mode in PublicationMode::ALL {
+        let counts: &[u32] = match mode {
+            PublicationMode::Local => &[1],
+            _ => &p.member_counts,
+        };
+        for &members in counts {
             for target_present in [false, true] {
                 for s in scenarios(&p, mode, members) {
                     // Without a predecessor there is no cleanup DDL for a cleanup fault to hit.
@@ -624,7 +646,7 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
                 // External mode writes each member's stages; internal mode moves every
                 // replica in one write per stage.
                 let least = match mode {
-                    PublicationMode::External => 6 + 3 * members,
+                    PublicationMode::External | PublicationMode::Local => 6 + 3 * members,
                     PublicationMode::Internal => 9,
                 };
                 assert!(writes >= least, "{mode:?}: {writes} writes");

@@ -39,6 +39,7 @@ impl From<model::ReplicationMode> for wit::ReplicationMode {
         match m {
             model::ReplicationMode::Internal => Self::Internal,
             model::ReplicationMode::External => Self::External,
+            model::ReplicationMode::Local => Self::Local,
         }
     }
 }

@@ -143,15 +143,23 @@ const LIST_ITEM_BYTES: usize = 32;
 /// Longest accepted member id, in bytes.
 pub const MEMBER_ID_MAX_BYTES: usize = 128;
 
-/// `requested` in every replication decision.
+/// `requested` in every cluster decision (`local` for one server).
 const REQUESTED: &str = "cluster";
+
+/// `ddl_scope` of a manifest without a cluster block: one server, local publication.
+pub const LOCAL_SCOPE: &str = "local";
 
 /// Static admission, evaluated at `check` and `plan`.
 pub fn admit_static(facts: &StaticFacts) -> StaticDecision {
     let (mode, blockers) = static_rules(facts);
     match mode {
         Some(mode) if blockers.is_empty() => StaticDecision::Admitted(ReplicationDecision {
-            requested: REQUESTED.into(),
+            requested: if mode == ReplicationMode::Local {
+                LOCAL_SCOPE
+            } else {
+                REQUESTED
+            }
+            .into(),
             selected: selected(mode).into(),
             replication_mode: mode,
             runtime_admission_required: true,
@@ -222,6 +230,7 @@ fn selected(mode: ReplicationMode) -> &'static str {
     match mode {
         ReplicationMode::Internal => "cluster_internal",
         ReplicationMode::External => "cluster_external",
+        ReplicationMode::Local => "local",
     }
 }
 
@@ -229,6 +238,7 @@ fn mode_name(mode: ReplicationMode) -> &'static str {
     match mode {
         ReplicationMode::Internal => "internal",
         ReplicationMode::External => "external",
+        ReplicationMode::Local => "local",
     }
 }
 
@@ -240,7 +250,21 @@ fn mode_name(mode: ReplicationMode) -> &'static str {
 fn static_rules(f: &StaticFacts) -> (Option<ReplicationMode>, Vec<Reason>) {
     let mut blockers = Vec::new();
 
+    // One server: no cluster block (the host passes an empty cluster name and the `local`
+    // scope); a replication mode belongs to a cluster.
+    let local = f.ddl_scope.as_deref() == Some(LOCAL_SCOPE) && f.cluster_name.is_empty();
     let mode = match f.replication_mode.as_deref() {
+        None if local => Some(ReplicationMode::Local),
+        Some(other) if local => {
+            blockers.push(Reason::new(
+                codes::MODE_INVALID,
+                format!(
+                    "replication_mode applies to cluster publication only, found {} for one server",
+                    quoted(other)
+                ),
+            ));
+            None
+        }
         None | Some("internal") => Some(ReplicationMode::Internal),
         Some("external") => Some(ReplicationMode::External),
         Some(other) => {
@@ -255,7 +279,7 @@ fn static_rules(f: &StaticFacts) -> (Option<ReplicationMode>, Vec<Reason>) {
         }
     };
 
-    if f.cluster_name.trim().is_empty() {
+    if f.cluster_name.trim().is_empty() && !local {
         blockers.push(Reason::new(
             codes::NAME_REQUIRED,
             "cluster.name is required",
@@ -264,6 +288,7 @@ fn static_rules(f: &StaticFacts) -> (Option<ReplicationMode>, Vec<Reason>) {
 
     match f.ddl_scope.as_deref() {
         Some("cluster") => {}
+        _ if local => {}
         None => blockers.push(Reason::new(
             codes::DDL_SCOPE_REQUIRED,
             "cluster.ddl_scope must be cluster, it is absent",
@@ -328,6 +353,13 @@ fn static_rules(f: &StaticFacts) -> (Option<ReplicationMode>, Vec<Reason>) {
             codes::ENGINE_MODE_MISMATCH,
             format!(
                 "external mode requires a direct non-replicated *MergeTree engine, found {}",
+                quoted(&f.engine)
+            ),
+        )),
+        (EngineClass::Replicated, Some(ReplicationMode::Local)) => blockers.push(Reason::new(
+            codes::ENGINE_MODE_MISMATCH,
+            format!(
+                "local publication requires a direct non-replicated *MergeTree engine, found {}",
                 quoted(&f.engine)
             ),
         )),
@@ -407,7 +439,17 @@ fn topology_rules(
     for m in members {
         *positions.entry((m.shard_num, m.replica_num)).or_default() += 1;
     }
-    if positions.len() < 2 {
+    if mode == Some(ReplicationMode::Local) {
+        if positions.len() != 1 {
+            blockers.push(Reason::new(
+                codes::MEMBER_COUNT,
+                format!(
+                    "local publication needs exactly one server, found {}",
+                    positions.len()
+                ),
+            ));
+        }
+    } else if positions.len() < 2 {
         blockers.push(Reason::new(
             codes::MEMBER_COUNT,
             format!(
@@ -441,6 +483,7 @@ fn topology_rules(
             ),
         ));
     } else if let (Some(first), Some(mode)) = (members.first(), mode) {
+        // One server has no replication; the host reports it false.
         let expected = mode == ReplicationMode::Internal;
         if first.internal_replication != expected {
             blockers.push(Reason::new(
@@ -550,13 +593,18 @@ fn target_rules(
         ));
     }
     match mode {
-        Some(ReplicationMode::External) => {
+        Some(m @ (ReplicationMode::External | ReplicationMode::Local)) => {
             let replicated = with_class(EngineClass::Replicated);
             if !replicated.is_empty() {
                 blockers.push(Reason::new(
                     codes::REPLICATED_ENGINE_EXTERNAL,
                     format!(
-                        "external mode forbids an existing Replicated*MergeTree target; found on {}",
+                        "{} forbids an existing Replicated*MergeTree target; found on {}",
+                        if m == ReplicationMode::Local {
+                            "local publication"
+                        } else {
+                            "external mode"
+                        },
                         list(&replicated)
                     ),
                 ));

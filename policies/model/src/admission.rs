@@ -13,6 +13,8 @@ pub enum ReplicationMode {
     Internal,
     /// Independent non-replicated *MergeTree with `internal_replication = false`.
     External,
+    /// One server, no cluster block: local publication (`ddl_scope` `local`).
+    Local,
 }
 
 /// Static facts from the manifest, as parsed.
@@ -41,9 +43,9 @@ pub struct StaticFacts {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicationDecision {
-    /// Always `cluster`.
+    /// `cluster`, or `local` for one server.
     pub requested: String,
-    /// `cluster_internal` or `cluster_external`.
+    /// `cluster_internal`, `cluster_external` or `local`.
     pub selected: String,
     /// Selected mode.
     pub replication_mode: ReplicationMode,

@@ -127,23 +127,25 @@ impl Report for StatusOutput<'_> {
         let status = &self.status;
         let mut s = match &status.slot {
             SlotStatus::Absent => Summary::new(Verdict::Done, "no operation recorded"),
-            SlotStatus::V1(slot) | SlotStatus::External(slot) => Summary::new(
-                Verdict::Done,
-                format!(
-                    "{} in {}{}",
-                    if slot.same_operation {
-                        "this operation"
-                    } else {
-                        "another operation"
-                    },
-                    shown(&slot.phase),
-                    if matches!(status.slot, SlotStatus::V1(_)) {
-                        " (V1 record, internal mode)"
-                    } else {
-                        ""
-                    }
-                ),
-            ),
+            SlotStatus::V1(slot) | SlotStatus::External(slot) | SlotStatus::Local(slot) => {
+                Summary::new(
+                    Verdict::Done,
+                    format!(
+                        "{} in {}{}",
+                        if slot.same_operation {
+                            "this operation"
+                        } else {
+                            "another operation"
+                        },
+                        shown(&slot.phase),
+                        match status.slot {
+                            SlotStatus::V1(_) => " (V1 record, internal mode)",
+                            SlotStatus::Local(_) => " (one server)",
+                            _ => "",
+                        }
+                    ),
+                )
+            }
         };
         s.fact("workload", self.workload);
         s.fact("operation", shown(&status.operation_id));

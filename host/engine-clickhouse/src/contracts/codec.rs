@@ -110,6 +110,7 @@ pub fn decode_slot(text: &str) -> Result<AuthoritySlot, CodecError> {
     Ok(match mode {
         PublicationMode::Internal => AuthoritySlot::V1(Box::new(r)),
         PublicationMode::External => AuthoritySlot::External(Box::new(r)),
+        PublicationMode::Local => AuthoritySlot::Local(Box::new(r)),
     })
 }
 
@@ -122,6 +123,7 @@ pub fn decode_receipt(text: &str) -> Result<Receipt, CodecError> {
     Ok(match mode {
         PublicationMode::Internal => Receipt::V1(Box::new(r)),
         PublicationMode::External => Receipt::External(Box::new(r)),
+        PublicationMode::Local => Receipt::Local(Box::new(r)),
     })
 }
 
@@ -159,8 +161,10 @@ pub fn validate_record(r: &PublicationRecord) -> Result<(), CodecError> {
             ));
         }
     }
-    if r.members.len() < 2 {
-        return Err(Invalid("at least two members"));
+    if r.members.len() < mode.min_members()
+        || (mode == PublicationMode::Local && r.members.len() != 1)
+    {
+        return Err(Invalid("member count of the mode"));
     }
     for pair in r.members.windows(2) {
         if pair[0].member_id >= pair[1].member_id {
@@ -272,11 +276,12 @@ pub fn validate_record(r: &PublicationRecord) -> Result<(), CodecError> {
 }
 
 fn validate_receipt(r: &PublicationReceipt) -> Result<(), CodecError> {
-    if PublicationMode::of_receipt_schema(&r.schema_version).is_none() {
-        return Err(CodecError::UnknownSchema);
-    }
-    if r.members.len() < 2 {
-        return Err(CodecError::Invalid("receipt needs at least two members"));
+    let mode =
+        PublicationMode::of_receipt_schema(&r.schema_version).ok_or(CodecError::UnknownSchema)?;
+    if r.members.len() < mode.min_members()
+        || (mode == PublicationMode::Local && r.members.len() != 1)
+    {
+        return Err(CodecError::Invalid("receipt member count of the mode"));
     }
     for pair in r.members.windows(2) {
         if pair[0].member_id >= pair[1].member_id {

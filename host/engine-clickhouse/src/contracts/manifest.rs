@@ -394,12 +394,29 @@ pub struct AccessTable {
 /// `physical_design.storage.clickhouse.cluster`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterSpec {
-    /// Cluster name as in `system.clusters`.
+    /// Cluster name as in `system.clusters`; empty for one server ([`Self::local`]).
     pub name: String,
-    /// `ddl_scope` (the policy requires `cluster`).
+    /// `ddl_scope` (the policy requires `cluster` for a cluster, `local` for one server).
     pub ddl_scope: Option<String>,
     /// `replication_mode` as written; absent means `internal`.
     pub replication_mode: Option<String>,
+}
+
+impl ClusterSpec {
+    /// What a manifest without a cluster block means: one server (local publication), as the
+    /// admission facts carry it (an empty cluster name, `ddl_scope` `local`, no mode).
+    pub fn local() -> Self {
+        Self {
+            name: String::new(),
+            ddl_scope: Some("local".into()),
+            replication_mode: None,
+        }
+    }
+
+    /// The manifest has no cluster block: one server.
+    pub fn is_local(&self) -> bool {
+        self.name.is_empty()
+    }
 }
 
 /// `physical_design.storage.clickhouse`.
@@ -415,7 +432,7 @@ pub struct ClickHouseStorage {
     pub staging_database: String,
     /// A configured access table (the policy forbids any).
     pub access_table: Option<AccessTable>,
-    /// The cluster block.
+    /// The cluster block ([`ClusterSpec::local`] when the manifest has none).
     pub cluster: ClusterSpec,
     /// `content_proof` as written (`rowset` or `canonical`); absent means the coordinator's
     /// default (`CoordinatorConfig::content_proof`, the rowset digest). It chooses the proof of
@@ -675,16 +692,20 @@ fn parse_physical_design(v: &Value, target: &TargetSpec) -> Result<ClickHouseSto
             Some(access)
         }
     };
-    let cluster = {
-        let p = f.path("cluster");
-        let mut c = Fields::new(DOC, &p, f.required("cluster")?)?;
-        let spec = ClusterSpec {
-            name: logical_name(DOC, &c.path("name"), c.required("name")?)?,
-            ddl_scope: c.optional_str("ddl_scope")?,
-            replication_mode: c.optional_str("replication_mode")?,
-        };
-        c.finish()?;
-        spec
+    // No cluster block: one server (local publication).
+    let cluster = match f.optional("cluster") {
+        None => ClusterSpec::local(),
+        Some(v) => {
+            let p = f.path("cluster");
+            let mut c = Fields::new(DOC, &p, v)?;
+            let spec = ClusterSpec {
+                name: logical_name(DOC, &c.path("name"), c.required("name")?)?,
+                ddl_scope: c.optional_str("ddl_scope")?,
+                replication_mode: c.optional_str("replication_mode")?,
+            };
+            c.finish()?;
+            spec
+        }
     };
     let content_proof = match f.optional("content_proof") {
         None => None,

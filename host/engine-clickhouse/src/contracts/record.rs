@@ -1,12 +1,14 @@
-//! Versioned authority and receipt records of both replication modes.
+//! Versioned authority and receipt records of the three publication modes.
 //!
-//! One record shape serves both modes; the schema version names the mode:
-//! `dpone.clickhouse.cluster-external-full-refresh.v1` (external mode, spec 000) and
-//! `dpone.clickhouse.cluster-full-refresh.v1` (V1: internal mode, `Replicated*MergeTree`). The
-//! V1 field set is decided from the spec's list of what a retained target slot stores and is
-//! written down in `docs/clickhouse-internal-publication.md` ("V1 records"). Both share one
-//! target-key slot; [`super::codec::decode_slot`] tells them apart by `schema_version` and checks
-//! that `replication_mode` agrees. Every record and receipt rejects unknown fields. Records carry
+//! One record shape serves every mode; the schema version names the mode:
+//! `dpone.clickhouse.cluster-external-full-refresh.v1` (external mode, spec 000),
+//! `dpone.clickhouse.cluster-full-refresh.v1` (V1: internal mode, `Replicated*MergeTree`) and
+//! `dpone.clickhouse.local-full-refresh.v1` (one server, one member). The V1 field set is decided
+//! from the spec's list of what a retained target slot stores and is written down in
+//! `docs/clickhouse-internal-publication.md` ("V1 records"). The two cluster modes share one
+//! target-key slot (a local target's key has an empty cluster name, so it is its own);
+//! [`super::codec::decode_slot`] tells them apart by `schema_version` and checks that
+//! `replication_mode` agrees. Every record and receipt rejects unknown fields. Records carry
 //! opaque member ids, digests, UUIDs, tokens and stable error codes only: never hostnames,
 //! credentials, SQL values, row data or local paths.
 
@@ -24,6 +26,10 @@ pub const EXTERNAL_RECEIPT_SCHEMA: &str =
 pub const V1_AUTHORITY_SCHEMA: &str = "dpone.clickhouse.cluster-full-refresh.v1";
 /// Schema version of the V1 (internal mode) commit receipt.
 pub const V1_RECEIPT_SCHEMA: &str = "dpone.clickhouse.cluster-full-refresh-receipt.v1";
+/// Schema version of the local (one server) authority record.
+pub const LOCAL_AUTHORITY_SCHEMA: &str = "dpone.clickhouse.local-full-refresh.v1";
+/// Schema version of the local (one server) commit receipt.
+pub const LOCAL_RECEIPT_SCHEMA: &str = "dpone.clickhouse.local-full-refresh-receipt.v1";
 
 /// The replication mode a record (and the run that writes it) belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,14 +40,29 @@ pub enum PublicationMode {
     /// Independent non-replicated members (`internal_replication = false`): the artifact is
     /// loaded into every member; external records.
     External,
+    /// One server, no cluster: the artifact is loaded into its candidate and published by a
+    /// local `EXCHANGE`/`RENAME`; local records (one member).
+    Local,
 }
 
 impl PublicationMode {
+    /// Every mode.
+    pub const ALL: [Self; 3] = [Self::Internal, Self::External, Self::Local];
+
+    /// How many members a record of this mode binds at least (exactly one for `Local`).
+    pub fn min_members(self) -> usize {
+        match self {
+            Self::Local => 1,
+            Self::Internal | Self::External => 2,
+        }
+    }
+
     /// The record's `replication_mode` value.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Internal => "internal",
             Self::External => "external",
+            Self::Local => "local",
         }
     }
 
@@ -50,6 +71,7 @@ impl PublicationMode {
         match self {
             Self::Internal => V1_AUTHORITY_SCHEMA,
             Self::External => EXTERNAL_AUTHORITY_SCHEMA,
+            Self::Local => LOCAL_AUTHORITY_SCHEMA,
         }
     }
 
@@ -58,21 +80,20 @@ impl PublicationMode {
         match self {
             Self::Internal => V1_RECEIPT_SCHEMA,
             Self::External => EXTERNAL_RECEIPT_SCHEMA,
+            Self::Local => LOCAL_RECEIPT_SCHEMA,
         }
     }
 
     /// The mode whose authority record has `schema`.
     pub fn of_authority_schema(schema: &str) -> Option<Self> {
-        [Self::Internal, Self::External]
+        Self::ALL
             .into_iter()
             .find(|m| m.authority_schema() == schema)
     }
 
     /// The mode whose receipt has `schema`.
     pub fn of_receipt_schema(schema: &str) -> Option<Self> {
-        [Self::Internal, Self::External]
-            .into_iter()
-            .find(|m| m.receipt_schema() == schema)
+        Self::ALL.into_iter().find(|m| m.receipt_schema() == schema)
     }
 }
 
@@ -448,20 +469,22 @@ pub enum AuthoritySlot {
     V1(Box<PublicationRecord>),
     /// An external record.
     External(Box<PublicationRecord>),
+    /// A local (one server) record.
+    Local(Box<PublicationRecord>),
 }
 
 impl AuthoritySlot {
     /// The record, whatever its mode.
     pub fn record(&self) -> &PublicationRecord {
         match self {
-            Self::V1(r) | Self::External(r) => r,
+            Self::V1(r) | Self::External(r) | Self::Local(r) => r,
         }
     }
 
     /// The record, whatever its mode.
     pub fn into_record(self) -> PublicationRecord {
         match self {
-            Self::V1(r) | Self::External(r) => *r,
+            Self::V1(r) | Self::External(r) | Self::Local(r) => *r,
         }
     }
 
@@ -470,6 +493,7 @@ impl AuthoritySlot {
         match self {
             Self::V1(_) => PublicationMode::Internal,
             Self::External(_) => PublicationMode::External,
+            Self::Local(_) => PublicationMode::Local,
         }
     }
 }
@@ -481,4 +505,6 @@ pub enum Receipt {
     V1(Box<PublicationReceipt>),
     /// External receipt.
     External(Box<PublicationReceipt>),
+    /// Local (one server) receipt.
+    Local(Box<PublicationReceipt>),
 }

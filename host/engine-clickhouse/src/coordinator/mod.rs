@@ -331,7 +331,8 @@ impl<'a> Coordinator<'a> {
 
     fn validate_request(req: &OperationRequest) -> Result<(), EngineError> {
         let f = &req.static_facts;
-        if !contracts::valid_name(&f.cluster_name)
+        let local = static_mode(f) == crate::contracts::PublicationMode::Local;
+        if !(contracts::valid_name(&f.cluster_name) || local)
             || !contracts::valid_name(&f.target_database)
             || !contracts::valid_name(&req.target_table)
         {
@@ -488,7 +489,10 @@ impl<'a> Coordinator<'a> {
             .iter()
             .map(|(id, s, r)| (id.to_string(), *s, *r))
             .collect();
-        if got != want || expected.len() < 2 {
+        if got != want
+            || expected.len() < mode.min_members()
+            || (mode == crate::contracts::PublicationMode::Local && expected.len() != 1)
+        {
             return Err(EngineError::AdmissionInconsistent);
         }
         self.require_capabilities(&capabilities)?;
@@ -623,11 +627,17 @@ fn publication_mode(mode: ReplicationMode) -> crate::contracts::PublicationMode 
     match mode {
         ReplicationMode::Internal => crate::contracts::PublicationMode::Internal,
         ReplicationMode::External => crate::contracts::PublicationMode::External,
+        ReplicationMode::Local => crate::contracts::PublicationMode::Local,
     }
 }
 
-/// The mode a manifest declares (`replication_mode` absent means internal, spec 000).
+/// The mode a manifest declares: one server when it has no cluster block (an empty cluster
+/// name and the `local` scope); otherwise `replication_mode`, absent meaning internal (spec
+/// 000).
 pub(crate) fn static_mode(facts: &StaticFacts) -> crate::contracts::PublicationMode {
+    if facts.cluster_name.is_empty() && facts.ddl_scope.as_deref() == Some("local") {
+        return crate::contracts::PublicationMode::Local;
+    }
     match facts.replication_mode.as_deref() {
         Some("external") => crate::contracts::PublicationMode::External,
         _ => crate::contracts::PublicationMode::Internal,

@@ -213,6 +213,30 @@ impl Coordinator<'_> {
                 member: id.0.hex_prefix(16),
             });
         }
+        let all_published = states.iter().all(|(_, s)| *s == PairState::Published);
+        if op.mode == crate::contracts::PublicationMode::Local {
+            // One server, one statement without ON CLUSTER: there is no queue. The evidence is
+            // the server itself. The exact published pair (target = the candidate's UUID, the
+            // candidate name = the predecessor's) can only come from the one statement this
+            // operation sent, exactly once (a second EXCHANGE would have swapped back, and it
+            // is never sent); a statement still running is in the server's process list
+            // (`observe_queue` reports it active); anything else cannot be proven.
+            if !all_published {
+                let running = entries.iter().any(|e| {
+                    e.members.iter().any(|(_, s)| {
+                        matches!(s, QueueHostStatus::Queued | QueueHostStatus::Active)
+                    })
+                });
+                if running {
+                    return Ok(Err(RunOutcome::InProgress {
+                        phase: Phase::PublicationDispatching,
+                        waiting: states.iter().map(|(id, _)| *id).collect(),
+                    }));
+                }
+                return fail(EngineError::PublicationEvidenceMissing);
+            }
+            return self.commit_publication(op, held, b, None).map(Ok);
+        }
         let [entry] = entries.as_slice() else {
             // No entry (or several): the dispatch cannot be proven; never redispatch.
             return fail(EngineError::PublicationEvidenceMissing);
@@ -220,7 +244,6 @@ impl Coordinator<'_> {
         if entry.unmapped_hosts > 0 || !covers_members(entry, &held) {
             return fail(EngineError::PublicationEvidenceMissing);
         }
-        let all_published = states.iter().all(|(_, s)| *s == PairState::Published);
         if !all_published {
             let active = entry
                 .members
@@ -239,7 +262,23 @@ impl Coordinator<'_> {
             }
             return fail(EngineError::PublicationTerminalMixed);
         }
-        // Every member holds the candidate UUID as target: verify the generation, then commit.
+        self.commit_publication(op, held, b, Some(entry.entry.clone()))
+            .map(Ok)
+    }
+
+    /// Every member holds the candidate UUID as target: proves every member's published
+    /// target is the generation, then PUBLICATION_DISPATCHING → COMMITTED with the receipt.
+    fn commit_publication(
+        &self,
+        op: &Op<'_>,
+        held: Held,
+        b: DdlBinding,
+        queue_entry: Option<String>,
+    ) -> Result<Held, EngineError> {
+        let fail = |e: EngineError| {
+            self.record_error(op, &held, &e);
+            Err(e)
+        };
         let artifact = held
             .record
             .artifact
@@ -276,7 +315,7 @@ impl Coordinator<'_> {
             });
         }
         let mut bound = b;
-        bound.queue_entry = Some(entry.entry.clone());
+        bound.queue_entry = queue_entry;
         let mut next = held.record.clone();
         next.phase = Phase::Committed;
         next.error_class = None;
@@ -301,10 +340,8 @@ impl Coordinator<'_> {
             members,
             committed_at: self.ports.env.now_unix(),
         });
-        let held = self
-            .clock
-            .phase(RunPhase::Commit, || self.cas(op, &held, next))?;
-        Ok(Ok(held))
+        self.clock
+            .phase(RunPhase::Commit, || self.cas(op, &held, next))
     }
 
     /// Each member's predecessor state under the candidate name after an exchange.

@@ -517,7 +517,8 @@ impl Coordinator<'_> {
         });
         let revalidated: Revalidated = Mutex::new(None);
         match op.mode {
-            PublicationMode::External => {
+            // One server is staged as one independent member.
+            PublicationMode::External | PublicationMode::Local => {
                 self.for_members(&op.members, |(id, _, _)| {
                     if let Err(e) = self.stage_member(op, &shared, &revalidated, id, &artifact) {
                         let mut g = lock(&shared);

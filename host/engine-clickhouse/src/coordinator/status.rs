@@ -23,6 +23,8 @@ pub enum SlotStatus {
     V1(Box<RecordSlot>),
     /// An external record.
     External(Box<RecordSlot>),
+    /// A local (one server) record.
+    Local(Box<RecordSlot>),
 }
 
 /// The evidence of a record (either mode).
@@ -137,6 +139,7 @@ impl Coordinator<'_> {
         report.slot = match slot_mode {
             PublicationMode::Internal => SlotStatus::V1(evidence),
             PublicationMode::External => SlotStatus::External(evidence),
+            PublicationMode::Local => SlotStatus::Local(evidence),
         };
         // An unresolved V1 record blocks external mode: resolve it (as its own, internal-mode
         // operation) first.

@@ -96,6 +96,9 @@ struct State {
     members: Vec<Member>,
     /// `internal_replication` every inventory row reports (true: a Replicated cluster).
     internal_replication: bool,
+    /// One server without a cluster: DDL runs locally, and only a statement still running is
+    /// observable (as in `system.processes`); there is no DDL queue.
+    local: bool,
     /// Replication logs of the replicated tables, by UUID.
     replicated: BTreeMap<Uuid, ReplicationLog>,
     authority: BTreeMap<TargetKey, Versioned>,
@@ -145,6 +148,7 @@ impl SyntheticCluster {
                     })
                     .collect(),
                 internal_replication: false,
+                local: false,
                 replicated: BTreeMap::new(),
                 authority: BTreeMap::new(),
                 queue: Vec::new(),
@@ -169,6 +173,15 @@ impl SyntheticCluster {
     pub fn new_replicated(members: u32, schema: &Schema) -> Self {
         let c = Self::new(members, schema);
         c.lock().internal_replication = true;
+        c
+    }
+
+    /// One server (local publication): one member; `dispatch` runs the statement on it at once
+    /// (a [`Fault::PartialDdl`] with `executed: 0` leaves it running until [`Self::tick`]), and
+    /// `observe_queue` reports only a statement still running, as a server's process list does.
+    pub fn new_local(schema: &Schema) -> Self {
+        let c = Self::new(1, schema);
+        c.lock().local = true;
         c
     }
 
@@ -1050,9 +1063,17 @@ impl ClusterDdl for SyntheticCluster {
         log_comment: &str,
     ) -> Result<Vec<QueueEntry>, PortError> {
         let s = self.lock();
+        let local = s.local;
         Ok(s.queue
             .iter()
             .filter(|q| q.log_comment == log_comment)
+            // One server lists a statement only while it runs.
+            .filter(|q| {
+                !local
+                    || q.status
+                        .iter()
+                        .any(|st| matches!(st, QueueHostStatus::Queued | QueueHostStatus::Active))
+            })
             .map(|q| QueueEntry {
                 entry: q.entry.clone(),
                 members: s

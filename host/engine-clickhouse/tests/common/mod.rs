@@ -54,7 +54,7 @@ impl Profile {
     /// The candidate table name of this profile's request under a manifest of `mode`.
     pub fn candidate_of(&self, mode: PublicationMode) -> String {
         let req = self.request_of(mode);
-        let key = target_key(&self.cluster, &self.database, &self.target);
+        let key = target_key(&req.static_facts.cluster_name, &self.database, &self.target);
         candidate_name(
             &self.target,
             &operation_id(&req.scheduler_invocation, &key, &req.plan_digest),
@@ -81,10 +81,16 @@ impl Profile {
         let (replication_mode, engine) = match mode {
             PublicationMode::External => (Some("external".into()), "MergeTree"),
             PublicationMode::Internal => (None, "ReplicatedMergeTree"),
+            PublicationMode::Local => (None, "MergeTree"),
+        };
+        // One server: no cluster block (an empty cluster name and the `local` scope).
+        let (cluster_name, ddl_scope) = match mode {
+            PublicationMode::Local => (String::new(), "local"),
+            _ => (self.cluster.clone(), "cluster"),
         };
         StaticFacts {
-            cluster_name: self.cluster.clone(),
-            ddl_scope: Some("cluster".into()),
+            cluster_name,
+            ddl_scope: Some(ddl_scope.into()),
             replication_mode,
             engine: engine.into(),
             max_source_bytes: Some(self.max_source_bytes),
@@ -112,6 +118,9 @@ impl Profile {
                 }
                 PublicationMode::Internal => {
                     Digest::of(b"normalized plan of the synthetic profile, internal mode")
+                }
+                PublicationMode::Local => {
+                    Digest::of(b"normalized plan of the synthetic profile, one server")
                 }
             },
             schema: self.schema(),
@@ -192,6 +201,7 @@ impl World {
         let cluster = match mode {
             PublicationMode::External => SyntheticCluster::new(members, &p.schema()),
             PublicationMode::Internal => SyntheticCluster::new_replicated(members, &p.schema()),
+            PublicationMode::Local => SyntheticCluster::new_local(&p.schema()),
         };
         if target_present {
             let baseline = p.rows(10_000, p.baseline_rows);

@@ -101,6 +101,7 @@ fn mode_from_wit(m: wit::ReplicationMode) -> model::ReplicationMode {
     match m {
         wit::ReplicationMode::Internal => model::ReplicationMode::Internal,
         wit::ReplicationMode::External => model::ReplicationMode::External,
+        wit::ReplicationMode::Local => model::ReplicationMode::Local,
     }
 }
 

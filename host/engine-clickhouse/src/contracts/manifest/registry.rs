@@ -12,6 +12,10 @@
 //!   system's roots). A plain `http://` URL whose host is not loopback (`localhost`,
 //!   `127.0.0.0/8`, `::1`) would carry the credential in clear and is refused
 //!   (`PLAINTEXT_CREDENTIAL`) unless the connection says `insecure_plaintext: true`;
+//! - `clickhouse_server`: one ClickHouse server for a manifest without a cluster block (local
+//!   publication): its `url`, and otherwise the fields of `clickhouse_cluster` but the
+//!   coordinator URL, the members and the DDL task timeout (the server is its own coordinator
+//!   and its only member, `(1, 1)`);
 //! - `postgres_source`: host (name, address or unix socket directory), port, database, user,
 //!   optionally `sslmode` (`disable | require | verify-ca | verify-full`; absent: `verify-full`
 //!   for a TCP host, `disable` for a unix socket) and `sslrootcert` (an absolute path to the
@@ -112,9 +116,12 @@ impl From<String> for ClickHouseEndpoint {
     }
 }
 
-/// A `clickhouse_cluster` connection.
+/// A `clickhouse_cluster` connection, or a `clickhouse_server` one ([`Self::single_server`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClickHouseConnection {
+    /// A `clickhouse_server` connection: one server, which is the coordinator and the only
+    /// member `(1, 1)`, for local publication.
+    pub single_server: bool,
     /// The coordinator endpoint.
     pub coordinator_url: ClickHouseEndpoint,
     /// Each member's endpoint, keyed by `(shard_num, replica_num)`.
@@ -194,6 +201,7 @@ pub enum Connection {
 impl Connection {
     fn kind(&self) -> &'static str {
         match self {
+            Self::ClickHouse(c) if c.single_server => "clickhouse_server",
             Self::ClickHouse(_) => "clickhouse_cluster",
             Self::Postgres(_) => "postgres_source",
         }
@@ -249,8 +257,26 @@ impl Registry {
     /// The ClickHouse cluster connection `reference` (the manifest's `field` names it).
     pub fn clickhouse(&self, reference: &str, field: &str) -> Result<&ClickHouseConnection> {
         match self.get(reference, field)? {
-            Connection::ClickHouse(c) => Ok(c),
+            Connection::ClickHouse(c) if !c.single_server => Ok(c),
             other => Err(kind_error(field, "clickhouse_cluster", other)),
+        }
+    }
+
+    /// The ClickHouse connection `reference` for a manifest that publishes to one server
+    /// (`single_server`: no cluster block, a `clickhouse_server` connection) or to a cluster
+    /// (a `clickhouse_cluster` connection); the other kind is `CONNECTION_KIND`.
+    pub fn clickhouse_for(
+        &self,
+        reference: &str,
+        field: &str,
+        single_server: bool,
+    ) -> Result<&ClickHouseConnection> {
+        if !single_server {
+            return self.clickhouse(reference, field);
+        }
+        match self.get(reference, field)? {
+            Connection::ClickHouse(c) if c.single_server => Ok(c),
+            other => Err(kind_error(field, "clickhouse_server", other)),
         }
     }
 
@@ -290,12 +316,15 @@ fn parse_connection(path: &str, v: &Value) -> Result<Connection> {
     let mut f = Fields::new(DOC, path, v)?;
     let kind = f.required_str("kind")?;
     let connection = match kind.as_str() {
-        "clickhouse_cluster" => Connection::ClickHouse(parse_clickhouse(&mut f)?),
+        "clickhouse_cluster" => Connection::ClickHouse(parse_clickhouse(&mut f, false)?),
+        "clickhouse_server" => Connection::ClickHouse(parse_clickhouse(&mut f, true)?),
         "postgres_source" => Connection::Postgres(parse_postgres(&mut f)?),
         _ => {
             return Err(invalid(
                 DOC,
-                format!("{path}.kind must be clickhouse_cluster or postgres_source"),
+                format!(
+                    "{path}.kind must be clickhouse_cluster, clickhouse_server or postgres_source"
+                ),
             ));
         }
     };
@@ -408,13 +437,26 @@ fn u32_field(path: &str, v: &Value) -> Result<u32> {
         .ok_or_else(|| invalid(DOC, format!("{path} must be a positive 32-bit integer")))
 }
 
-fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
-    let coordinator_url = check_url(&f.path("coordinator_url"), f.required("coordinator_url")?)?;
-    let members_path = f.path("members");
-    let items = list(DOC, &members_path, f.required("members")?)?;
+fn parse_clickhouse(f: &mut Fields<'_>, single_server: bool) -> Result<ClickHouseConnection> {
+    let coordinator_key = if single_server {
+        "url"
+    } else {
+        "coordinator_url"
+    };
+    let coordinator_path = f.path(coordinator_key);
+    let coordinator_url = check_url(&coordinator_path, f.required(coordinator_key)?)?;
     let mut member_urls = BTreeMap::new();
     // The field path of each member's URL, in the order of `member_urls`.
     let mut member_paths = BTreeMap::new();
+    let members_path = f.path("members");
+    let items = if single_server {
+        // The server is its only member.
+        member_urls.insert((1, 1), coordinator_url.clone());
+        member_paths.insert((1, 1), coordinator_path.clone());
+        Vec::new()
+    } else {
+        list(DOC, &members_path, f.required("members")?)?.to_vec()
+    };
     for (i, item) in items.iter().enumerate() {
         let p = format!("{members_path}[{i}]");
         let mut m = Fields::new(DOC, &p, item)?;
@@ -451,7 +493,11 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
     let authority_database = identifier(DOC, &a.path("database"), a.required("database")?)?;
     let authority_table = identifier(DOC, &a.path("table"), a.required("table")?)?;
     a.finish()?;
-    let ddl_task_timeout_secs = seconds(f, "ddl_task_timeout_secs", DEFAULT_DDL_TASK_TIMEOUT_SECS)?;
+    let ddl_task_timeout_secs = if single_server {
+        DEFAULT_DDL_TASK_TIMEOUT_SECS
+    } else {
+        seconds(f, "ddl_task_timeout_secs", DEFAULT_DDL_TASK_TIMEOUT_SECS)?
+    };
     let request_timeout_secs = seconds(f, "request_timeout_secs", DEFAULT_REQUEST_TIMEOUT_SECS)?;
     let insecure_path = f.path("insecure_plaintext");
     let insecure_plaintext = match f.optional("insecure_plaintext") {
@@ -463,7 +509,7 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
     let sslrootcert = f.optional_str("sslrootcert")?;
     // Every URL with the field path that named it, the coordinator first.
     let urls: Vec<(String, &String)> =
-        std::iter::once((f.path("coordinator_url"), &coordinator_url))
+        std::iter::once((coordinator_path.clone(), &coordinator_url))
             .chain(
                 member_paths
                     .values()
@@ -503,6 +549,7 @@ fn parse_clickhouse(f: &mut Fields<'_>) -> Result<ClickHouseConnection> {
         sslrootcert: sslrootcert.clone(),
     };
     Ok(ClickHouseConnection {
+        single_server,
         coordinator_url: endpoint(coordinator_url),
         member_urls: member_urls
             .into_iter()
