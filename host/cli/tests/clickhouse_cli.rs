@@ -1356,6 +1356,102 @@ const LIVE_SOURCE: &str = "CREATE TABLE public.source_table (id bigint NOT NULL,
     INSERT INTO public.source_table SELECT i, 'm' || (i % 7), DATE '2026-01-01' + i % 30, \
     i * 0.5, CASE WHEN i % 4 = 0 THEN NULL ELSE 'n' || i END FROM generate_series(1, 1000) i;";
 
+impl LiveRoute {
+    /// This route rewritten for one server: the manifest loses its cluster block and the
+    /// registry's ClickHouse connection becomes a `clickhouse_server` of member `(1, 1)` (its
+    /// user, credential variable, authority and any TLS pin kept).
+    fn one_server(self) -> Self {
+        let member1 = std::env::var("DPONE_TEST_CLICKHOUSE_MEMBER_URLS")
+            .expect("set")
+            .split(',')
+            .find_map(|i| i.strip_prefix("1:1=").map(str::to_owned))
+            .expect("member 1:1");
+        let registry = std::fs::read_to_string(&self.registry).expect("registry");
+        let mut out = String::new();
+        let mut in_ch = false;
+        for line in registry.lines() {
+            if line.starts_with("  ") && !line.starts_with("   ") {
+                in_ch = line.trim() == "analytics_ch:";
+            }
+            let t = line.trim_start();
+            let keep = !(in_ch
+                && (t.starts_with("members:")
+                    || t.starts_with("- {shard_num")
+                    || t.starts_with("ddl_task_timeout_secs:")));
+            if !keep {
+                continue;
+            }
+            let line = if in_ch && t == "kind: clickhouse_cluster" {
+                "    kind: clickhouse_server".to_owned()
+            } else if in_ch && t.starts_with("coordinator_url:") {
+                format!("    url: '{member1}'")
+            } else {
+                line.to_owned()
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+        std::fs::write(&self.registry, out).expect("registry");
+        let manifest = std::fs::read_to_string(&self.manifest).expect("manifest");
+        let local: String = manifest
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("cluster:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_ne!(local, manifest);
+        std::fs::write(&self.manifest, local).expect("manifest");
+        self
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the PostgreSQL source) are both needed"
+)]
+fn live_one_server_check_plan_run_status_through_the_binary() {
+    // A manifest without a cluster block, a `clickhouse_server` connection: local publication
+    // of a real PostgreSQL relation to one real member, through the binary.
+    let route = LiveRoute::new("one_server", LIVE_COLUMNS, LIVE_SOURCE).one_server();
+    let check = route.ok("check", None);
+    assert_eq!(check["replication"]["requested"], "local", "{check}");
+    assert_eq!(check["replication"]["selected"], "local", "{check}");
+    let j = route.ok("run", Some("local-1"));
+    assert_eq!(j["outcome"], "completed", "{j}");
+    assert_eq!(j["replication"], check["replication"], "{j}");
+    assert_eq!(
+        j["receipt"]["schema_version"],
+        "dpone.clickhouse.local-full-refresh-receipt.v1"
+    );
+    assert_eq!(j["receipt"]["artifact"]["row_count"], 1000);
+    let members = route.members_if_any();
+    assert_eq!(members[0].1, vec![route.target.clone()], "published on member 1");
+    assert!(members[1].1.is_empty(), "nothing on another server");
+    assert_eq!(route.ok("run", Some("local-1"))["receipt"], j["receipt"]);
+    assert_eq!(
+        route.ok("status", Some("local-1"))["status"]["recovery"],
+        "none"
+    );
+    // A second generation: EXCHANGE, and the predecessor cleaned up.
+    let j2 = route.ok("run", Some("local-2"));
+    assert_eq!(j2["outcome"], "completed", "{j2}");
+    assert_eq!(
+        route.members_if_any()[0].1,
+        vec![route.target.clone()],
+        "one table left"
+    );
+    // The manifest and the connection must agree on the topology: a cluster manifest naming
+    // the one-server connection is refused before anything is contacted.
+    let mut clustered = std::fs::read_to_string(&route.manifest).expect("manifest");
+    clustered.push_str(
+        "      cluster: {name: analytics_cluster, ddl_scope: cluster, replication_mode: external}\n",
+    );
+    std::fs::write(&route.manifest, clustered).expect("manifest");
+    let out = route.cmd("run", Some("local-3"), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stderr_code(&out), "DPONE_CLICKHOUSE_REGISTRY_CONNECTION_KIND");
+}
+
 #[test]
 #[cfg_attr(
     not(all(dpone_live_clickhouse, dpone_live_pg)),

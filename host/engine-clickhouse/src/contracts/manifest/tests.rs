@@ -781,3 +781,70 @@ fn the_pinned_ca_of_a_clickhouse_connection_is_an_absolute_path_used_with_https(
         Err("DPONE_CLICKHOUSE_REGISTRY_FIELD_INVALID")
     );
 }
+
+#[test]
+fn a_manifest_without_a_cluster_block_is_one_server() {
+    // Tier: unit.
+    let text = edit(
+        "      cluster:\n        name: analytics_cluster\n        ddl_scope: cluster\n        replication_mode: external\n",
+        "",
+    );
+    let m = Manifest::parse(&text).expect("one server parses");
+    assert!(m.clickhouse.cluster.is_local());
+    let f = m.static_facts();
+    assert_eq!(f.cluster_name, "");
+    assert_eq!(f.ddl_scope.as_deref(), Some("local"));
+    assert_eq!(f.replication_mode, None);
+    // Its own slot and plan: never the cluster's.
+    let clustered = Manifest::parse(MANIFEST).expect("sample");
+    assert_ne!(m.target_key(), clustered.target_key());
+    assert_ne!(m.plan_digest(), clustered.plan_digest());
+    // A cluster block still needs its name.
+    assert_eq!(
+        manifest_code(&edit("        name: analytics_cluster\n", "")),
+        "DPONE_CLICKHOUSE_MANIFEST_MISSING_FIELD"
+    );
+}
+
+#[test]
+fn a_clickhouse_server_connection_is_one_server_and_only_for_one_server() {
+    // Tier: unit.
+    let text = "version: 1\nconnections:\n  one:\n    kind: clickhouse_server\n    url: https://ch-1.analytics.internal:8443\n    sslrootcert: /etc/dpone/ch-ca.pem\n    user: dpone_publisher\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {database: dpone, table: publication_authority}\n  pg:\n    kind: postgres_source\n    endpoint: {host: pg.internal, port: 5432, database: app, user: reader}\n";
+    let r = Registry::parse(text).expect("parses");
+    let c = r.clickhouse_for("one", "target.connection_ref", true).expect("server");
+    assert!(c.single_server);
+    assert_eq!(c.member_urls.len(), 1);
+    assert_eq!(c.member_urls[&(1, 1)], c.coordinator_url);
+    assert_eq!(
+        c.coordinator_url.sslrootcert.as_deref(),
+        Some("/etc/dpone/ch-ca.pem")
+    );
+    // A cluster manifest may not name it, nor a one-server manifest a cluster connection.
+    let e = r.clickhouse("one", "target.connection_ref").expect_err("kind");
+    assert_eq!(e.code(), "DPONE_CLICKHOUSE_REGISTRY_CONNECTION_KIND");
+    let cluster = Registry::parse(REGISTRY).expect("sample");
+    let e = cluster
+        .clickhouse_for("analytics_ch", "target.connection_ref", true)
+        .expect_err("kind");
+    assert_eq!(e.code(), "DPONE_CLICKHOUSE_REGISTRY_CONNECTION_KIND");
+    // Cluster-only fields are refused on one server; plain http to a remote host too.
+    for (from, to, code) in [
+        (
+            "    user: dpone_publisher\n",
+            "    user: dpone_publisher\n    members: []\n",
+            "DPONE_CLICKHOUSE_REGISTRY_UNKNOWN_FIELD",
+        ),
+        (
+            "    user: dpone_publisher\n",
+            "    user: dpone_publisher\n    ddl_task_timeout_secs: 10\n",
+            "DPONE_CLICKHOUSE_REGISTRY_UNKNOWN_FIELD",
+        ),
+        (
+            "    url: https://ch-1.analytics.internal:8443\n    sslrootcert: /etc/dpone/ch-ca.pem\n",
+            "    url: http://ch-1.analytics.internal:8123\n",
+            "DPONE_CLICKHOUSE_REGISTRY_PLAINTEXT_CREDENTIAL",
+        ),
+    ] {
+        assert_eq!(registry_code(&text.replacen(from, to, 1)), code, "{to}");
+    }
+}
