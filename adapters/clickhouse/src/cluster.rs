@@ -133,6 +133,9 @@ pub struct ClickHouseCluster {
     request_timeout: Duration,
     hosts: Mutex<BTreeMap<(String, u16), MemberId>>,
     sent: Mutex<Vec<BodyObservation>>,
+    /// The verification-time budget of one content proof, in seconds, enforced by the member
+    /// (`max_execution_time`); `None`: only the request timeout bounds it.
+    proof_time_limit: Option<u64>,
 }
 
 /// The largest `sslrootcert` CA bundle read (a full system bundle is about 220 KB).
@@ -354,7 +357,36 @@ impl ClickHouseCluster {
             request_timeout: Duration::from_secs(config.request_timeout_secs.max(1)),
             hosts: Mutex::new(BTreeMap::new()),
             sent: Mutex::new(Vec::new()),
+            proof_time_limit: None,
         })
+    }
+
+    /// The verification-time budget: each content proof a member computes (the rowset query)
+    /// or streams (the canonical read) is stopped by the member itself after `secs` seconds
+    /// (`max_execution_time`, `timeout_overflow_mode = 'throw'`), and reported as
+    /// [`dpone_engine_clickhouse::ports::PROOF_BUDGET_EXCEEDED`] — never as an outage to
+    /// retry. The request timeout still bounds every request.
+    pub fn set_proof_time_limit(&mut self, secs: u64) {
+        self.proof_time_limit = Some(secs.max(1));
+    }
+
+    /// `s` under the verification-time budget.
+    fn proof_statement(&self, s: Statement) -> Statement {
+        match self.proof_time_limit {
+            None => s,
+            Some(secs) => s
+                .with_setting("max_execution_time", secs.to_string())
+                .with_setting("timeout_overflow_mode", "throw".to_owned()),
+        }
+    }
+
+    /// A proof's failure: the member's own time limit is the budget, not an outage.
+    fn proof_failure(&self, e: PortError) -> PortError {
+        if self.proof_time_limit.is_some() && e.class == class::SERVER_TIMEOUT {
+            PortError::rejected(dpone_engine_clickhouse::ports::PROOF_BUDGET_EXCEEDED)
+        } else {
+            e
+        }
     }
 
     /// The body of every member load so far, in order (one per `INSERT` started).
@@ -708,10 +740,10 @@ impl MemberCatalog for ClickHouseCluster {
             Some((u, _)) if u == uuid => {}
             _ => return Err(PortError::rejected(class::UUID_MISMATCH)),
         }
-        let s = stmt(sql::read_rows(database, name, schema))?;
+        let s = self.proof_statement(stmt(sql::read_rows(database, name, schema))?);
         let cursor = build(&c.read, &s)
             .fetch_bytes("RowBinary")
-            .map_err(|e| port_error(&e, false))?;
+            .map_err(|e| self.proof_failure(port_error(&e, false)))?;
         Ok(Box::new(StreamReader {
             rt: &self.rt,
             timeout: self.request_timeout,
@@ -734,8 +766,8 @@ impl MemberCatalog for ClickHouseCluster {
             Some((u, _)) if u == uuid => {}
             _ => return Err(PortError::rejected(class::UUID_MISMATCH)),
         }
-        let rows: Vec<BucketRow> =
-            self.fetch(&c.read, &stmt(sql::rowset_buckets(database, name, schema))?)?;
+        let s = self.proof_statement(stmt(sql::rowset_buckets(database, name, schema))?);
+        let rows: Vec<BucketRow> = self.fetch(&c.read, &s).map_err(|e| self.proof_failure(e))?;
         // The engine checks order, emptiness and the total.
         if rows.len() > rowset::MAX_BUCKETS {
             return Err(PortError::rejected(class::DECODE));

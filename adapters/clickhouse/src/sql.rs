@@ -37,6 +37,11 @@ impl Statement {
         self
     }
 
+    /// The statement with one more query-level setting.
+    pub fn with_setting(self, name: &'static str, value: String) -> Self {
+        self.setting(name, value)
+    }
+
     fn param(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.params.push((name, value.into()));
         self

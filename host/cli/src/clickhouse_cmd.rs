@@ -502,8 +502,9 @@ fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failu
             m.clickhouse.cluster.is_local(),
         )
         .map_err(|e| registry_failure(&e))?;
-    let cluster = ClickHouseCluster::new(&cluster_config(ch, &m.clickhouse.cluster.name)?)
+    let mut cluster = ClickHouseCluster::new(&cluster_config(ch, &m.clickhouse.cluster.name)?)
         .map_err(|e| wiring::port_failure(&e, "the ClickHouse client set-up"))?;
+    cluster.set_proof_time_limit(ch.verification_timeout_secs);
     // The first read admission makes anyway; a connection failure is reported with the
     // adapter's own code before anything else happens.
     cluster

@@ -1425,7 +1425,11 @@ fn live_one_server_check_plan_run_status_through_the_binary() {
     );
     assert_eq!(j["receipt"]["artifact"]["row_count"], 1000);
     let members = route.members_if_any();
-    assert_eq!(members[0].1, vec![route.target.clone()], "published on member 1");
+    assert_eq!(
+        members[0].1,
+        vec![route.target.clone()],
+        "published on member 1"
+    );
     assert!(members[1].1.is_empty(), "nothing on another server");
     assert_eq!(route.ok("run", Some("local-1"))["receipt"], j["receipt"]);
     assert_eq!(
@@ -1448,8 +1452,16 @@ fn live_one_server_check_plan_run_status_through_the_binary() {
     );
     std::fs::write(&route.manifest, clustered).expect("manifest");
     let out = route.cmd("run", Some("local-3"), &[]);
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stderr_code(&out), "DPONE_CLICKHOUSE_REGISTRY_CONNECTION_KIND");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stderr_code(&out),
+        "DPONE_CLICKHOUSE_REGISTRY_CONNECTION_KIND"
+    );
 }
 
 #[test]

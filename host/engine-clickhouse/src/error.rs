@@ -15,6 +15,11 @@ pub mod codes {
     pub const ADMISSION_BLOCKED: &str = "DPONE_CLICKHOUSE_CLUSTER_ADMISSION_BLOCKED";
     /// The admission gate could not produce a decision.
     pub const ADMISSION_UNAVAILABLE: &str = "DPONE_CLICKHOUSE_CLUSTER_ADMISSION_UNAVAILABLE";
+    /// The inventory holds more members than the member-count budget allows.
+    pub const MEMBER_BUDGET_EXCEEDED: &str = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_BUDGET_EXCEEDED";
+    /// A member's content proof ran past the verification-time budget.
+    pub const VERIFICATION_BUDGET_EXCEEDED: &str =
+        "DPONE_CLICKHOUSE_CLUSTER_VERIFICATION_BUDGET_EXCEEDED";
     /// Internal mode: a replica did not hold the staged candidate's content within the bound
     /// (`SYSTEM SYNC REPLICA` timed out); retryable.
     pub const REPLICA_NOT_CONVERGED: &str = "DPONE_CLICKHOUSE_CLUSTER_REPLICA_NOT_CONVERGED";
@@ -107,6 +112,22 @@ pub enum EngineError {
     /// The admission gate failed.
     #[error("the admission gate produced no decision")]
     AdmissionUnavailable(#[source] PortError),
+    /// More members than the member-count budget.
+    #[error("the inventory holds {members} members; the member-count budget allows {max}")]
+    MemberBudgetExceeded {
+        /// Members in the inventory.
+        members: usize,
+        /// The budget.
+        max: usize,
+    },
+    /// A content proof ran past the verification-time budget.
+    #[error(
+        "member {member}: the content proof ran past the verification-time budget; nothing was decided on it"
+    )]
+    VerificationBudgetExceeded {
+        /// Opaque member id prefix.
+        member: String,
+    },
     /// Internal mode: a replica did not converge within the bound.
     #[error("replica {member} did not converge on the staged candidate within the bound")]
     ReplicaNotConverged {
@@ -312,6 +333,8 @@ impl EngineError {
             E::AdmissionBlocked(_) => codes::ADMISSION_BLOCKED,
             E::AdmissionUnavailable(_) => codes::ADMISSION_UNAVAILABLE,
             E::ReplicaNotConverged { .. } => codes::REPLICA_NOT_CONVERGED,
+            E::MemberBudgetExceeded { .. } => codes::MEMBER_BUDGET_EXCEEDED,
+            E::VerificationBudgetExceeded { .. } => codes::VERIFICATION_BUDGET_EXCEEDED,
             E::AdmissionInconsistent => codes::ADMISSION_INCONSISTENT,
             E::RequestInvalid(_) => codes::REQUEST_INVALID,
             E::InventoryDrift => codes::INVENTORY_DRIFT,
@@ -379,6 +402,8 @@ impl EngineError {
             | E::MemberIdentityUnproven { .. }
             | E::MemberProofUnsupported { .. }
             | E::AuthorityFacadeDivergent { .. }
+            | E::MemberBudgetExceeded { .. }
+            | E::VerificationBudgetExceeded { .. }
             | E::ArtifactTooLarge { .. } => R::FixManifest,
             E::StatementRejected { aborted: true, .. } => R::StartNewOperation,
             E::InventoryDrift => R::RestoreInventoryThenResume,

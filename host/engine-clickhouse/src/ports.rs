@@ -81,6 +81,10 @@ pub const MEMBER_IDENTITY_UNPROVEN: &str = "DPONE_CLICKHOUSE_CLUSTER_MEMBER_IDEN
 /// replication queue within the bound (`SYSTEM SYNC REPLICA` timed out): retryable.
 pub const REPLICA_NOT_CONVERGED: &str = "DPONE_CLICKHOUSE_REPLICA_NOT_CONVERGED";
 
+/// The class a content proof ([`MemberCatalog::rowset_buckets`], [`MemberCatalog::read_rows`])
+/// reports when the member stopped it at the verification-time budget the adapter enforces.
+pub const PROOF_BUDGET_EXCEEDED: &str = "DPONE_CLICKHOUSE_PROOF_BUDGET_EXCEEDED";
+
 /// A versioned authority value as the store holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Versioned {

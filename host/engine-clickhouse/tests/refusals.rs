@@ -21,7 +21,7 @@ fn phase(w: &World) -> Option<Phase> {
     let key = target_key(&p.cluster, &p.database, &p.target);
     match decode_slot(&w.cluster.authority_value(&key)?.value).ok()? {
         AuthoritySlot::External(r) => Some(r.phase),
-        AuthoritySlot::V1(_) => None,
+        AuthoritySlot::V1(_) | AuthoritySlot::Local(_) => None,
     }
 }
 
@@ -309,4 +309,56 @@ fn the_queue_is_correlated_by_log_comment_like_the_adapter() {
     w.cluster.tick();
     let e = w.coordinator().run(&req).expect_err("ambiguous evidence");
     assert_eq!(e.code(), codes::PUBLICATION_EVIDENCE_MISSING);
+}
+
+#[test]
+fn an_inventory_past_the_member_count_budget_is_refused_before_anything_is_probed_or_locked() {
+    // Tier: engine on in-process ports.
+    let p = profile();
+    let w = World::new(&p, 3, false);
+    let bounded = w.coordinator_config(CoordinatorConfig {
+        max_members: 2,
+        ..CoordinatorConfig::default()
+    });
+    let e = bounded.run(&p.request()).expect_err("over the budget");
+    assert_eq!(e.code(), codes::MEMBER_BUDGET_EXCEEDED);
+    assert_eq!(e.recovery(), RecoveryAction::FixManifest);
+    assert!(!e.is_retryable());
+    assert_eq!(phase(&w), None);
+    assert_eq!(w.cluster.authority_writes(), 0);
+    assert_eq!(
+        w.artifacts
+            .extractions
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // Within the budget the same request publishes.
+    assert!(matches!(
+        w.coordinator().run(&p.request()),
+        Ok(RunOutcome::Completed { .. })
+    ));
+}
+
+#[test]
+fn a_proof_past_the_verification_budget_stops_the_run_without_deciding_on_it() {
+    // Tier: engine on in-process ports. The member stops the candidate's proof at the budget:
+    // the run stops with the budget's code, nothing is published, the operation keeps its
+    // phase, and with the proof inside the budget the same invocation completes.
+    let p = profile();
+    // The first proof of a run over a present target is the baseline's (LOCKED, nothing
+    // mutated); over an absent one, the loaded candidate's (STAGING).
+    for (present, held) in [(true, Phase::Locked), (false, Phase::Staging)] {
+        let w = World::new(&p, 2, present);
+        w.cluster
+            .arm(dpone_engine_clickhouse::synthetic::Fault::ProofBudgetExceeded { member: 1 });
+        let e = w.coordinator().run(&p.request()).expect_err("budget");
+        assert_eq!(e.code(), codes::VERIFICATION_BUDGET_EXCEEDED);
+        assert_eq!(e.recovery(), RecoveryAction::FixManifest);
+        assert_eq!(phase(&w), Some(held));
+        assert_eq!(w.cluster.metrics().publication_dispatches, 0);
+        assert!(matches!(
+            w.coordinator().run(&p.request()),
+            Ok(RunOutcome::Completed { .. })
+        ));
+    }
 }

@@ -94,7 +94,7 @@ fn record(w: &World, p: &Profile) -> (u64, PublicationRecord) {
     let v = w.cluster.authority_value(&key(p)).expect("slot");
     match decode_slot(&v.value).expect("decodes") {
         AuthoritySlot::External(r) => (v.version, *r),
-        AuthoritySlot::V1(_) => panic!("external record expected"),
+        AuthoritySlot::V1(_) | AuthoritySlot::Local(_) => panic!("external record expected"),
     }
 }
 

@@ -73,6 +73,9 @@ pub struct CoordinatorConfig {
     /// Internal mode: how long one run waits for one replica to converge on the staged
     /// candidate (`SYSTEM SYNC REPLICA`) before it stops, retryable, in STAGING.
     pub replica_sync_bound: std::time::Duration,
+    /// The member-count budget: an inventory of more members is refused at admission, before
+    /// any member is probed, anything locked or the source read (`MEMBER_BUDGET_EXCEEDED`).
+    pub max_members: usize,
 }
 
 impl Default for CoordinatorConfig {
@@ -84,6 +87,7 @@ impl Default for CoordinatorConfig {
             member_step_limit: 12,
             member_parallelism: 4,
             replica_sync_bound: std::time::Duration::from_secs(120),
+            max_members: 64,
         }
     }
 }
@@ -377,6 +381,12 @@ impl<'a> Coordinator<'a> {
         let target_key =
             contracts::target_key(&f.cluster_name, &f.target_database, &req.target_table);
         let (entries, complete) = self.observe_inventory(&f.cluster_name)?;
+        if entries.len() > self.config.max_members {
+            return Err(EngineError::MemberBudgetExceeded {
+                members: entries.len(),
+                max: self.config.max_members,
+            });
+        }
 
         let mut facts_members = Vec::new();
         let mut capabilities = Vec::new();

@@ -122,6 +122,17 @@ impl Coordinator<'_> {
         }
     }
 
+    /// A content proof's port failure: the verification-time budget, or as any member step.
+    fn proof_err(member: &MemberId, step: &'static str, e: PortError) -> EngineError {
+        if e.class == crate::ports::PROOF_BUDGET_EXCEEDED {
+            EngineError::VerificationBudgetExceeded {
+                member: member.0.hex_prefix(16),
+            }
+        } else {
+            Self::member_err(member, step)(e)
+        }
+    }
+
     pub(crate) fn observe(
         &self,
         op: &Op<'_>,
@@ -149,7 +160,7 @@ impl Coordinator<'_> {
                 .ports
                 .catalog
                 .rowset_buckets(member, op.database, name, uuid, &op.req.schema)
-                .map_err(Self::member_err(member, "rowset digest"))?;
+                .map_err(|e| Self::proof_err(member, "rowset digest", e))?;
             return canonical::rowset::combine(&op.req.schema, &buckets).map_err(|_| {
                 EngineError::ContentDecode("the member's rowset digest reply is malformed")
             });
@@ -161,7 +172,7 @@ impl Coordinator<'_> {
         };
         let summary =
             canonical::content_digest_reopen(&op.req.schema, open, self.config.digest_sort_budget)
-                .map_err(Self::member_err(member, "read rows"))?;
+                .map_err(|e| Self::proof_err(member, "read rows", e))?;
         summary.map_err(|e| match e {
             DigestError::Decode(canonical::rowbinary::DecodeError::Read(_)) => {
                 EngineError::MemberUnavailable {

@@ -762,8 +762,16 @@ impl MemberCatalog for SyntheticCluster {
         _schema: &Schema,
     ) -> Result<Vec<BucketDigest>, PortError> {
         let data = {
-            let s = self.lock();
+            let mut s = self.lock();
             let i = Self::member_index(&s, member)?;
+            if Self::take_fault(
+                &mut s,
+                |f| matches!(f, Fault::ProofBudgetExceeded { member } if *member == i),
+            )
+            .is_some()
+            {
+                return Err(PortError::rejected(crate::ports::PROOF_BUDGET_EXCEEDED));
+            }
             match s.members[i].tables.get(&(database.into(), name.into())) {
                 Some(t) if t.uuid == uuid => t.data.clone(),
                 _ => return Err(PortError::rejected(DB_ERR)),

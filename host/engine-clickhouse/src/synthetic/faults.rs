@@ -124,6 +124,12 @@ pub enum Fault {
         /// Member index.
         member: usize,
     },
+    /// The next content proof `member` computes (its rowset digest) runs past the
+    /// verification-time budget and is stopped by the member.
+    ProofBudgetExceeded {
+        /// Member index.
+        member: usize,
+    },
     /// After the staging barrier, `member`'s target is replaced by a table of another
     /// generation (a writer outside dpone).
     TargetReplacedAfterStaging {

@@ -6,7 +6,8 @@
 //! - `clickhouse_cluster`: the coordinator URL (inventory, KeeperMap authority, `ON CLUSTER`
 //!   DDL), one direct URL per member keyed by `(shard_num, replica_num)`, the user, the *name*
 //!   of the environment variable holding the password, the KeeperMap authority facade
-//!   (`database`, `table`) and an optional `distributed_ddl_task_timeout`; URLs are
+//!   (`database`, `table`), an optional `distributed_ddl_task_timeout`, `request_timeout_secs` and
+//!   `verification_timeout_secs` (the verification-time budget of one content proof); URLs are
 //!   `http://host[:port]` or `https://host[:port]`, optionally with `sslrootcert` (an absolute
 //!   path to the pinned CA bundle every `https://` endpoint is verified against; absent: the
 //!   system's roots). A plain `http://` URL whose host is not loopback (`localhost`,
@@ -44,6 +45,8 @@ pub const REGISTRY_VERSION: i64 = 1;
 pub const DEFAULT_DDL_TASK_TIMEOUT_SECS: u64 = 180;
 /// Default client-side bound on one ClickHouse request, in seconds.
 pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 300;
+/// Default verification-time budget of one member's content proof, in seconds.
+pub const DEFAULT_VERIFICATION_TIMEOUT_SECS: u64 = 3600;
 
 const DOC: Document = Document::Registry;
 
@@ -142,6 +145,9 @@ pub struct ClickHouseConnection {
     pub ddl_task_timeout_secs: u64,
     /// Client-side bound on one request, in seconds.
     pub request_timeout_secs: u64,
+    /// The verification-time budget: how long one member's content proof may run before the
+    /// member stops it, in seconds.
+    pub verification_timeout_secs: u64,
 }
 
 /// A `postgres_source` connection.
@@ -499,6 +505,11 @@ fn parse_clickhouse(f: &mut Fields<'_>, single_server: bool) -> Result<ClickHous
         seconds(f, "ddl_task_timeout_secs", DEFAULT_DDL_TASK_TIMEOUT_SECS)?
     };
     let request_timeout_secs = seconds(f, "request_timeout_secs", DEFAULT_REQUEST_TIMEOUT_SECS)?;
+    let verification_timeout_secs = seconds(
+        f,
+        "verification_timeout_secs",
+        DEFAULT_VERIFICATION_TIMEOUT_SECS,
+    )?;
     let insecure_path = f.path("insecure_plaintext");
     let insecure_plaintext = match f.optional("insecure_plaintext") {
         None => false,
@@ -563,6 +574,7 @@ fn parse_clickhouse(f: &mut Fields<'_>, single_server: bool) -> Result<ClickHous
         authority_table,
         ddl_task_timeout_secs,
         request_timeout_secs,
+        verification_timeout_secs,
     })
 }
 

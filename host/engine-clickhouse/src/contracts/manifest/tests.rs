@@ -811,7 +811,9 @@ fn a_clickhouse_server_connection_is_one_server_and_only_for_one_server() {
     // Tier: unit.
     let text = "version: 1\nconnections:\n  one:\n    kind: clickhouse_server\n    url: https://ch-1.analytics.internal:8443\n    sslrootcert: /etc/dpone/ch-ca.pem\n    user: dpone_publisher\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {database: dpone, table: publication_authority}\n  pg:\n    kind: postgres_source\n    endpoint: {host: pg.internal, port: 5432, database: app, user: reader}\n";
     let r = Registry::parse(text).expect("parses");
-    let c = r.clickhouse_for("one", "target.connection_ref", true).expect("server");
+    let c = r
+        .clickhouse_for("one", "target.connection_ref", true)
+        .expect("server");
     assert!(c.single_server);
     assert_eq!(c.member_urls.len(), 1);
     assert_eq!(c.member_urls[&(1, 1)], c.coordinator_url);
@@ -820,7 +822,9 @@ fn a_clickhouse_server_connection_is_one_server_and_only_for_one_server() {
         Some("/etc/dpone/ch-ca.pem")
     );
     // A cluster manifest may not name it, nor a one-server manifest a cluster connection.
-    let e = r.clickhouse("one", "target.connection_ref").expect_err("kind");
+    let e = r
+        .clickhouse("one", "target.connection_ref")
+        .expect_err("kind");
     assert_eq!(e.code(), "DPONE_CLICKHOUSE_REGISTRY_CONNECTION_KIND");
     let cluster = Registry::parse(REGISTRY).expect("sample");
     let e = cluster
