@@ -327,31 +327,38 @@ pub fn enroll(args: &EnrollArgs) -> Result<(), Failure> {
                  Server participant's database is its connection's",
             ));
         }
-        (Engine::Clickhouse, Some(database), Some(cluster)) => {
+        // A cluster's participant names its cluster; one server's (a `clickhouse_server`
+        // connection) names none.
+        (Engine::Clickhouse, Some(database), cluster) => {
             let registry = dpone_engine_clickhouse::contracts::manifest::Registry::parse(
                 &crate::input::read_text(&args.connections, InputKind::ConnectionRegistry)?,
             )
             .map_err(|e| crate::clickhouse_cmd::registry_failure(&e))?;
+            let single_server = cluster.is_none();
             let Some(ch) = registry
-                .clickhouse(&args.connection, "--connection")
+                .clickhouse_for(&args.connection, "--connection", single_server)
                 .ok()
                 .cloned()
             else {
                 return Err(Failure::bad_input(
                     "DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN",
-                    "--connection names no clickhouse_cluster connection of the registry",
+                    if single_server {
+                        "--connection names no clickhouse_server connection of the registry (a cluster's participant is enrolled with --cluster)"
+                    } else {
+                        "--connection names no clickhouse_cluster connection of the registry"
+                    },
                 ));
             };
             Observe::Clickhouse {
                 connection: ch,
                 database: database.clone(),
-                cluster: cluster.clone(),
+                cluster: cluster.clone().unwrap_or_default(),
             }
         }
         (Engine::Clickhouse, _, _) => {
             return Err(Failure::bad_input(
                 "DPONE_CLI_ARGUMENT",
-                "a ClickHouse participant is enrolled with --database and --cluster",
+                "a ClickHouse participant is enrolled with --database (and --cluster for a cluster)",
             ));
         }
     };
