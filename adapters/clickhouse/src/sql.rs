@@ -395,13 +395,24 @@ pub fn local_ddl(
     statement: &ClusterStatement,
     correlation: &DdlCorrelation,
 ) -> Result<Statement, SqlError> {
-    let sql = match statement {
+    Ok(Statement::new(ddl_text(statement, None)?)
+        .setting("query_id", &correlation.query_id)
+        .setting("log_comment", &correlation.query_id))
+}
+
+/// The SQL of a publication or cleanup statement, `ON CLUSTER on` when a cluster is named.
+fn ddl_text(statement: &ClusterStatement, on: Option<&str>) -> Result<String, SqlError> {
+    let on = match on {
+        Some(cluster) => format!(" ON CLUSTER {}", ident(cluster)?),
+        None => String::new(),
+    };
+    Ok(match statement {
         ClusterStatement::Exchange {
             database,
             target,
             candidate,
         } => format!(
-            "EXCHANGE TABLES {} AND {}",
+            "EXCHANGE TABLES {} AND {}{on}",
             qualified(database, target)?,
             qualified(database, candidate)?
         ),
@@ -410,17 +421,14 @@ pub fn local_ddl(
             candidate,
             target,
         } => format!(
-            "RENAME TABLE {} TO {}",
+            "RENAME TABLE {} TO {}{on}",
             qualified(database, candidate)?,
             qualified(database, target)?
         ),
         ClusterStatement::Drop { database, name } => {
-            format!("DROP TABLE {} SYNC", qualified(database, name)?)
+            format!("DROP TABLE {}{on} SYNC", qualified(database, name)?)
         }
-    };
-    Ok(Statement::new(sql)
-        .setting("query_id", &correlation.query_id)
-        .setting("log_comment", &correlation.query_id))
+    })
 }
 
 /// Whether the query with id `query_id` is running on this server (`system.processes`).
@@ -445,33 +453,7 @@ pub fn cluster_ddl(
     correlation: &DdlCorrelation,
     task_timeout_secs: u64,
 ) -> Result<Statement, SqlError> {
-    let on = ident(cluster)?;
-    let sql = match statement {
-        ClusterStatement::Exchange {
-            database,
-            target,
-            candidate,
-        } => format!(
-            "EXCHANGE TABLES {} AND {} ON CLUSTER {on}",
-            qualified(database, target)?,
-            qualified(database, candidate)?
-        ),
-        ClusterStatement::Rename {
-            database,
-            candidate,
-            target,
-        } => format!(
-            "RENAME TABLE {} TO {} ON CLUSTER {on}",
-            qualified(database, candidate)?,
-            qualified(database, target)?
-        ),
-        ClusterStatement::Drop { database, name } => {
-            format!(
-                "DROP TABLE {} ON CLUSTER {on} SYNC",
-                qualified(database, name)?
-            )
-        }
-    };
+    let sql = ddl_text(statement, Some(cluster))?;
     Ok(Statement::new(sql)
         .setting("query_id", &correlation.query_id)
         .setting("log_comment", &correlation.query_id)

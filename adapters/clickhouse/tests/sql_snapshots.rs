@@ -199,6 +199,58 @@ fn cluster_ddl_and_queue() {
 }
 
 #[test]
+fn one_server_ddl_replica_sync_and_the_replicated_candidate() {
+    let ex = ClusterStatement::Exchange {
+        database: "db".into(),
+        target: "t".into(),
+        candidate: "t__dpone_ext_0123456789abcdef".into(),
+    };
+    expect![[r#"
+        EXCHANGE TABLES `db`.`t` AND `db`.`t__dpone_ext_0123456789abcdef`
+          setting query_id = dpone-exchange-abababababababababababababababab
+          setting log_comment = dpone-exchange-abababababababababababababababab
+    "#]]
+    .assert_eq(&sql::local_ddl(&ex, &corr()).unwrap().to_string());
+    let dr = ClusterStatement::Drop {
+        database: "db".into(),
+        name: "t__dpone_ext_0123456789abcdef".into(),
+    };
+    expect![[r#"
+        DROP TABLE `db`.`t__dpone_ext_0123456789abcdef` SYNC
+          setting query_id = dpone-exchange-abababababababababababababababab
+          setting log_comment = dpone-exchange-abababababababababababababababab
+    "#]]
+    .assert_eq(&sql::local_ddl(&dr, &corr()).unwrap().to_string());
+    expect![[r#"
+        SELECT toUInt64(count()) AS n FROM system.processes WHERE query_id = {query_id:String}
+          param query_id = dpone-exchange-abababababababababababababababab
+    "#]]
+    .assert_eq(&sql::running_query("dpone-exchange-abababababababababababababababab").to_string());
+    expect![[r#"
+        SYSTEM SYNC REPLICA `db`.`t__dpone_ext_0123456789abcdef`
+          setting receive_timeout = 120
+    "#]]
+    .assert_eq(
+        &sql::sync_replica("db", "t__dpone_ext_0123456789abcdef", 120)
+            .unwrap()
+            .to_string(),
+    );
+    let s = schema();
+    let spec = CandidateSpec {
+        database: "db",
+        name: "c",
+        uuid: Uuid::from_random([1; 16]),
+        schema: &s,
+        engine: "ReplicatedMergeTree",
+        order_by: &[],
+    };
+    expect![[r#"
+        CREATE TABLE `db`.`c` UUID '01010101-0101-4101-8101-010101010101' (`id` UInt64, `name` Nullable(String), `amount` Decimal(18, 2), `uid` UUID) ENGINE = ReplicatedMergeTree ORDER BY tuple()
+    "#]]
+    .assert_eq(&sql::create_candidate(&spec).unwrap().to_string());
+}
+
+#[test]
 fn identifiers_are_quoted_and_bad_parts_refused() {
     assert_eq!(sql::ident("a`b\\c").unwrap(), "`a\\`b\\\\c`");
     assert_eq!(sql::ident(""), Err(SqlError::Identifier));
@@ -216,7 +268,11 @@ fn identifiers_are_quoted_and_bad_parts_refused() {
         Err(SqlError::Type(0))
     );
     let s = schema();
-    for engine in ["ReplicatedMergeTree", "Distributed", "MergeTree() ; DROP"] {
+    for engine in [
+        "ReplicatedReplacingMergeTree",
+        "Distributed",
+        "MergeTree() ; DROP",
+    ] {
         let spec = CandidateSpec {
             database: "db",
             name: "c",

@@ -367,18 +367,7 @@ impl Coordinator<'_> {
                     }
                     Some(_) => {}
                 }
-                self.ports
-                    .catalog
-                    .drop_exact(&m.member_id, op.database, &op.candidate, u)
-                    .map_err(Self::member_err(&m.member_id, "drop candidate"))?;
-                match self.observe(op, &m.member_id, &op.candidate)? {
-                    None => Ok(()),
-                    Some(_) => Err(EngineError::MemberUnavailable {
-                        member: m.member_id.0.hex_prefix(16),
-                        step: "prove candidate absence",
-                        source: PortError::ambiguous("DPONE_CANDIDATE_STILL_PRESENT"),
-                    }),
-                }
+                self.drop_proven(op, &m.member_id, u)
             };
             step()?;
         }
@@ -822,17 +811,7 @@ impl Coordinator<'_> {
                             self.ports
                                 .progress
                                 .member_step(id, "drop incomplete candidate");
-                            self.ports
-                                .catalog
-                                .drop_exact(id, op.database, &op.candidate, u)
-                                .map_err(Self::member_err(id, "drop candidate"))?;
-                            if self.observe(op, id, &op.candidate)?.is_some() {
-                                return Err(EngineError::MemberUnavailable {
-                                    member: id.0.hex_prefix(16),
-                                    step: "prove candidate absence",
-                                    source: PortError::ambiguous("DPONE_CANDIDATE_STILL_PRESENT"),
-                                });
-                            }
+                            self.drop_proven(op, id, u)?;
                             let u2 = Uuid::from_random(self.ports.env.random16());
                             self.set_shared(op, shared, id, |m| {
                                 m.stage = StageState::Intent;
@@ -1100,28 +1079,32 @@ impl Coordinator<'_> {
         u: Uuid,
     ) -> Result<(), EngineError> {
         let ids: Vec<MemberId> = op.members.iter().map(|(id, _, _)| *id).collect();
-        self.for_members(&ids, |id| {
-            self.ports
-                .catalog
-                .drop_exact(id, op.database, &op.candidate, u)
-                .map_err(Self::member_err(id, "drop candidate"))?;
-            match self.observe(op, id, &op.candidate)? {
-                None => Ok(()),
-                Some(_) => Err(EngineError::MemberUnavailable {
-                    member: id.0.hex_prefix(16),
-                    step: "prove candidate absence",
-                    source: PortError::ambiguous("DPONE_CANDIDATE_STILL_PRESENT"),
-                }),
-            }
-        })
-        .into_iter()
-        .collect::<Result<(), EngineError>>()?;
+        self.for_members(&ids, |id| self.drop_proven(op, id, u))
+            .into_iter()
+            .collect::<Result<(), EngineError>>()?;
         let u2 = Uuid::from_random(self.ports.env.random16());
         self.set_all_shared(op, shared, &|m| {
             m.stage = StageState::Intent;
             m.candidate_uuid = Some(u2);
             m.rebuilds += 1;
         })
+    }
+
+    /// Drops the exact owned candidate `u` on `id` and proves its absence (an observation that
+    /// still finds it is ambiguous: the next run decides).
+    fn drop_proven(&self, op: &Op<'_>, id: &MemberId, u: Uuid) -> Result<(), EngineError> {
+        self.ports
+            .catalog
+            .drop_exact(id, op.database, &op.candidate, u)
+            .map_err(Self::member_err(id, "drop candidate"))?;
+        match self.observe(op, id, &op.candidate)? {
+            None => Ok(()),
+            Some(_) => Err(EngineError::MemberUnavailable {
+                member: id.0.hex_prefix(16),
+                step: "prove candidate absence",
+                source: PortError::ambiguous("DPONE_CANDIDATE_STILL_PRESENT"),
+            }),
+        }
     }
 
     /// One CAS applying `f` to every member record of the staging run's shared record.
