@@ -1828,3 +1828,110 @@ async fn concurrent_runs_under_one_reservation_read_once() {
     assert_eq!(f.active_keys().await.len(), 200);
     store.drop_schema().await;
 }
+
+/// A one-server ClickHouse participant (spec 004's "single-node ClickHouse"): enrolled through a
+/// `clickhouse_server` connection without `--cluster` as its one member, and a run of a manifest
+/// without a cluster block bound to it and published on that server alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(dpone_live_clickhouse, dpone_live_pg)),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL (start the real-engine tier with .ci/start-clickhouse) and DPONE_TEST_PG_URL or .ci/start-postgres (the control store) are both needed"
+)]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "each test has its own runtime; the guard only orders the tests"
+)]
+async fn a_one_server_participant_is_enrolled_as_its_one_member_and_its_run_bound() {
+    let _live = one_at_a_time();
+    let route = ChRoute::new("oneserver").await;
+    // One server: member (1, 1) of the tier, the manifest without its cluster block.
+    let registry = std::fs::read_to_string(&route.registry).expect("registry");
+    let mut one = String::new();
+    let mut in_ch = false;
+    for line in registry.lines() {
+        if line.starts_with("  ") && !line.starts_with("   ") {
+            in_ch = line.trim() == "analytics_ch:";
+        }
+        let t = line.trim_start();
+        if in_ch
+            && (t.starts_with("members:")
+                || t.starts_with("- {shard_num")
+                || t.starts_with("ddl_task_timeout_secs:"))
+        {
+            continue;
+        }
+        if in_ch && t == "kind: clickhouse_cluster" {
+            one.push_str("    kind: clickhouse_server\n");
+        } else if in_ch && t.starts_with("coordinator_url:") {
+            one.push_str(&format!("    url: '{}'\n", route.members[0]));
+        } else {
+            one.push_str(line);
+            one.push('\n');
+        }
+    }
+    std::fs::write(&route.registry, one).expect("registry");
+    let manifest = std::fs::read_to_string(&route.manifest).expect("manifest");
+    let local: String = manifest
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("cluster:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(local, manifest);
+    std::fs::write(&route.manifest, local).expect("manifest");
+
+    let store = Store::new().await;
+    let run = Run::new(&store);
+    let docs = route.docs();
+    ok(&run.policy_register(&docs, None));
+    ok(&route.enroll(&run, &docs, PG_READ, "pg_source"));
+    let base =
+        support::np_xmin::enroll_args(&run, &docs, CH_WRITE, &route.registry, "analytics_ch");
+    // A cluster's enrollment (with --cluster) cannot name the one-server connection.
+    let mut clustered = base.clone();
+    clustered.extend([
+        "--database".to_owned(),
+        route.database.clone(),
+        "--cluster".to_owned(),
+        route.cluster.clone(),
+    ]);
+    let out = run
+        .command(&clustered)
+        .env("DPONE_CLICKHOUSE_PASSWORD", &route.ch_password)
+        .output()
+        .expect("run dpone-host");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("DPONE_CLI_CAMPAIGN_ENROLL_CONNECTION_UNKNOWN"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut args = base;
+    args.extend(["--database".to_owned(), route.database.clone()]);
+    let v = ok(&run
+        .command(&args)
+        .env("DPONE_CLICKHOUSE_PASSWORD", &route.ch_password)
+        .output()
+        .expect("run dpone-host"));
+    assert_eq!(v["result"], "enrolled", "{v}");
+    assert_eq!(v["engine"], "clickhouse", "{v}");
+    let members = v["identity"]["members"].as_array().expect("members");
+    assert_eq!(members.len(), 1, "{v}");
+    assert_eq!(members[0]["shard_num"], 1);
+    assert_eq!(members[0]["replica_num"], 1);
+    route.bind(&docs);
+    let grant = c::canon(&docs.egrant);
+    ok(&run.grant_register(&docs, true, &grant));
+    let rid = reservation(&run, &docs, &grant, WORKLOAD, "one", CH_ROWS, 1 << 20);
+    let v = ok_run(&route.run(&store, None, "np-one-server", Some(&rid)));
+    assert_eq!(v["outcome"], "completed", "{v}");
+    assert_eq!(
+        v["receipt"]["schema_version"],
+        "dpone.clickhouse.local-full-refresh-receipt.v1"
+    );
+    let published = route.members();
+    assert_eq!(published[0].1, Some(CH_ROWS), "{published:?}");
+    assert_eq!(published[1].1, None, "nothing on the other server");
+    store.drop_schema().await;
+    route.drop_source().await;
+}
