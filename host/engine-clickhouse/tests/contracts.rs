@@ -352,3 +352,28 @@ fn a_proof_is_written_by_the_same_name_in_records_and_manifests() {
         );
     }
 }
+
+#[test]
+#[ignore = "SKIP: writes the authority-record fuzz corpus (run by hand to regenerate it)"]
+fn write_authority_record_corpus() {
+    let p = profile();
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../host/fuzz/corpus/clickhouse_authority_record"
+    );
+    for (name, mode, members) in [
+        ("external", PublicationMode::External, 2),
+        ("internal-v1", PublicationMode::Internal, 2),
+        ("local", PublicationMode::Local, 1),
+    ] {
+        let w = World::of(mode, &p, members, true);
+        let req = p.request_of(mode);
+        let Ok(RunOutcome::Completed { receipt }) = w.coordinator().run(&req) else {
+            panic!("{name}: the synthetic run completes");
+        };
+        let key = target_key(&req.static_facts.cluster_name, &p.database, &p.target);
+        let raw = w.cluster.authority_value(&key).expect("slot").value;
+        std::fs::write(format!("{dir}/{name}-record"), raw).expect("write");
+        std::fs::write(format!("{dir}/{name}-receipt"), encode_receipt(&receipt)).expect("write");
+    }
+}

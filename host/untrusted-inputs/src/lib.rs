@@ -100,6 +100,37 @@ fn clickhouse_registry(bytes: &[u8]) {
     }
 }
 
+/// A KeeperMap authority value (or a receipt) as the coordinator reads it back from the server:
+/// any mode's record. Whatever the server holds, the codec either refuses it with a safe
+/// error or returns a record whose invariants hold and that encodes back to a value that
+/// decodes to the same record.
+fn clickhouse_authority_record(bytes: &[u8]) {
+    use dpone_engine_clickhouse::contracts::{
+        decode_receipt, decode_slot, encode_record, validate_record,
+    };
+    let text = text(bytes);
+    match decode_slot(&text) {
+        Err(e) => assert_safe_error("clickhouse_authority_record", &e.to_string()),
+        Ok(slot) => {
+            let r = slot.record();
+            assert!(
+                validate_record(r).is_ok(),
+                "clickhouse_authority_record: an invalid record was accepted"
+            );
+            assert_eq!(
+                r.mode(),
+                Some(slot.mode()),
+                "clickhouse_authority_record: the slot's mode is not the record's"
+            );
+            let again = decode_slot(&encode_record(r)).expect("a decoded record re-decodes");
+            assert_eq!(again, slot, "clickhouse_authority_record: no round trip");
+        }
+    }
+    if let Err(e) = decode_receipt(&text) {
+        assert_safe_error("clickhouse_authority_record", &e.to_string());
+    }
+}
+
 /// A member's rowset reply as the adapter receives it after the client decoded its rows:
 /// rows of (`UInt8` bucket, `UInt64` rows, `String` digest), here framed as one byte, eight
 /// little-endian bytes and a one-byte length before the text. Whatever the member sends, the
@@ -423,6 +454,15 @@ pub const TARGETS: &[Target] = &[
         name: "clickhouse_rowset_reply",
         fixtures: &["host/fuzz/corpus/clickhouse_rowset_reply"],
         run: clickhouse_rowset_reply,
+        expensive: false,
+    },
+    Target {
+        name: "clickhouse_authority_record",
+        fixtures: &[
+            "fixtures/clickhouse/v1-authority-record.json",
+            "host/fuzz/corpus/clickhouse_authority_record",
+        ],
+        run: clickhouse_authority_record,
         expensive: false,
     },
     Target {

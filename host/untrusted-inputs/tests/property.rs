@@ -84,6 +84,7 @@ property!(
     clickhouse_manifest,
     clickhouse_registry,
     clickhouse_rowset_reply,
+    clickhouse_authority_record,
     xmin_authority_document,
     decision_facts,
     decision_table,
