@@ -135,7 +135,7 @@ pub struct ClickHouseCluster {
     sent: Mutex<Vec<BodyObservation>>,
     /// The verification-time budget of one content proof, in seconds, enforced by the member
     /// (`max_execution_time`); `None`: only the request timeout bounds it.
-    proof_time_limit: Option<u64>,
+    proof_time_limit: Option<Duration>,
 }
 
 /// The largest `sslrootcert` CA bundle read (a full system bundle is about 220 KB).
@@ -362,20 +362,24 @@ impl ClickHouseCluster {
     }
 
     /// The verification-time budget: each content proof a member computes (the rowset query)
-    /// or streams (the canonical read) is stopped by the member itself after `secs` seconds
-    /// (`max_execution_time`, `timeout_overflow_mode = 'throw'`), and reported as
+    /// or streams (the canonical read) is stopped by the member itself once `limit` has
+    /// elapsed (`max_execution_time`, to the millisecond, at least 1 ms;
+    /// `timeout_overflow_mode = 'throw'`), and reported as
     /// [`dpone_engine_clickhouse::ports::PROOF_BUDGET_EXCEEDED`] — never as an outage to
     /// retry. The request timeout still bounds every request.
-    pub fn set_proof_time_limit(&mut self, secs: u64) {
-        self.proof_time_limit = Some(secs.max(1));
+    pub fn set_proof_time_limit(&mut self, limit: Duration) {
+        self.proof_time_limit = Some(limit.max(Duration::from_millis(1)));
     }
 
     /// `s` under the verification-time budget.
     fn proof_statement(&self, s: Statement) -> Statement {
         match self.proof_time_limit {
             None => s,
-            Some(secs) => s
-                .with_setting("max_execution_time", secs.to_string())
+            Some(limit) => s
+                .with_setting(
+                    "max_execution_time",
+                    format!("{}.{:03}", limit.as_secs(), limit.subsec_millis()),
+                )
                 .with_setting("timeout_overflow_mode", "throw".to_owned()),
         }
     }

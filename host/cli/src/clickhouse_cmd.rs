@@ -504,7 +504,7 @@ fn cluster(m: &Manifest, registry: &Registry) -> Result<ClickHouseCluster, Failu
         .map_err(|e| registry_failure(&e))?;
     let mut cluster = ClickHouseCluster::new(&cluster_config(ch, &m.clickhouse.cluster.name)?)
         .map_err(|e| wiring::port_failure(&e, "the ClickHouse client set-up"))?;
-    cluster.set_proof_time_limit(ch.verification_timeout_secs);
+    cluster.set_proof_time_limit(std::time::Duration::from_secs(ch.verification_timeout_secs));
     // The first read admission makes anyway; a connection failure is reported with the
     // adapter's own code before anything else happens.
     cluster
