@@ -4,7 +4,10 @@ A real ClickHouse 26.9 engine (chdb, in process) behind the subset of the ClickH
 interface that the `clickhouse` crate uses: the query in the body, in the `query` URL parameter
 or in a multipart form with `param_*` fields; `database`, `default_format` and settings as URL
 parameters; `X-ClickHouse-User` / `X-ClickHouse-Key` credentials; RowBinary in and out; errors as
-`Code: N. DB::Exception: ...` bodies with the `X-ClickHouse-Exception-Code` header.
+`Code: N. DB::Exception: ...` bodies with the `X-ClickHouse-Exception-Code` header. With
+`--tls-cert` and `--tls-key` (as the tier starts it) it speaks HTTPS only: each connection's
+TLS handshake runs in that connection's own thread, so a client that stalls in it holds up no
+other.
 
 Everything a statement does runs on the real engine: catalog, KeeperMap CAS (against the
 tier's ZooKeeper), CREATE ... UUID, loads with deduplication tokens, EXCHANGE / RENAME / DROP,
@@ -34,6 +37,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -589,6 +593,34 @@ def make_handler(member):
     return Handler
 
 
+class MemberServer(ThreadingHTTPServer):
+    """The member's HTTP server; with a TLS context, HTTPS only."""
+
+    def __init__(self, address, handler, tls):
+        self.tls = tls
+        super().__init__(address, handler)
+
+    def finish_request(self, request, client_address):
+        # Runs in the connection's own thread: the handshake blocks no other connection.
+        if self.tls is None:
+            return super().finish_request(request, client_address)
+        request.settimeout(30)
+        try:
+            conn = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return  # a client that does not complete the handshake gets nothing
+        conn.settimeout(None)
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            # The wrapped socket owns the connection now (the plain one is detached).
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--name", required=True)
@@ -597,10 +629,19 @@ def main():
     p.add_argument("--config", required=True)
     p.add_argument("--state-dir", required=True)
     p.add_argument("--http-port", type=int, required=True)
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
     args = p.parse_args()
     member = Member(args)
     threading.Thread(target=member.ddl_worker, daemon=True).start()
-    server = ThreadingHTTPServer(("127.0.0.1", args.http_port), make_handler(member))
+    if (args.tls_cert is None) != (args.tls_key is None):
+        p.error("--tls-cert and --tls-key go together")
+    tls = None
+    if args.tls_cert is not None:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.minimum_version = ssl.TLSVersion.TLSv1_2
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+    server = MemberServer(("127.0.0.1", args.http_port), make_handler(member), tls)
     server.daemon_threads = True
     with open(os.path.join(args.state_dir, "ready"), "w", encoding="utf-8") as f:
         f.write(str(os.getpid()))

@@ -54,7 +54,8 @@ use std::io::{Read, Write};
 use std::time::Instant;
 
 use dpone_adapter_clickhouse::{
-    ClickHouseCluster, ClickHouseConfig, Credential, Extract, StoreArtifactSource,
+    ClickHouseCluster, ClickHouseConfig, ClickHouseEndpoint, Credential, Extract,
+    StoreArtifactSource,
 };
 use dpone_artifact_store::ArtifactStore;
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
@@ -358,12 +359,15 @@ fn main() {
     let database = var("DPONE_TEST_CLICKHOUSE_DATABASE").unwrap_or_else(|| "dpone_test".into());
     let cluster_name =
         var("DPONE_TEST_CLICKHOUSE_CLUSTER").unwrap_or_else(|| "analytics_cluster".into());
+    // The tier serves https:// only; its CA is pinned on every endpoint.
+    let ca = var("DPONE_TEST_CLICKHOUSE_CA");
+    let endpoint = |u: &str| ClickHouseEndpoint {
+        url: u.to_owned(),
+        sslrootcert: ca.clone(),
+    };
     let config = ClickHouseConfig {
-        coordinator_url: url.into(),
-        member_urls: member_urls
-            .iter()
-            .map(|(k, u)| (*k, u.clone().into()))
-            .collect(),
+        coordinator_url: endpoint(&url),
+        member_urls: member_urls.iter().map(|(k, u)| (*k, endpoint(u))).collect(),
         credential: Credential {
             user: var("DPONE_TEST_CLICKHOUSE_USER").unwrap_or_else(|| "default".into()),
             password: var("DPONE_TEST_CLICKHOUSE_PASSWORD").unwrap_or_default(),

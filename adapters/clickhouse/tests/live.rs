@@ -75,7 +75,10 @@ fn a_member_url_that_reaches_another_replica_is_refused() {
     let tier = Tier::from_env();
     let with = |members: std::collections::BTreeMap<(u32, u32), String>| {
         let mut config = tier.config(30);
-        config.member_urls = members.into_iter().map(|(k, u)| (k, u.into())).collect();
+        config.member_urls = members
+            .iter()
+            .map(|(k, u)| (*k, tier.endpoint(u)))
+            .collect();
         ClickHouseCluster::new(&config).expect("adapter builds")
     };
     let probe = |c: &ClickHouseCluster, replica: u32| {

@@ -1,7 +1,10 @@
-//! Tier: real engine over TLS. The adapter reaches a real member of the tier through a
-//! TLS-terminating TCP proxy the test starts on 127.0.0.1 (a rustls server presenting a
-//! `localhost` certificate signed by a CA the test makes with the `openssl` command line) and
-//! then runs the cluster inventory and the member's identity probe over `https://` with that CA
+//! Tier: real engine over TLS. Every member of the tier serves `https://` only, under the tier's
+//! own CA (`DPONE_TEST_CLICKHOUSE_CA`), and every live suite pins it. Here the promise is
+//! attacked: a member pinned to another CA, or reached as plain `http://`, answers nothing. And
+//! the adapter reaches a real member through a TLS-terminating TCP proxy the test starts on
+//! 127.0.0.1 (a rustls server presenting a `localhost` certificate signed by a CA the test makes
+//! with the `openssl` command line, which dials the member over TLS pinned to the tier's CA), then
+//! runs the cluster inventory and the member's identity probe over `https://` with the test CA
 //! pinned. A pin of another CA, or no pin (the system's roots, which do not hold the test CA),
 //! is refused during the handshake: the proxy never opens a connection to the member and
 //! forwards zero bytes. The live tests run only when `DPONE_TEST_CLICKHOUSE_URL` is set at build
@@ -21,10 +24,11 @@ use std::time::{Duration, Instant};
 use dpone_adapter_clickhouse::{ClickHouseCluster, ClickHouseEndpoint, class};
 use dpone_engine_clickhouse::contracts::member_id;
 use dpone_engine_clickhouse::ports::{InventoryPort, MemberCatalog, PortError, PortErrorKind};
+use rustls::pki_types::ServerName;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ServerConfig, ServerConnection, StreamOwned};
-use support::Tier;
+use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection, StreamOwned};
+use support::{Tier, tls_client};
 
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
@@ -125,15 +129,64 @@ struct Forwarded {
     bytes: AtomicU64,
 }
 
+/// Where a proxy forwards each session.
+#[derive(Clone)]
+enum Upstream {
+    /// Plain TCP to `host:port`.
+    Plain(String),
+    /// TLS to `host:port` (an IP address), verified by `client`.
+    Tls(String, Arc<ClientConfig>),
+}
+
+impl Upstream {
+    /// A member of the tier at its `https://` URL, verified against the tier's CA.
+    fn member(tier: &Tier, url: &str) -> Self {
+        let ca = tier
+            .ca
+            .as_deref()
+            .expect("DPONE_TEST_CLICKHOUSE_CA names the tier's CA");
+        Self::Tls(authority_of(url), tls_client(ca))
+    }
+
+    /// The connection to the upstream, its TLS handshake (if any) complete; `tick` is then
+    /// its read timeout.
+    fn connect(&self, tick: Duration) -> Option<Box<dyn Stream>> {
+        match self {
+            Self::Plain(addr) => {
+                let tcp = TcpStream::connect(addr).ok()?;
+                tcp.set_read_timeout(Some(tick)).ok()?;
+                Some(Box::new(tcp))
+            }
+            Self::Tls(addr, client) => {
+                let tcp = TcpStream::connect(addr).ok()?;
+                tcp.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+                let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
+                let name = ServerName::try_from(host.to_owned()).ok()?;
+                let conn = ClientConnection::new(client.clone(), name).ok()?;
+                let mut tls = StreamOwned::new(conn, tcp);
+                while tls.conn.is_handshaking() {
+                    tls.conn.complete_io(&mut tls.sock).ok()?;
+                }
+                tls.sock.set_read_timeout(Some(tick)).ok()?;
+                Some(Box::new(tls))
+            }
+        }
+    }
+}
+
+/// A byte stream: plain TCP or TLS over it.
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
 /// A TLS-terminating TCP proxy on 127.0.0.1 presenting `authority`'s certificate and
-/// forwarding each session, once its handshake has completed, to `upstream` (`host:port`).
+/// forwarding each session, once its handshake has completed, to `upstream`.
 struct TlsProxy {
     port: u16,
     forwarded: Arc<Forwarded>,
 }
 
 impl TlsProxy {
-    fn start(authority: &Authority, upstream: String) -> Self {
+    fn start(authority: &Authority, upstream: Upstream) -> Self {
         let key = PrivateKeyDer::from_pem_file(&authority.key).expect("server key");
         let config = Arc::new(
             ServerConfig::builder_with_provider(Arc::new(
@@ -177,7 +230,7 @@ fn idle(e: &std::io::Error) -> bool {
 
 /// One client session: the handshake first (a refused one ends here, before the member is
 /// dialled), then both directions shuttled by polling with short read timeouts.
-fn session(tcp: TcpStream, config: &Arc<ServerConfig>, counts: &Forwarded, upstream: &str) {
+fn session(tcp: TcpStream, config: &Arc<ServerConfig>, counts: &Forwarded, upstream: &Upstream) {
     let Ok(conn) = ServerConnection::new(config.clone()) else {
         return;
     };
@@ -188,12 +241,12 @@ fn session(tcp: TcpStream, config: &Arc<ServerConfig>, counts: &Forwarded, upstr
             return;
         }
     }
-    let Ok(mut member) = TcpStream::connect(upstream) else {
+    let tick = Duration::from_millis(5);
+    let Some(mut member) = upstream.connect(tick) else {
         return;
     };
     counts.upstream_connections.fetch_add(1, Ordering::SeqCst);
-    let tick = Some(Duration::from_millis(5));
-    if tls.sock.set_read_timeout(tick).is_err() || member.set_read_timeout(tick).is_err() {
+    if tls.sock.set_read_timeout(Some(tick)).is_err() {
         return;
     }
     let mut buf = vec![0u8; 64 * 1024];
@@ -202,7 +255,11 @@ fn session(tcp: TcpStream, config: &Arc<ServerConfig>, counts: &Forwarded, upstr
         match tls.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                if member.write_all(&buf[..n]).is_err() {
+                if member
+                    .write_all(&buf[..n])
+                    .and_then(|()| member.flush())
+                    .is_err()
+                {
                     break;
                 }
                 counts.bytes.fetch_add(n as u64, Ordering::SeqCst);
@@ -226,13 +283,14 @@ fn session(tcp: TcpStream, config: &Arc<ServerConfig>, counts: &Forwarded, upstr
     }
     tls.conn.send_close_notify();
     let _ = tls.flush();
-    let _ = member.shutdown(Shutdown::Both);
+    let _ = tls.sock.shutdown(Shutdown::Both);
 }
 
-/// `host:port` of an `http://` member URL of the tier.
+/// `host:port` of a member URL of the tier.
 fn authority_of(url: &str) -> String {
-    url.strip_prefix("http://")
-        .expect("the tier's members are http:// URLs")
+    url.strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .expect("the tier's members are https:// URLs")
         .trim_end_matches('/')
         .to_owned()
 }
@@ -263,7 +321,7 @@ fn a_member_behind_tls_answers_with_the_pinned_ca() {
     let tier = Tier::from_env();
     let dir = tempfile::tempdir().expect("tempdir");
     let good = authority(dir.path(), "good");
-    let proxy = TlsProxy::start(&good, authority_of(tier.member(1)));
+    let proxy = TlsProxy::start(&good, Upstream::member(&tier, tier.member(1)));
     let c = cluster_through(&tier, &proxy, Some(&good.ca)).expect("adapter builds");
     // The coordinator's inventory and the member's identity probe, both over TLS.
     let (rows, complete) = c.observe(&tier.cluster).expect("inventory over https");
@@ -287,7 +345,7 @@ fn a_server_certified_by_another_ca_is_refused_before_anything_is_forwarded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = authority(dir.path(), "good");
     let other = authority(dir.path(), "other");
-    let proxy = TlsProxy::start(&good, authority_of(tier.member(1)));
+    let proxy = TlsProxy::start(&good, Upstream::member(&tier, tier.member(1)));
     // Pinned to another CA, and not pinned at all (the system's roots do not hold the test CA).
     for pin in [Some(other.ca.as_path()), None] {
         let c = match cluster_through(&tier, &proxy, pin) {
@@ -306,12 +364,68 @@ fn a_server_certified_by_another_ca_is_refused_before_anything_is_forwarded() {
             .probe(&member_id(1, 1), &tier.database, "absent_table")
             .expect_err("refused");
         assert_eq!(e.class, class::TLS_CERTIFICATE, "{pin:?}");
-        // The member directly over http:// still answers.
+        // The member reached directly, pinned to the tier's CA, still answers.
         c.probe(&member_id(1, 2), &tier.database, "absent_table")
-            .expect("member (1, 2) over http://");
+            .expect("member (1, 2) over https://");
     }
     assert_eq!(proxy.upstream_connections(), 0);
     assert_eq!(proxy.bytes(), 0);
+}
+
+#[test]
+#[cfg_attr(
+    not(dpone_live_clickhouse),
+    ignore = "SKIP: DPONE_TEST_CLICKHOUSE_URL is not set; start the real-engine tier with .ci/start-clickhouse"
+)]
+fn the_tier_answers_over_tls_pinned_to_its_ca_and_nothing_else() {
+    let tier = Tier::from_env();
+    for url in tier.members.values() {
+        assert!(
+            url.starts_with("https://"),
+            "every member of the tier is TLS"
+        );
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let other = authority(dir.path(), "other");
+    let id = member_id(1, 1);
+    // Pinned to the tier's CA: the inventory and the identity probe answer.
+    let c = tier.cluster();
+    assert!(c.observe(&tier.cluster).expect("inventory").1);
+    c.probe(&id, &tier.database, "absent_table")
+        .expect("identity over https://");
+    // Pinned to another CA: refused in the handshake, as a certificate that does not verify.
+    let mut config = tier.config(30);
+    for e in config
+        .member_urls
+        .values_mut()
+        .chain([&mut config.coordinator_url])
+    {
+        e.sslrootcert = Some(other.ca.to_str().expect("utf-8 path").to_owned());
+    }
+    let c = ClickHouseCluster::new(&config).expect("adapter builds");
+    let e = c.observe(&tier.cluster).expect_err("another CA");
+    assert_eq!(
+        (e.kind, e.class),
+        (PortErrorKind::Rejected, class::TLS_CERTIFICATE)
+    );
+    let e = c
+        .probe(&id, &tier.database, "absent_table")
+        .expect_err("another CA");
+    assert_eq!(e.class, class::TLS_CERTIFICATE);
+    // The same member as plain http://: the member speaks TLS only, so no answer comes back.
+    let mut config = tier.config(10);
+    let plain = |e: &mut ClickHouseEndpoint| {
+        e.url = e.url.replacen("https://", "http://", 1);
+        e.sslrootcert = None;
+    };
+    config.member_urls.values_mut().for_each(plain);
+    plain(&mut config.coordinator_url);
+    let c = ClickHouseCluster::new(&config).expect("adapter builds");
+    let e = c
+        .probe(&id, &tier.database, "absent_table")
+        .expect_err("no TLS, no answer");
+    assert_ne!(e.kind, PortErrorKind::Rejected, "{e:?}");
+    c.observe(&tier.cluster).expect_err("no TLS, no answer");
 }
 
 /// The adapter with one `https://` endpoint pinned to `ca` (nothing listens there: building
@@ -448,7 +562,7 @@ fn the_adapter_speaks_https_with_the_pinned_ca_and_never_to_another_ca() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = authority(dir.path(), "good");
     let other = authority(dir.path(), "other");
-    let proxy = TlsProxy::start(&good, recorded_inventory_responder());
+    let proxy = TlsProxy::start(&good, Upstream::Plain(recorded_inventory_responder()));
     let c = build_at(&proxy.url(), Some(&good.ca)).expect("adapter builds");
     let (rows, complete) = c
         .observe("analytics_cluster")
@@ -465,7 +579,7 @@ fn the_adapter_speaks_https_with_the_pinned_ca_and_never_to_another_ca() {
     c.observe("analytics_cluster")
         .expect_err("no TLS, no answer");
 
-    let refused = TlsProxy::start(&good, recorded_inventory_responder());
+    let refused = TlsProxy::start(&good, Upstream::Plain(recorded_inventory_responder()));
     for url in [refused.url(), format!("https://127.0.0.1:{}", refused.port)] {
         let c = build_at(&url, Some(&other.ca)).expect("adapter builds");
         let e = c.observe("analytics_cluster").expect_err("another CA");

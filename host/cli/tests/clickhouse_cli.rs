@@ -1131,11 +1131,12 @@ impl LiveRoute {
             })
             .collect();
         let ch_user = opt("DPONE_TEST_CLICKHOUSE_USER", "default");
+        let tls_yaml = tier_tls_yaml();
         let registry = write(
             dir.path(),
             "registry.yaml",
             &format!(
-                "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{ch_user}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n    authority: {{database: {adb}, table: {atable}}}\n    ddl_task_timeout_secs: 60\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}', sslmode: disable}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n"
+                "version: 1\nconnections:\n  analytics_ch:\n    kind: clickhouse_cluster\n    coordinator_url: '{ch_url}'\n    members:\n{member_yaml}    user: '{ch_user}'\n    password_env: DPONE_CLICKHOUSE_PASSWORD\n{tls_yaml}    authority: {{database: {adb}, table: {atable}}}\n    ddl_task_timeout_secs: 60\n  pg_source:\n    kind: postgres_source\n    endpoint: {{host: '{host}', port: {port}, database: '{db}', user: '{user}', sslmode: disable}}\n    password_env: DPONE_PG_SOURCE_PASSWORD\n"
             ),
         );
         let target = format!("cli_{tag}_{suffix}");
@@ -1267,7 +1268,11 @@ impl LiveRoute {
 
     /// One statement on a member of the tier (TabSeparated output).
     fn member_sql(&self, member_url: &str, query: &str) -> String {
-        let out = Command::new("curl")
+        let mut curl = Command::new("curl");
+        if let Ok(ca) = std::env::var("DPONE_TEST_CLICKHOUSE_CA") {
+            curl.arg("--cacert").arg(ca);
+        }
+        let out = curl
             .args(["-fsS", "-m", "60", "--data-binary", query])
             .arg("-H")
             .arg(format!("X-ClickHouse-User: {}", self.ch_user))
@@ -1981,4 +1986,14 @@ fn live_publication_exports_its_protocol_steps_decisions_and_counts_over_otlp() 
         );
     }
     assert!(!raw.contains(s(route.dir.path())), "local path exported");
+}
+
+/// The registry line pinning the tier's CA (`DPONE_TEST_CLICKHOUSE_CA`: the tier serves
+/// `https://` only), or nothing for a tier without one.
+fn tier_tls_yaml() -> String {
+    std::env::var("DPONE_TEST_CLICKHOUSE_CA")
+        .ok()
+        .filter(|ca| !ca.trim().is_empty())
+        .map(|ca| format!("    sslrootcert: '{ca}'\n"))
+        .unwrap_or_default()
 }

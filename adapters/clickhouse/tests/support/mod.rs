@@ -3,7 +3,8 @@
 //! control, and a generated source.
 //!
 //! The tier is started by `.ci/start-clickhouse` (two real ClickHouse 26.9 engines behind the
-//! HTTP interface, one ZooKeeper); its last output line names the variables read here.
+//! HTTP interface over TLS, one ZooKeeper); its last output line names the variables read here,
+//! among them the tier's CA (`DPONE_TEST_CLICKHOUSE_CA`), which every endpoint here pins.
 #![allow(dead_code, clippy::print_stdout)]
 
 use std::collections::BTreeMap;
@@ -11,15 +12,21 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use dpone_adapter_clickhouse::{ClickHouseCluster, ClickHouseConfig, Credential, Extract};
+use dpone_adapter_clickhouse::{
+    ClickHouseCluster, ClickHouseConfig, ClickHouseEndpoint, Credential, Extract,
+};
 use dpone_engine_clickhouse::canonical::{RowBinaryWriter, Value, column_types};
 use dpone_engine_clickhouse::contracts::{Digest, Schema};
 use dpone_engine_clickhouse::ports::{ArtifactSource, NoProgress, PortError, SystemEnvironment};
 use dpone_engine_clickhouse::synthetic::FnGate;
 use dpone_engine_clickhouse::{Coordinator, CoordinatorConfig, OperationRequest, Ports};
 use dpone_policy_model::admission::StaticFacts;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
 
 /// The running tier, from the environment `.ci/start-clickhouse` prints.
 pub struct Tier {
@@ -39,6 +46,8 @@ pub struct Tier {
     pub authority: (String, String),
     /// The tier's state directory (control script, fault logs), when it is the local tier.
     pub dir: Option<PathBuf>,
+    /// The CA bundle (PEM) the tier's `https://` endpoints are verified against.
+    pub ca: Option<String>,
 }
 
 fn var(k: &str) -> Option<String> {
@@ -80,17 +89,26 @@ impl Tier {
             database: var("DATABASE").unwrap_or_else(|| "dpone_test".into()),
             authority: (adb.into(), at.into()),
             dir: var("TIER").map(PathBuf::from),
+            ca: var("CA"),
+        }
+    }
+
+    /// `url` as an endpoint of this tier: pinned to the tier's CA.
+    pub fn endpoint(&self, url: &str) -> ClickHouseEndpoint {
+        ClickHouseEndpoint {
+            url: url.to_owned(),
+            sslrootcert: self.ca.clone(),
         }
     }
 
     /// The adapter's configuration against this tier.
     pub fn config(&self, request_timeout_secs: u64) -> ClickHouseConfig {
         ClickHouseConfig {
-            coordinator_url: self.url.clone().into(),
+            coordinator_url: self.endpoint(&self.url),
             member_urls: self
                 .members
                 .iter()
-                .map(|(k, u)| (*k, u.clone().into()))
+                .map(|(k, u)| (*k, self.endpoint(u)))
                 .collect(),
             credential: Credential {
                 user: self.user.clone(),
@@ -126,14 +144,34 @@ impl Tier {
         String::from_utf8(body).expect("utf-8 output")
     }
 
-    /// One HTTP exchange with a member (authenticated), returning status and body.
+    /// One HTTP exchange with a member (authenticated; over TLS verified against the tier's
+    /// CA for an `https://` URL), returning status and body.
     pub fn http(&self, member_url: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-        let authority = member_url
-            .strip_prefix("http://")
-            .expect("tier URLs are http")
-            .trim_end_matches('/');
-        let mut s = TcpStream::connect(authority).expect("member reachable");
-        s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        let (tls, authority) = if let Some(a) = member_url.strip_prefix("https://") {
+            (true, a.trim_end_matches('/'))
+        } else {
+            let a = member_url
+                .strip_prefix("http://")
+                .expect("tier URLs are http:// or https://");
+            (false, a.trim_end_matches('/'))
+        };
+        let tcp = TcpStream::connect(authority).expect("member reachable");
+        tcp.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        let mut s: Box<dyn Connection> = if tls {
+            let host = authority
+                .rsplit_once(':')
+                .map_or(authority, |(h, _)| h)
+                .to_owned();
+            let name = ServerName::try_from(host).expect("a host name or address");
+            let ca = self
+                .ca
+                .as_deref()
+                .expect("DPONE_TEST_CLICKHOUSE_CA names the tier's CA beside https:// URLs");
+            let conn = ClientConnection::new(tls_client(ca), name).expect("TLS client");
+            Box::new(StreamOwned::new(conn, tcp))
+        } else {
+            Box::new(tcp)
+        };
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\
              X-ClickHouse-User: {}\r\nX-ClickHouse-Key: {}\r\nContent-Length: {}\r\n\r\n",
@@ -143,8 +181,19 @@ impl Tier {
         );
         s.write_all(head.as_bytes()).expect("send");
         s.write_all(body).expect("send");
+        s.flush().expect("send");
         let mut raw = Vec::new();
-        s.read_to_end(&mut raw).expect("read");
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+                // The member closes without a TLS close_notify; the length below decides
+                // whether the response is whole.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => panic!("read from the member: {e}"),
+            }
+        }
         let split = raw
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
@@ -155,7 +204,17 @@ impl Tier {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .expect("status");
-        (status, raw[split + 4..].to_vec())
+        let mut body = raw[split + 4..].to_vec();
+        let length = head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        });
+        if let Some(length) = length {
+            assert!(body.len() >= length, "response cut short");
+            body.truncate(length);
+        }
+        (status, body)
     }
 
     /// Arms a fault rule on a member (see `.ci/clickhouse-tier/member.py`).
@@ -204,6 +263,29 @@ impl Tier {
             self.ctl(&["wait", m]);
         }
     }
+}
+
+/// A byte stream to a member: plain TCP or TLS over it.
+trait Connection: Read + Write {}
+impl<T: Read + Write> Connection for T {}
+
+/// A TLS client trusting exactly the CA certificates in `ca` (PEM).
+pub fn tls_client(ca: &str) -> Arc<ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("the tier's CA file") {
+        roots
+            .add(cert.expect("PEM certificate"))
+            .expect("a usable CA certificate");
+    }
+    Arc::new(
+        ClientConfig::builder_with_provider(
+            Arc::new(rustls::crypto::aws_lc_rs::default_provider()),
+        )
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
 }
 
 /// A name no other test run uses.
