@@ -269,6 +269,10 @@ pub struct PgControlStore {
     max_retries: u32,
     /// Whether the reviewed DDL was verified (on the first connection; again on demand).
     verified: AtomicBool,
+    /// The keys of the grant this store last admitted under, read from its (immutable)
+    /// registration: only a plan for the next admission's reads, which its transaction
+    /// checks against the registration it reads under the lock.
+    planned: StdMutex<Option<(GrantKey, Arc<GrantKeys>)>>,
 }
 
 enum TxError {
@@ -356,11 +360,13 @@ enum Op<'r> {
         &'r [u8],
         &'r ActivationRequest,
     ),
-    /// An admission, with the decision made inside its transaction on the pool it read.
+    /// An admission, with the decision made inside its transaction on the pool it read, and
+    /// its grant's keys when they could be read before the lock.
     Admit(
         &'r Authenticated,
         &'r AdmissionRequest,
         &'r StdMutex<Decide<'r>>,
+        Option<&'r GrantKeys>,
     ),
     /// A settlement, with the environment of its (immutable) reservation for the lock.
     Settle(&'r Settlement, Option<&'r str>),
@@ -377,8 +383,19 @@ enum Out {
     Unit,
     New(bool),
     Selected(Selected),
-    Reservation(Reservation, PoolStatus),
-    Settled(Settled),
+    /// An admitted reservation, the pool it was decided on, and its row, which is written in
+    /// the same flight as COMMIT (taken out by `transact` before it commits).
+    Reservation(Reservation, PoolStatus, Option<DeferredWrite>),
+    /// A settlement, and its row when it is new (written in the same flight as COMMIT).
+    Settled(Settled, Option<DeferredWrite>),
+}
+
+/// A write a transaction's body decided on and left for the commit flight: a statement
+/// prepared on this connection (so sending it is one message, queued before COMMIT) and its
+/// parameters.
+struct DeferredWrite {
+    statement: Statement,
+    params: Vec<Box<dyn ToSql + Sync + Send>>,
 }
 
 /// A registration as stored, with the clock checks done by the database.
@@ -395,6 +412,50 @@ struct StoredGrant {
     activation_id: Option<String>,
     expired: bool,
     not_yet_valid: bool,
+}
+
+/// What an admission's reads are keyed by in its grant's registration (immutable once
+/// registered): read once before the environment lock so that the reads under it go in one
+/// flight, and compared with the registration read under the lock.
+#[derive(PartialEq, Eq)]
+struct GrantKeys {
+    campaign: String,
+    phase: Phase,
+    digest: String,
+    route: Option<Vec<String>>,
+    /// The qualification run a qualification grant consumed, or the activation an execution
+    /// grant is selected by.
+    subject: Option<String>,
+}
+
+impl GrantKeys {
+    fn of(g: &StoredGrant) -> Self {
+        GrantKeys {
+            campaign: g.campaign.clone(),
+            phase: g.phase,
+            digest: g.digest.clone(),
+            route: g.route.clone(),
+            subject: match g.phase {
+                Phase::Qualification => g.run_id.clone(),
+                Phase::Execution => g.activation_id.clone(),
+            },
+        }
+    }
+}
+
+/// [`PgControlStore::admission_reads`]: the reservation's deterministic id and what the
+/// decision and the store's ceilings are taken on.
+struct AdmissionReads {
+    id: Sha256Digest,
+    /// 1 when the grant owns its run or activation.
+    owned: i64,
+    /// The workload's row of ceilings; `None` when it is not in the grant.
+    workload: Option<Row>,
+    membership_ceiling: i64,
+    /// [`pool_columns`], then whether the workload is a member, has an attempt running, and
+    /// whether this attempt (or its id) was already admitted.
+    pool: Row,
+    insert: Statement,
 }
 
 const LIMIT_COLUMNS: &str =
@@ -522,6 +583,7 @@ impl PgControlStore {
             commit,
             max_retries: 16,
             verified: AtomicBool::new(false),
+            planned: StdMutex::new(None),
         })
     }
 
@@ -660,7 +722,7 @@ impl PgControlStore {
             Op::Register(a, _)
             | Op::Consume(a, _, _)
             | Op::Select(a, _, _, _)
-            | Op::Admit(a, _, _) => Some(a.environment().as_str()),
+            | Op::Admit(a, _, _, _) => Some(a.environment().as_str()),
             Op::Settle(_, environment) => *environment,
             Op::Candidate(_) => None,
         }
@@ -685,22 +747,39 @@ impl PgControlStore {
             // The lock and BEGIN as two queries pipelined in one round trip (each its own
             // statement, so BEGIN starts a fresh transaction whose snapshot is taken by its first
             // statement, after the lock is held). The key is computed, never input: a literal.
-            let take = lock.map(|key| format!("SELECT pg_advisory_lock({key})"));
-            let (locked, begun) = tokio::join!(
-                async {
-                    match &take {
-                        Some(sql) => c.batch_execute(sql).await,
-                        None => Ok(()),
-                    }
+            // Under the environment lock the body's first reads go in the same flight: the
+            // server runs them after the lock is held, inside the transaction. `biased` polls in
+            // this order, so the lock, BEGIN and the first reads are queued on the connection in
+            // this order; and if the lock or BEGIN fails, `try_join` drops the body before it
+            // can send anything that depends on what it read (it has to be polled again to see
+            // its reads, and the failure is seen first), so nothing is written outside a locked
+            // transaction. (Every locked body starts with reads; the one unlocked operation,
+            // which starts with its write, waits for BEGIN.)
+            let begin = "BEGIN ISOLATION LEVEL SERIALIZABLE";
+            let opened = match lock {
+                Some(key) => {
+                    let take = format!("SELECT pg_advisory_lock({key})");
+                    tokio::try_join!(
+                        biased;
+                        c.batch_execute(&take),
+                        c.batch_execute(begin),
+                        async { Ok(self.body(&db, &op).await) }
+                    )
+                    .map(|((), (), body)| body)
+                }
+                None => match c.batch_execute(begin).await {
+                    Ok(()) => Ok(self.body(&db, &op).await),
+                    Err(e) => Err(e),
                 },
-                c.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-            );
-            if let Err(e) = locked.and(begun) {
-                // Whether the lock was taken is unknown: the connection is not reused.
-                *guard = None;
-                return Err(db_error("take the environment lock", &e));
-            }
-            let body = self.body(&db, &op).await;
+            };
+            let body = match opened {
+                Ok(body) => body,
+                Err(e) => {
+                    // Whether the lock was taken is unknown: the connection is not reused.
+                    *guard = None;
+                    return Err(db_error("take the environment lock", &e));
+                }
+            };
             match body {
                 Ok(out @ Out::Denied(_)) => {
                     // The decision denied: nothing was written, so nothing is committed.
@@ -709,60 +788,74 @@ impl PgControlStore {
                     }
                     return Ok(out);
                 }
-                Ok(mut out) => match commit_and_unlock(&*self.commit, c, lock).await {
-                    (CommitAck::Acknowledged, unlocked) => {
-                        if !unlocked {
-                            *guard = None;
+                Ok(mut out) => {
+                    match commit_and_unlock(&*self.commit, c, lock, deferred(&mut out)).await {
+                        (Flight::WriteRefused(e), _) => {
+                            // The deferred write was refused by the server: the transaction aborted
+                            // there, so the COMMIT behind it rolled back and wrote nothing.
+                            if !release(c, lock).await {
+                                *guard = None;
+                            }
+                            let state = e.code().map(|s| s.code().to_owned());
+                            if !state.as_deref().is_some_and(retryable) {
+                                return Err(db_error("protected transaction", &e));
+                            }
                         }
-                        if let Out::Reservation(r, _) = &mut out {
-                            r.resolved_by_probe = probed;
+                        (Flight::Ack(CommitAck::Acknowledged), unlocked) => {
+                            if !unlocked {
+                                *guard = None;
+                            }
+                            if let Out::Reservation(r, _, _) = &mut out {
+                                r.resolved_by_probe = probed;
+                            }
+                            return Ok(out);
                         }
-                        return Ok(out);
-                    }
-                    (CommitAck::Refused(state), _) if retryable(&state) => {
-                        if !release(c, lock).await {
-                            *guard = None;
+                        (Flight::Ack(CommitAck::Refused(state)), _) if retryable(&state) => {
+                            if !release(c, lock).await {
+                                *guard = None;
+                            }
                         }
-                    }
-                    (CommitAck::Refused(state), _) => {
-                        if !release(c, lock).await {
-                            *guard = None;
-                        }
-                        return Err(StoreError::new(
-                            StoreCode::Unavailable,
-                            format!("commit failed (SQLSTATE {state})"),
-                        ));
-                    }
-                    (CommitAck::Lost, _) => {
-                        let (pid, start) = (conn.pid, conn.backend_start.clone());
-                        *guard = None;
-                        let Op::Admit(..) = &op else {
+                        (Flight::Ack(CommitAck::Refused(state)), _) => {
+                            if !release(c, lock).await {
+                                *guard = None;
+                            }
                             return Err(StoreError::new(
-                                StoreCode::OutcomeUnknown,
-                                "the commit acknowledgement was lost; probe before retrying",
-                            ));
-                        };
-                        let Out::Reservation(mine, pool_before) = out else {
-                            return Err(StoreError::new(
-                                StoreCode::StoredStateInvalid,
-                                "admission produced no reservation",
-                            ));
-                        };
-                        probed = true;
-                        // Not found: it did not commit; retry under the same deterministic id.
-                        if let Some(found) =
-                            self.resolve_lost(&mut guard, pid, &start, &mine).await?
-                        {
-                            return Ok(Out::Reservation(
-                                Reservation {
-                                    resolved_by_probe: true,
-                                    ..found
-                                },
-                                pool_before,
+                                StoreCode::Unavailable,
+                                format!("commit failed (SQLSTATE {state})"),
                             ));
                         }
+                        (Flight::Ack(CommitAck::Lost), _) => {
+                            let (pid, start) = (conn.pid, conn.backend_start.clone());
+                            *guard = None;
+                            let Op::Admit(..) = &op else {
+                                return Err(StoreError::new(
+                                    StoreCode::OutcomeUnknown,
+                                    "the commit acknowledgement was lost; probe before retrying",
+                                ));
+                            };
+                            let Out::Reservation(mine, pool_before, _) = out else {
+                                return Err(StoreError::new(
+                                    StoreCode::StoredStateInvalid,
+                                    "admission produced no reservation",
+                                ));
+                            };
+                            probed = true;
+                            // Not found: it did not commit; retry under the same deterministic id.
+                            if let Some(found) =
+                                self.resolve_lost(&mut guard, pid, &start, &mine).await?
+                            {
+                                return Ok(Out::Reservation(
+                                    Reservation {
+                                        resolved_by_probe: true,
+                                        ..found
+                                    },
+                                    pool_before,
+                                    None,
+                                ));
+                            }
+                        }
                     }
-                },
+                }
                 Err(TxError::Refuse(e)) => {
                     if !release(c, lock).await {
                         *guard = None;
@@ -876,8 +969,8 @@ impl PgControlStore {
             Op::Consume(a, k, b) => self.consume_body(c, a, k, b).await.map(|()| Out::Unit),
             Op::Candidate(r) => self.candidate_body(c, r).await.map(Out::New),
             Op::Select(a, k, b, r) => self.select_body(c, a, k, b, r).await.map(Out::Selected),
-            Op::Admit(a, r, decide) => self.admit_body(c, a, r, decide).await,
-            Op::Settle(s, _) => self.settle_body(c, s).await.map(Out::Settled),
+            Op::Admit(a, r, decide, keys) => self.admit_body(c, a, r, decide, keys).await,
+            Op::Settle(s, _) => self.settle_body(c, s).await,
         }
     }
 
@@ -1420,89 +1513,44 @@ impl PgControlStore {
         auth: &Authenticated,
         r: &AdmissionRequest,
         decide: &StdMutex<Decide<'_>>,
+        planned: Option<&GrantKeys>,
     ) -> Tx<Out> {
-        // Reads that do not depend on each other are pipelined: the lock is held for as few
-        // round trips as the protocol allows.
-        let (trust, loaded) =
-            tokio::join!(self.check_current(c, auth), self.load_grant(c, &r.grant));
+        // With the grant's keys read before the lock (`planned`), every read of the admission
+        // goes in one flight with the lock and BEGIN: the current trust and clock, the grant
+        // itself, ownership, the workload's ceilings, the membership ceiling and the pool. The
+        // grant read here, under the lock, is the one every check uses; the keys the other
+        // reads were sent with must be its keys, else they are read again with them.
+        let (trust, loaded, reads) = match planned {
+            Some(keys) => {
+                let (trust, loaded, reads) = tokio::join!(
+                    self.check_current(c, auth),
+                    self.load_grant(c, &r.grant),
+                    self.admission_reads(c, auth, r, keys)
+                );
+                (trust, loaded, Some((keys, reads)))
+            }
+            None => {
+                let (trust, loaded) =
+                    tokio::join!(self.check_current(c, auth), self.load_grant(c, &r.grant));
+                (trust, loaded, None)
+            }
+        };
         let trust = trust?;
         let g = Self::checked_grant(auth, &trust, loaded?, &r.original_bytes)?;
+        let keys = GrantKeys::of(&g);
+        let reads = match reads {
+            Some((sent, reads)) if *sent == keys => reads?,
+            _ => self.admission_reads(c, auth, r, &keys).await?,
+        };
+        let AdmissionReads {
+            id,
+            owned,
+            workload: w,
+            membership_ceiling,
+            pool: row,
+            insert,
+        } = reads;
         let phase = g.phase.as_str();
-        // Ownership: the run consumed by this grant, or the activation's selected request
-        // bound to this grant's exact original.
-        let owner_sql = match g.phase {
-            Phase::Qualification => format!(
-                "SELECT count(*) FROM {} WHERE run_id = $1::text::uuid \
-                 AND grant_id = $2::text::uuid AND grant_digest = $3",
-                self.t.consumption
-            ),
-            Phase::Execution => format!(
-                "SELECT count(*) FROM {} WHERE activation_id = $1::text::uuid \
-                 AND grant_id = $2::text::uuid AND grant_digest = $3",
-                self.t.selection
-            ),
-        };
-        let subject = match g.phase {
-            Phase::Qualification => g.run_id.clone(),
-            Phase::Execution => g.activation_id.clone(),
-        };
-        let id = reservation_id(
-            auth.environment(),
-            &stored(Uuid::parse("campaign", &g.campaign))?,
-            g.phase,
-            &r.workload,
-            &r.attempt,
-        );
-        let workload_sql = format!(
-            "SELECT {LIMIT_COLUMNS} FROM {} WHERE grant_id = $1::text::uuid \
-             AND phase = $2 AND workload_id = $3",
-            self.t.workload
-        );
-        let membership_sql = format!(
-            "SELECT coalesce(min(max_workloads), 0) FROM {} \
-             WHERE grant_id = $1::text::uuid AND phase = $2",
-            self.t.workload
-        );
-        // The pool's charges as this transaction reads them (after the environment lock, in its
-        // snapshot), and the attempt's own facts, in one statement.
-        let pool_sql = format!(
-            "SELECT {pool}, \
-             EXISTS (SELECT 1 FROM {m} WHERE {p} AND workload_id = $5), \
-             EXISTS (SELECT 1 FROM {res} r WHERE {p} AND workload_id = $5 \
-                AND NOT EXISTS (SELECT 1 FROM {s} s WHERE s.reservation_id = r.reservation_id)), \
-             EXISTS (SELECT 1 FROM {res} WHERE reservation_id = $6 \
-                OR ({p} AND workload_id = $5 AND attempt_id = $7))",
-            pool = pool_columns(&self.t),
-            p = POOL,
-            m = self.t.membership,
-            res = self.t.reservation,
-            s = self.t.settlement,
-        );
-        let grant_id = r.grant.grant_id.as_str();
-        let environment = auth.environment().as_str();
-        // Four independent reads, pipelined: one round trip.
-        let workload = r.workload.as_str();
-        let attempt = r.attempt.as_str();
-        let owner_params: [&(dyn ToSql + Sync); 3] = [&subject, &grant_id, &g.digest];
-        let workload_params: [&(dyn ToSql + Sync); 3] = [&grant_id, &phase, &workload];
-        let membership_params: [&(dyn ToSql + Sync); 2] = [&grant_id, &phase];
-        let id_text = id.as_str();
-        let pool_params: [&(dyn ToSql + Sync); 7] = [
-            &environment,
-            &g.campaign,
-            &phase,
-            &g.route,
-            &workload,
-            &id_text,
-            &attempt,
-        ];
-        let (owned, w, membership_ceiling, row) = tokio::join!(
-            c.query_one(&owner_sql, &owner_params),
-            c.query_opt(&workload_sql, &workload_params),
-            c.query_one(&membership_sql, &membership_params),
-            c.query_one(&pool_sql, &pool_params)
-        );
-        let owned: i64 = owned?.get(0);
         if owned != 1 {
             return match g.phase {
                 Phase::Qualification => refuse(
@@ -1515,15 +1563,13 @@ impl PgControlStore {
                 ),
             };
         }
-        let Some(w) = w? else {
+        let Some(w) = w else {
             return refuse(
                 StoreCode::WorkloadNotInGrant,
                 "the workload is not in the grant's membership",
             );
         };
         let workload_limits = limits_at(&w, 0);
-        let membership_ceiling: i64 = membership_ceiling?.get(0);
-        let row = row?;
         let pool = pool_at(&row);
         let (is_member, running, duplicate): (bool, bool, bool) =
             (row.get(8), row.get(9), row.get(10));
@@ -1581,32 +1627,25 @@ impl PgControlStore {
                 "the reservation would exceed the effective source-byte ceiling",
             );
         }
-        c.execute(
-            &format!(
-                "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
-                 grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
-                 reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
-                 VALUES ($1, $2::text::uuid, $3::text::uuid, $4, $5, $6::text::uuid, $7, $8, $9, \
-                 $10, $11, $12, $13, clock_timestamp())",
-                self.t.reservation
-            ),
-            &[
-                &id.as_str(),
-                &auth.environment().as_str(),
-                &g.campaign,
-                &phase,
-                &g.route,
-                &r.grant.grant_id.as_str(),
-                &g.digest,
-                &trust.revision,
-                &r.workload.as_str(),
-                &r.attempt.as_str(),
-                &r.source_rows,
-                &r.source_bytes,
-                &r.attempt_seconds,
-            ],
-        )
-        .await?;
+        let params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+            Box::new(id.as_str().to_owned()),
+            Box::new(auth.environment().as_str().to_owned()),
+            Box::new(g.campaign.clone()),
+            Box::new(phase.to_owned()),
+            Box::new(g.route.clone()),
+            Box::new(r.grant.grant_id.as_str().to_owned()),
+            Box::new(g.digest.clone()),
+            Box::new(trust.revision),
+            Box::new(r.workload.as_str().to_owned()),
+            Box::new(r.attempt.as_str().to_owned()),
+            Box::new(r.source_rows),
+            Box::new(r.source_bytes),
+            Box::new(r.attempt_seconds),
+        ];
+        let write = DeferredWrite {
+            statement: insert,
+            params,
+        };
         let reservation = Reservation {
             reservation_id: id,
             grant: r.grant.clone(),
@@ -1619,21 +1658,128 @@ impl PgControlStore {
             attempt_seconds: r.attempt_seconds,
             resolved_by_probe: false,
         };
-        Ok(Out::Reservation(reservation, pool))
+        Ok(Out::Reservation(reservation, pool, Some(write)))
     }
 
-    async fn settle_body(&self, c: &Db<'_>, s: &Settlement) -> Tx<Settled> {
+    /// The admission's reads that are keyed by its grant's registration, pipelined (one round
+    /// trip), and the reservation's insert prepared on this connection (cached after its first
+    /// use) so that the commit flight can send it as one message.
+    async fn admission_reads(
+        &self,
+        c: &Db<'_>,
+        auth: &Authenticated,
+        r: &AdmissionRequest,
+        keys: &GrantKeys,
+    ) -> Tx<AdmissionReads> {
+        let phase = keys.phase.as_str();
+        // Ownership: the run consumed by this grant, or the activation's selected request
+        // bound to this grant's exact original.
+        let owner_sql = match keys.phase {
+            Phase::Qualification => format!(
+                "SELECT count(*) FROM {} WHERE run_id = $1::text::uuid \
+                 AND grant_id = $2::text::uuid AND grant_digest = $3",
+                self.t.consumption
+            ),
+            Phase::Execution => format!(
+                "SELECT count(*) FROM {} WHERE activation_id = $1::text::uuid \
+                 AND grant_id = $2::text::uuid AND grant_digest = $3",
+                self.t.selection
+            ),
+        };
+        let id = reservation_id(
+            auth.environment(),
+            &stored(Uuid::parse("campaign", &keys.campaign))?,
+            keys.phase,
+            &r.workload,
+            &r.attempt,
+        );
+        let workload_sql = format!(
+            "SELECT {LIMIT_COLUMNS} FROM {} WHERE grant_id = $1::text::uuid \
+             AND phase = $2 AND workload_id = $3",
+            self.t.workload
+        );
+        let membership_sql = format!(
+            "SELECT coalesce(min(max_workloads), 0) FROM {} \
+             WHERE grant_id = $1::text::uuid AND phase = $2",
+            self.t.workload
+        );
+        // The pool's charges as this transaction reads them (after the environment lock, in its
+        // snapshot), and the attempt's own facts, in one statement.
+        let pool_sql = format!(
+            "SELECT {pool}, \
+             EXISTS (SELECT 1 FROM {m} WHERE {p} AND workload_id = $5), \
+             EXISTS (SELECT 1 FROM {res} r WHERE {p} AND workload_id = $5 \
+                AND NOT EXISTS (SELECT 1 FROM {s} s WHERE s.reservation_id = r.reservation_id)), \
+             EXISTS (SELECT 1 FROM {res} WHERE reservation_id = $6 \
+                OR ({p} AND workload_id = $5 AND attempt_id = $7))",
+            pool = pool_columns(&self.t),
+            p = POOL,
+            m = self.t.membership,
+            res = self.t.reservation,
+            s = self.t.settlement,
+        );
+        let insert_sql = format!(
+            "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
+             grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
+             reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
+             VALUES ($1, $2::text::uuid, $3::text::uuid, $4, $5, $6::text::uuid, $7, $8, $9, \
+             $10, $11, $12, $13, clock_timestamp())",
+            self.t.reservation
+        );
+        let grant_id = r.grant.grant_id.as_str();
+        let environment = auth.environment().as_str();
+        let workload = r.workload.as_str();
+        let attempt = r.attempt.as_str();
+        let owner_params: [&(dyn ToSql + Sync); 3] = [&keys.subject, &grant_id, &keys.digest];
+        let workload_params: [&(dyn ToSql + Sync); 3] = [&grant_id, &phase, &workload];
+        let membership_params: [&(dyn ToSql + Sync); 2] = [&grant_id, &phase];
+        let id_text = id.as_str();
+        let pool_params: [&(dyn ToSql + Sync); 7] = [
+            &environment,
+            &keys.campaign,
+            &phase,
+            &keys.route,
+            &workload,
+            &id_text,
+            &attempt,
+        ];
+        let (owned, workload, membership_ceiling, pool, insert) = tokio::join!(
+            c.query_one(&owner_sql, &owner_params),
+            c.query_opt(&workload_sql, &workload_params),
+            c.query_one(&membership_sql, &membership_params),
+            c.query_one(&pool_sql, &pool_params),
+            c.statement(&insert_sql)
+        );
+        Ok(AdmissionReads {
+            owned: owned?.get(0),
+            workload: workload?,
+            membership_ceiling: membership_ceiling?.get(0),
+            pool: pool?,
+            insert: insert?,
+            id,
+        })
+    }
+
+    async fn settle_body(&self, c: &Db<'_>, s: &Settlement) -> Tx<Out> {
         let id = s.reservation_id.as_str();
         let settled_sql = format!(
             "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, \
              outcome FROM {} WHERE reservation_id = $1",
             self.t.settlement
         );
-        // The two reads are independent: pipelined, one round trip.
+        let insert_sql = format!(
+            "INSERT INTO {} (reservation_id, measured_source_rows, measured_source_bytes, \
+             measured_http_bytes, outcome, settled_at_utc) \
+             VALUES ($1, $2, $3, $4, $5, clock_timestamp())",
+            self.t.settlement
+        );
+        // The two reads are independent: pipelined with the insert's preparation, one round
+        // trip (in the lock's flight).
         let params: [&(dyn ToSql + Sync); 1] = [&id];
-        let (res, existing) = tokio::join!(
+        let (res, existing, insert) = tokio::join!(
             Self::reservation_by_id(c, &self.t, id),
-            c.query_opt(&settled_sql, &params)
+            c.query_opt(&settled_sql, &params),
+            c.statement(&insert_sql)
         );
         let Some(res) = res? else {
             return refuse(StoreCode::ReservationUnknown, "no reservation has this id");
@@ -1651,7 +1797,7 @@ impl PgControlStore {
                 && row.get::<_, i64>(2) == s.measured_http_bytes
                 && row.get::<_, &str>(3) == s.outcome.as_str();
             return if same {
-                Ok(Settled::Reopened)
+                Ok(Out::Settled(Settled::Reopened, None))
             } else {
                 refuse(
                     StoreCode::SettlementConflict,
@@ -1659,23 +1805,17 @@ impl PgControlStore {
                 )
             };
         }
-        c.execute(
-            &format!(
-                "INSERT INTO {} (reservation_id, measured_source_rows, measured_source_bytes, \
-                 measured_http_bytes, outcome, settled_at_utc) \
-                 VALUES ($1, $2, $3, $4, $5, clock_timestamp())",
-                self.t.settlement
-            ),
-            &[
-                &s.reservation_id.as_str(),
-                &s.measured_source_rows,
-                &s.measured_source_bytes,
-                &s.measured_http_bytes,
-                &s.outcome.as_str(),
+        let write = DeferredWrite {
+            statement: insert?,
+            params: vec![
+                Box::new(id.to_owned()),
+                Box::new(s.measured_source_rows),
+                Box::new(s.measured_source_bytes),
+                Box::new(s.measured_http_bytes),
+                Box::new(s.outcome.as_str().to_owned()),
             ],
-        )
-        .await?;
-        Ok(Settled::Recorded)
+        };
+        Ok(Out::Settled(Settled::Recorded, Some(write)))
     }
 
     async fn reservation_by_id(c: &Db<'_>, t: &Names, id: &str) -> Tx<Option<Reservation>> {
@@ -1731,16 +1871,59 @@ async fn release(c: &Client, lock: Option<i64>) -> bool {
     c.batch_execute(&sql).await.is_ok()
 }
 
-/// COMMIT and the unlock pipelined: the server runs the unlock right after COMMIT, so the next
-/// contender starts one round trip earlier. (After a refused COMMIT the lock is already free;
-/// `release` then rolls back nothing and unlocks nothing, harmlessly.) Returns the
-/// acknowledgement and whether the unlock succeeded.
+/// What the commit flight reports.
+enum Flight {
+    /// The deferred write (if any) was accepted; the COMMIT's acknowledgement.
+    Ack(CommitAck),
+    /// The server refused the deferred write: the transaction aborted there, and the COMMIT
+    /// queued behind it rolled back (PostgreSQL answers COMMIT of an aborted transaction with
+    /// `ROLLBACK`, not an error, so the write's own answer is what tells).
+    WriteRefused(tokio_postgres::Error),
+}
+
+/// The transaction's deferred write, taken out of its output for the commit flight.
+fn deferred(out: &mut Out) -> Option<DeferredWrite> {
+    match out {
+        Out::Reservation(_, _, write) | Out::Settled(_, write) => write.take(),
+        _ => None,
+    }
+}
+
+/// The deferred write, COMMIT and the unlock pipelined in one flight: the server runs them in
+/// this order (`biased` polls, and so queues, them in order; the write is one message of a
+/// statement prepared earlier on this connection), so the next contender starts as soon as
+/// this transaction commits. (After a refused COMMIT the lock is already free; `release` then
+/// rolls back nothing and unlocks nothing, harmlessly.) Returns the outcome and whether the
+/// unlock succeeded. A write whose answer was lost with the connection is an unknown outcome
+/// ([`CommitAck::Lost`]): the caller probes.
 async fn commit_and_unlock(
     commit: &dyn CommitBoundary,
     c: &Client,
     lock: Option<i64>,
-) -> (CommitAck, bool) {
-    tokio::join!(commit.commit(c), unlock(c, lock))
+    write: Option<DeferredWrite>,
+) -> (Flight, bool) {
+    let Some(write) = write else {
+        let (ack, unlocked) = tokio::join!(biased; commit.commit(c), unlock(c, lock));
+        return (Flight::Ack(ack), unlocked);
+    };
+    let params: Vec<&(dyn ToSql + Sync)> = write
+        .params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let (wrote, ack, unlocked) = tokio::join!(
+        biased;
+        c.execute(&write.statement, &params),
+        commit.commit(c),
+        unlock(c, lock)
+    );
+    let flight = match wrote {
+        Ok(_) => Flight::Ack(ack),
+        Err(e) if e.code().is_some() => Flight::WriteRefused(e),
+        // No answer to the write: whether the COMMIT behind it committed it is unknown.
+        Err(_) => Flight::Ack(CommitAck::Lost),
+    };
+    (flight, unlocked)
 }
 
 /// Releases the environment lock after a commit; `false` when the connection failed.
@@ -1801,6 +1984,30 @@ pub enum Enrolled {
 }
 
 impl PgControlStore {
+    /// The keys an admission under `key` plans its locked reads with: the grant's registration
+    /// read first, outside the lock (one round trip no other admission waits for), or kept from
+    /// this store's last admission under the same grant. Whatever it finds is only a plan: the
+    /// transaction reads the registration again under the lock and checks the plan against it.
+    /// A failed read leaves no plan (the transaction then reads the registration first).
+    async fn planned_keys(&self, key: &GrantKey) -> Option<Arc<GrantKeys>> {
+        if let Ok(planned) = self.planned.lock()
+            && let Some((_, keys)) = planned.as_ref().filter(|(k, _)| k == key)
+        {
+            return Some(keys.clone());
+        }
+        let read = async {
+            read!(self, "read the grant's registration", |c, _t| async {
+                self.load_grant(c, key).await
+            })
+        };
+        let registered = read.await.ok().flatten()?;
+        let keys = Arc::new(GrantKeys::of(&registered));
+        if let Ok(mut planned) = self.planned.lock() {
+            *planned = Some((key.clone(), keys.clone()));
+        }
+        Some(keys)
+    }
+
     /// Records participant `e` of enrollment `enrollment_digest` in `environment`, under the
     /// current trust revision, which must be `trust_revision` and pin a policy whose enrollment
     /// is `enrollment_digest` (the caller checked the policy bytes; the revision is re-checked
@@ -2114,8 +2321,12 @@ impl ControlStorePort for PgControlStore {
     {
         request.validate()?;
         let decide = StdMutex::new(decide);
-        match self.transact(Op::Admit(auth, request, &decide)).await? {
-            Out::Reservation(reservation, pool_before) => Ok(Admission::Admitted {
+        let keys = self.planned_keys(&request.grant).await;
+        match self
+            .transact(Op::Admit(auth, request, &decide, keys.as_deref()))
+            .await?
+        {
+            Out::Reservation(reservation, pool_before, _) => Ok(Admission::Admitted {
                 reservation,
                 pool_before,
             }),
@@ -2161,7 +2372,7 @@ impl ControlStorePort for PgControlStore {
             .transact(Op::Settle(settlement, environment.as_deref()))
             .await?;
         Self::expect(out, |o| match o {
-            Out::Settled(s) => Some(s),
+            Out::Settled(s, _) => Some(s),
             _ => None,
         })
     }

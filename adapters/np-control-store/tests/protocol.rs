@@ -1272,6 +1272,160 @@ async fn serialization_failures_retry_within_a_bound_and_then_refuse() {
     e.drop_schema().await;
 }
 
+/// The reservation's insert travels in one flight with COMMIT, and PostgreSQL answers COMMIT of
+/// a transaction aborted by that insert with `ROLLBACK`, not an error: only the insert's own
+/// answer tells. A trigger the store never sees (added after its session was verified) refuses
+/// the insert as the backstop would once, then with a serialization failure twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_reservation_insert_the_server_refuses_is_never_reported_admitted() {
+    let e = Env::new().await;
+    let c = campaign(&e, CEILINGS).await;
+    let g = execution_grant(
+        &c.env,
+        &c.campaign,
+        &uuid(3, 1),
+        &uuid(4, 1),
+        CEILINGS,
+        workloads(0..3, CEILINGS),
+    );
+    register_and_select(&c.store, &c.auth, &g).await;
+    c.store
+        .admit(&c.auth, &admission(&g, "w0", "a1", 1, 1))
+        .await
+        .expect("admitted before the server refuses anything");
+    let s = &e.schema;
+    e.admin
+        .batch_execute(&format!(
+            "CREATE SEQUENCE \"{s}\".test_refusals; \
+             CREATE FUNCTION \"{s}\".test_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ \
+             DECLARE n bigint := nextval('\"{s}\".test_refusals'); BEGIN \
+               IF n = 1 THEN RAISE EXCEPTION 'refused' USING ERRCODE = 'NP013'; END IF; \
+               IF n <= 3 THEN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END IF; \
+               RETURN NEW; END $f$; \
+             CREATE TRIGGER test_refuse BEFORE INSERT ON \"{s}\".np_reservation \
+             FOR EACH ROW EXECUTE FUNCTION \"{s}\".test_refuse();"
+        ))
+        .await
+        .expect("the refusing trigger");
+    let pool = || async {
+        let p = c
+            .store
+            .pool_status(&execution_pool(&c.env, &c.campaign))
+            .await
+            .unwrap();
+        (p.attempts, p.reserved_source_rows, p.reserved_source_bytes)
+    };
+    assert_eq!(
+        code(
+            c.store
+                .admit(&c.auth, &admission(&g, "w1", "a1", 5, 50))
+                .await
+        ),
+        StoreCode::SourceRowsExceeded,
+        "the server's refusal of the insert, not an admission"
+    );
+    assert_eq!(pool().await, (1, 1, 1), "nothing was charged");
+    let r = c
+        .store
+        .admit(&c.auth, &admission(&g, "w1", "a1", 5, 50))
+        .await
+        .expect("admitted after two serialization failures at the insert");
+    assert!(!r.resolved_by_probe);
+    assert_eq!(pool().await, (2, 6, 51), "charged once");
+    let fired: i64 = e
+        .admin
+        .query_one(
+            &format!("SELECT last_value FROM \"{s}\".test_refusals"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(fired, 4, "refused three times, accepted the fourth");
+    e.drop_schema().await;
+}
+
+/// The settlement's insert also travels with COMMIT: a settlement the server refuses is never
+/// reported recorded and charges nothing, and one refused by serialization failures is retried
+/// and recorded once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_settlement_insert_the_server_refuses_is_never_reported_recorded() {
+    let e = Env::new().await;
+    let c = campaign(&e, CEILINGS).await;
+    let g = execution_grant(
+        &c.env,
+        &c.campaign,
+        &uuid(3, 1),
+        &uuid(4, 1),
+        CEILINGS,
+        workloads(0..3, CEILINGS),
+    );
+    register_and_select(&c.store, &c.auth, &g).await;
+    let r = c
+        .store
+        .admit(&c.auth, &admission(&g, "w0", "a1", 5, 50))
+        .await
+        .expect("admitted");
+    let s = &e.schema;
+    e.admin
+        .batch_execute(&format!(
+            "CREATE SEQUENCE \"{s}\".test_refusals; \
+             CREATE FUNCTION \"{s}\".test_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ \
+             DECLARE n bigint := nextval('\"{s}\".test_refusals'); BEGIN \
+               IF n = 1 THEN RAISE EXCEPTION 'refused' USING ERRCODE = 'NP015'; END IF; \
+               IF n <= 3 THEN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END IF; \
+               RETURN NEW; END $f$; \
+             CREATE TRIGGER test_refuse BEFORE INSERT ON \"{s}\".np_settlement \
+             FOR EACH ROW EXECUTE FUNCTION \"{s}\".test_refuse();"
+        ))
+        .await
+        .expect("the refusing trigger");
+    let settlement = Settlement {
+        reservation_id: r.reservation_id.clone(),
+        measured_source_rows: 4,
+        measured_source_bytes: 40,
+        measured_http_bytes: 0,
+        outcome: AttemptOutcome::Succeeded,
+    };
+    let pool = || async {
+        let p = c
+            .store
+            .pool_status(&execution_pool(&c.env, &c.campaign))
+            .await
+            .unwrap();
+        (
+            p.unresolved,
+            p.measured_source_rows,
+            p.measured_source_bytes,
+        )
+    };
+    assert_eq!(
+        code(c.store.settle(&settlement).await),
+        StoreCode::SettleExceedsReservation,
+        "the server's refusal of the insert, not a settlement"
+    );
+    assert_eq!(pool().await, (1, 0, 0), "nothing was recorded");
+    assert_eq!(
+        c.store.settle(&settlement).await.expect("recorded"),
+        Settled::Recorded,
+        "recorded after two serialization failures at the insert"
+    );
+    assert_eq!(pool().await, (0, 4, 40), "recorded once");
+    assert_eq!(
+        c.store.settle(&settlement).await.expect("reopened"),
+        Settled::Reopened
+    );
+    e.drop_schema().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(dpone_live_pg),
