@@ -6,10 +6,10 @@
 //! ```
 //!
 //! 1. **One admission** (criterion, `admit_one`): one client, an uncontended pool; each
-//!    iteration is one SERIALIZABLE admission transaction (environment lock and BEGIN pipelined,
-//!    then revision, clock and registration pipelined, then ownership, workload ceilings and the
-//!    pool's charges pipelined, the decision on that read, the reservation insert, COMMIT and
-//!    unlock pipelined) over a verify-full TLS connection. The decision here is the store's own
+//!    iteration is one SERIALIZABLE admission transaction over a verify-full TLS connection: the
+//!    environment lock, BEGIN and every read in one flight (keyed by the grant's registration,
+//!    read before the lock or kept from the store's last admission under that grant), the
+//!    decision on that read, then the reservation insert, COMMIT and the unlock in one flight. The decision here is the store's own
 //!    (`admit`, which applies the same rule as the scope component); the component's own cost
 //!    inside the transaction is microseconds (the decision bench). Pools are set up outside the
 //!    measured time (a pool holds at most 128 attempts, the spec's ceiling, so fresh campaigns

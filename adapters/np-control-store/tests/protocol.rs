@@ -1272,6 +1272,26 @@ async fn serialization_failures_retry_within_a_bound_and_then_refuse() {
     e.drop_schema().await;
 }
 
+/// A trigger the store never sees (added after its session was verified) on `table`: it refuses
+/// the first insert with the backstop's `code`, the next two with a serialization failure, and
+/// accepts the rest. The sequence `test_refusals` counts the inserts tried.
+async fn refuse_inserts_three_times(e: &Env, table: &str, code: &str) {
+    let s = &e.schema;
+    e.admin
+        .batch_execute(&format!(
+            "CREATE SEQUENCE \"{s}\".test_refusals; \
+             CREATE FUNCTION \"{s}\".test_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ \
+             DECLARE n bigint := nextval('\"{s}\".test_refusals'); BEGIN \
+               IF n = 1 THEN RAISE EXCEPTION 'refused' USING ERRCODE = '{code}'; END IF; \
+               IF n <= 3 THEN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END IF; \
+               RETURN NEW; END $f$; \
+             CREATE TRIGGER test_refuse BEFORE INSERT ON \"{s}\".{table} \
+             FOR EACH ROW EXECUTE FUNCTION \"{s}\".test_refuse();"
+        ))
+        .await
+        .expect("the refusing trigger");
+}
+
 /// The reservation's insert travels in one flight with COMMIT, and PostgreSQL answers COMMIT of
 /// a transaction aborted by that insert with `ROLLBACK`, not an error: only the insert's own
 /// answer tells. A trigger the store never sees (added after its session was verified) refuses
@@ -1297,20 +1317,7 @@ async fn a_reservation_insert_the_server_refuses_is_never_reported_admitted() {
         .admit(&c.auth, &admission(&g, "w0", "a1", 1, 1))
         .await
         .expect("admitted before the server refuses anything");
-    let s = &e.schema;
-    e.admin
-        .batch_execute(&format!(
-            "CREATE SEQUENCE \"{s}\".test_refusals; \
-             CREATE FUNCTION \"{s}\".test_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ \
-             DECLARE n bigint := nextval('\"{s}\".test_refusals'); BEGIN \
-               IF n = 1 THEN RAISE EXCEPTION 'refused' USING ERRCODE = 'NP013'; END IF; \
-               IF n <= 3 THEN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END IF; \
-               RETURN NEW; END $f$; \
-             CREATE TRIGGER test_refuse BEFORE INSERT ON \"{s}\".np_reservation \
-             FOR EACH ROW EXECUTE FUNCTION \"{s}\".test_refuse();"
-        ))
-        .await
-        .expect("the refusing trigger");
+    refuse_inserts_three_times(&e, "np_reservation", "NP013").await;
     let pool = || async {
         let p = c
             .store
@@ -1339,7 +1346,7 @@ async fn a_reservation_insert_the_server_refuses_is_never_reported_admitted() {
     let fired: i64 = e
         .admin
         .query_one(
-            &format!("SELECT last_value FROM \"{s}\".test_refusals"),
+            &format!("SELECT last_value FROM \"{}\".test_refusals", e.schema),
             &[],
         )
         .await
@@ -1374,20 +1381,7 @@ async fn a_settlement_insert_the_server_refuses_is_never_reported_recorded() {
         .admit(&c.auth, &admission(&g, "w0", "a1", 5, 50))
         .await
         .expect("admitted");
-    let s = &e.schema;
-    e.admin
-        .batch_execute(&format!(
-            "CREATE SEQUENCE \"{s}\".test_refusals; \
-             CREATE FUNCTION \"{s}\".test_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ \
-             DECLARE n bigint := nextval('\"{s}\".test_refusals'); BEGIN \
-               IF n = 1 THEN RAISE EXCEPTION 'refused' USING ERRCODE = 'NP015'; END IF; \
-               IF n <= 3 THEN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END IF; \
-               RETURN NEW; END $f$; \
-             CREATE TRIGGER test_refuse BEFORE INSERT ON \"{s}\".np_settlement \
-             FOR EACH ROW EXECUTE FUNCTION \"{s}\".test_refuse();"
-        ))
-        .await
-        .expect("the refusing trigger");
+    refuse_inserts_three_times(&e, "np_settlement", "NP015").await;
     let settlement = Settlement {
         reservation_id: r.reservation_id.clone(),
         measured_source_rows: 4,
