@@ -7,7 +7,7 @@
 
 use crate::bindings;
 use crate::cache::{Lookup, PrecompiledCache};
-use crate::canonical::{canonical_len, canonical_sha256};
+use crate::canonical::{DecisionInput, canonical_len, input_sha256};
 use crate::convert;
 use crate::digest::Sha256Digest;
 use crate::error::PolicyError;
@@ -424,14 +424,14 @@ impl LoadedPolicy {
         check: impl FnOnce(&I, &O) -> Result<(), String>,
     ) -> Result<Decided<O>, PolicyError>
     where
-        I: Serialize,
+        I: DecisionInput,
         O: Serialize,
     {
         let call = |store: &mut wasmtime::Store<SandboxState>| {
             let instance = instantiate(&mut *store).map_err(at(Step::Instantiate))?;
             call(instance, store).map_err(at(Step::Call))
         };
-        let input_sha256 = canonical_sha256(input).map_err(|e| PolicyError::InputInvalid {
+        let input_sha256 = input_sha256(input).map_err(|e| PolicyError::InputInvalid {
             function: function.to_owned(),
             message: e.to_string(),
         })?;
