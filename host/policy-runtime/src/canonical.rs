@@ -61,30 +61,64 @@ impl DecisionInput for dpone_policy_model::admission::StaticFacts {}
 impl DecisionInput for dpone_policy_model::admission::RuntimeFacts {}
 impl DecisionInput for dpone_policy_model::scope::ScopeFacts {}
 
+/// The decision of a call: its evidence holds it as a `serde_json::Value`, and its canonical
+/// size is checked against the output limit.
+pub(crate) trait DecisionOutput: Serialize {
+    /// `serde_json::to_value(self)` and the length of its canonical JSON.
+    fn evidence_output(&self) -> Result<(Value, usize), serde_json::Error> {
+        let value = serde_json::to_value(self)?;
+        let len = canonical_len(&value)?;
+        Ok((value, len))
+    }
+}
+
+impl DecisionOutput for dpone_policy_model::guard::GuardDecision {
+    /// The size is that of the canonical JSON the typed writer writes for the decision (`typed`;
+    /// the same bytes as for the value), not counted over the value.
+    fn evidence_output(&self) -> Result<(Value, usize), serde_json::Error> {
+        let value = serde_json::to_value(self)?;
+        let written =
+            with_typed_buffer(|out| typed::Typed::write(self, out).ok().map(|()| out.len()));
+        let len = match written {
+            Some(len) => len,
+            None => canonical_len(&value)?,
+        };
+        Ok((value, len))
+    }
+}
+impl DecisionOutput for dpone_policy_model::delete_mode::PlanDecision {}
+impl DecisionOutput for dpone_policy_model::admission::StaticDecision {}
+impl DecisionOutput for dpone_policy_model::admission::RuntimeDecision {}
+impl DecisionOutput for dpone_policy_model::scope::ScopeDecision {}
+
 /// Capacity of the typed writer's per-thread buffer kept from one decision to the next.
 const MAX_KEPT_TYPED_BUFFER: usize = 64 << 10;
+
+/// Runs `f` with this thread's (cleared) buffer for the typed writer, or returns `None` if it
+/// is in use further up the stack.
+fn with_typed_buffer<R>(f: impl FnOnce(&mut Vec<u8>) -> Option<R>) -> Option<R> {
+    thread_local! {
+        static TYPED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    TYPED.with(|cell| {
+        let mut out = cell.try_borrow_mut().ok()?;
+        out.clear();
+        let result = f(&mut out);
+        out.clear();
+        // A very large value does not leave its buffer behind on the thread.
+        if out.capacity() > MAX_KEPT_TYPED_BUFFER {
+            *out = Vec::new();
+        }
+        result
+    })
+}
 
 /// sha256 of the canonical JSON of a decision's facts: the `input_sha256` of its evidence. The
 /// same digest as `Sha256Digest::of(&canonical_json(input)?)`; written by the typed writer into
 /// a per-thread buffer where the type has one, else as [`canonical_sha256`].
 pub(crate) fn input_sha256<I: DecisionInput>(input: &I) -> Result<Sha256Digest, serde_json::Error> {
-    thread_local! {
-        static TYPED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    }
-    let typed = TYPED.with(|cell| {
-        let mut out = cell.try_borrow_mut().ok()?;
-        out.clear();
-        let digest = input
-            .write_typed(&mut out)
-            .ok()
-            .map(|()| Sha256Digest::of(&out));
-        out.clear();
-        // A very large input does not leave its buffer behind on the thread.
-        if out.capacity() > MAX_KEPT_TYPED_BUFFER {
-            *out = Vec::new();
-        }
-        digest
-    });
+    let typed =
+        with_typed_buffer(|out| input.write_typed(out).ok().map(|()| Sha256Digest::of(out)));
     match typed {
         Some(digest) => Ok(digest),
         None => canonical_sha256(input),

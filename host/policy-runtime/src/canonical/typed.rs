@@ -7,14 +7,16 @@
 //! being left out of the digest, and the tests compare both writers over generated values (a
 //! key written out of order, a renamed field or a different representation fails every one).
 //!
-//! Only the guard's facts have a typed writer: the guard decides before every run. The other
-//! kinds go through the direct serde writer (`direct`).
+//! Only the guard has typed writers (its facts for the input digest, its decision for the
+//! output's canonical size): the guard decides before every run. The other kinds go through
+//! the direct serde writer (`direct`) and `canonical_len`.
 
 use super::direct::{GaveUp, write_i64, write_json_str, write_u64};
 use dpone_policy_model::guard::{
-    ActiveOwner, AuthorityAllow, Checkpoint, DeleteGuards, EmptySnapshotPolicy, GuardFacts,
-    RepairAuthority, TransferBinding,
+    ActiveOwner, Allowed, AuthorityAllow, Checkpoint, DeleteGuards, EmptySnapshotPolicy,
+    GuardDecision, GuardFacts, LoadKind, RepairAuthority, TransferBinding,
 };
+use dpone_policy_model::types::Reason;
 
 /// A value whose canonical JSON is written from its fields.
 pub(crate) trait Typed {
@@ -232,6 +234,56 @@ impl Typed for GuardFacts {
     }
 }
 
+impl Typed for Reason {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), GaveUp> {
+        let Self { code, message } = self;
+        object!(
+            out,
+            "code" => code,
+            "message" => message,
+        )
+    }
+}
+
+impl Typed for LoadKind {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), GaveUp> {
+        // Unit variants, `rename_all = "snake_case"`.
+        out.extend_from_slice(match self {
+            Self::Incremental => b"\"incremental\"".as_slice(),
+            Self::FullBaseline => b"\"full_baseline\"".as_slice(),
+        });
+        Ok(())
+    }
+}
+
+impl Typed for Allowed {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), GaveUp> {
+        let Self {
+            load,
+            authority_used,
+            transfer_from,
+            reason,
+        } = self;
+        object!(
+            out,
+            "authority_used" => authority_used,
+            "load" => load,
+            "reason" => reason,
+            "transfer_from" => transfer_from,
+        )
+    }
+}
+
+impl Typed for GuardDecision {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), GaveUp> {
+        // Newtype variants, externally tagged, `rename_all = "snake_case"`.
+        match self {
+            Self::Allow(allowed) => object!(out, "allow" => allowed),
+            Self::Deny(reason) => object!(out, "deny" => reason),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +433,54 @@ mod tests {
                     }),
                 }),
             }
+        }
+    }
+
+    impl Gen {
+        fn reason(&mut self) -> Reason {
+            Reason {
+                code: self.string(),
+                message: self.string(),
+            }
+        }
+
+        fn decision(&mut self) -> GuardDecision {
+            if self.below(3) == 0 {
+                return GuardDecision::Deny(self.reason());
+            }
+            GuardDecision::Allow(Allowed {
+                load: if self.bool() {
+                    LoadKind::Incremental
+                } else {
+                    LoadKind::FullBaseline
+                },
+                authority_used: self.option(Self::string),
+                transfer_from: self.option(|g| TransferBinding {
+                    old_state_key: g.string(),
+                    old_checkpoint: g.checkpoint(),
+                }),
+                reason: self.reason(),
+            })
+        }
+    }
+
+    /// The guard's decision as evidence: the typed writer writes the canonical JSON of the
+    /// value `serde_json::to_value` makes, so the size checked against the output limit is that
+    /// value's canonical length.
+    #[test]
+    fn the_guard_decision_size_is_the_reference_one_for_generated_decisions() {
+        use crate::canonical::{DecisionOutput, canonical_len};
+        let mut generator = Gen(0x0B5E_0034);
+        let mut out = Vec::new();
+        for _ in 0..20_000 {
+            let decision = generator.decision();
+            let expected = serde_json::to_value(&decision).expect("value");
+            out.clear();
+            decision.write(&mut out).expect("typed");
+            assert_eq!(out, canonical_value(&expected).expect("canonical"));
+            let (evidence_value, len) = decision.evidence_output().expect("evidence");
+            assert_eq!(evidence_value, expected);
+            assert_eq!(len, canonical_len(&expected).expect("len"));
         }
     }
 
