@@ -484,6 +484,22 @@ mod tests {
         }
     }
 
+    /// A decision far above the output limit is measured exactly (the size check refuses it),
+    /// and the large buffer it needed is not kept for the next decision.
+    #[test]
+    fn an_oversized_guard_decision_is_measured_exactly() {
+        use crate::canonical::{DecisionOutput, canonical_len};
+        for message in ["m\"\u{1}".repeat(100_000), "ok".to_owned()] {
+            let decision = GuardDecision::Deny(Reason {
+                code: "TOO_LARGE".to_owned(),
+                message,
+            });
+            let (value, len) = decision.evidence_output().expect("evidence");
+            assert_eq!(value, serde_json::to_value(&decision).expect("value"));
+            assert_eq!(len, canonical_len(&value).expect("len"));
+        }
+    }
+
     fn reference(facts: &GuardFacts) -> Vec<u8> {
         canonical_value(&serde_json::to_value(facts).expect("value")).expect("reference")
     }
