@@ -16,6 +16,7 @@ use serde_json::Value;
 use std::cell::RefCell;
 
 mod direct;
+mod typed;
 
 /// Serializes `value` as canonical JSON bytes.
 pub fn canonical_json<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
@@ -37,6 +38,90 @@ pub(crate) fn canonical_sha256<T: Serialize>(value: &T) -> Result<Sha256Digest, 
     }) {
         Some(digest) => Ok(digest),
         None => canonical_json(value).map(|bytes| Sha256Digest::of(&bytes)),
+    }
+}
+
+/// The facts of a decision: their canonical JSON is written from their fields where a typed
+/// writer exists (`typed`), else by the direct serde writer.
+pub(crate) trait DecisionInput: Serialize {
+    /// Appends the canonical JSON of `self` to `out` from its fields; `Err(GaveUp)` when this
+    /// type has no typed writer (the default).
+    fn write_typed(&self, _out: &mut Vec<u8>) -> Result<(), direct::GaveUp> {
+        Err(direct::GaveUp)
+    }
+}
+
+impl DecisionInput for dpone_policy_model::guard::GuardFacts {
+    fn write_typed(&self, out: &mut Vec<u8>) -> Result<(), direct::GaveUp> {
+        typed::Typed::write(self, out)
+    }
+}
+impl DecisionInput for dpone_policy_model::delete_mode::DeleteModeFacts {}
+impl DecisionInput for dpone_policy_model::admission::StaticFacts {}
+impl DecisionInput for dpone_policy_model::admission::RuntimeFacts {}
+impl DecisionInput for dpone_policy_model::scope::ScopeFacts {}
+
+/// The decision of a call: its evidence holds it as a `serde_json::Value`, and its canonical
+/// size is checked against the output limit.
+pub(crate) trait DecisionOutput: Serialize {
+    /// `serde_json::to_value(self)` and the length of its canonical JSON.
+    fn evidence_output(&self) -> Result<(Value, usize), serde_json::Error> {
+        let value = serde_json::to_value(self)?;
+        let len = canonical_len(&value)?;
+        Ok((value, len))
+    }
+}
+
+impl DecisionOutput for dpone_policy_model::guard::GuardDecision {
+    /// The size is that of the canonical JSON the typed writer writes for the decision (`typed`;
+    /// the same bytes as for the value), not counted over the value.
+    fn evidence_output(&self) -> Result<(Value, usize), serde_json::Error> {
+        let value = serde_json::to_value(self)?;
+        let written =
+            with_typed_buffer(|out| typed::Typed::write(self, out).ok().map(|()| out.len()));
+        let len = match written {
+            Some(len) => len,
+            None => canonical_len(&value)?,
+        };
+        Ok((value, len))
+    }
+}
+impl DecisionOutput for dpone_policy_model::delete_mode::PlanDecision {}
+impl DecisionOutput for dpone_policy_model::admission::StaticDecision {}
+impl DecisionOutput for dpone_policy_model::admission::RuntimeDecision {}
+impl DecisionOutput for dpone_policy_model::scope::ScopeDecision {}
+
+/// Capacity of the typed writer's per-thread buffer kept from one decision to the next.
+const MAX_KEPT_TYPED_BUFFER: usize = 64 << 10;
+
+/// Runs `f` with this thread's (cleared) buffer for the typed writer, or returns `None` if it
+/// is in use further up the stack.
+fn with_typed_buffer<R>(f: impl FnOnce(&mut Vec<u8>) -> Option<R>) -> Option<R> {
+    thread_local! {
+        static TYPED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    TYPED.with(|cell| {
+        let mut out = cell.try_borrow_mut().ok()?;
+        out.clear();
+        let result = f(&mut out);
+        out.clear();
+        // A very large value does not leave its buffer behind on the thread.
+        if out.capacity() > MAX_KEPT_TYPED_BUFFER {
+            *out = Vec::new();
+        }
+        result
+    })
+}
+
+/// sha256 of the canonical JSON of a decision's facts: the `input_sha256` of its evidence. The
+/// same digest as `Sha256Digest::of(&canonical_json(input)?)`; written by the typed writer into
+/// a per-thread buffer where the type has one, else as [`canonical_sha256`].
+pub(crate) fn input_sha256<I: DecisionInput>(input: &I) -> Result<Sha256Digest, serde_json::Error> {
+    let typed =
+        with_typed_buffer(|out| input.write_typed(out).ok().map(|()| Sha256Digest::of(out)));
+    match typed {
+        Some(digest) => Ok(digest),
+        None => canonical_sha256(input),
     }
 }
 
@@ -536,13 +621,19 @@ mod tests {
     #[test]
     fn every_fixture_input_has_the_reference_bytes() {
         use dpone_policy_model::{admission, delete_mode, guard, scope};
-        fn check<T: serde::de::DeserializeOwned + Serialize>(input: &Value) {
+        fn check<T: serde::de::DeserializeOwned + DecisionInput>(input: &Value) {
             let typed: T = serde_json::from_value(input.clone()).expect("fixture parses");
             let mut writer = direct::Writer::default();
             writer
                 .write(&typed)
                 .expect("model types are handled directly");
             same_as_reference(&typed);
+            // The digest a decision records (the typed writer where the kind has one).
+            let reference = canonical_json_via_value(&typed).expect("reference");
+            assert_eq!(
+                input_sha256(&typed).expect("digest"),
+                Sha256Digest::of(&reference)
+            );
         }
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
         let read = |path: std::path::PathBuf| -> Value {
@@ -580,10 +671,13 @@ mod tests {
             .join("../../fixtures/samples/guard.json");
         let facts: dpone_policy_model::guard::GuardFacts =
             serde_json::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses");
+        let pinned = "sha256:ceea612ba64080cfb6f5c38443c7532e603489ae1cfd07bab69485463c2607ae";
         assert_eq!(
             canonical_sha256(&facts).expect("digest").to_string(),
-            "sha256:ceea612ba64080cfb6f5c38443c7532e603489ae1cfd07bab69485463c2607ae"
+            pinned
         );
+        // The path a decision takes: the guard's typed writer.
+        assert_eq!(input_sha256(&facts).expect("digest").to_string(), pinned);
     }
 
     #[test]

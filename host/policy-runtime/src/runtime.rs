@@ -7,7 +7,7 @@
 
 use crate::bindings;
 use crate::cache::{Lookup, PrecompiledCache};
-use crate::canonical::{canonical_len, canonical_sha256};
+use crate::canonical::{DecisionInput, DecisionOutput, input_sha256};
 use crate::convert;
 use crate::digest::Sha256Digest;
 use crate::error::PolicyError;
@@ -424,23 +424,22 @@ impl LoadedPolicy {
         check: impl FnOnce(&I, &O) -> Result<(), String>,
     ) -> Result<Decided<O>, PolicyError>
     where
-        I: Serialize,
-        O: Serialize,
+        I: DecisionInput,
+        O: DecisionOutput,
     {
         let call = |store: &mut wasmtime::Store<SandboxState>| {
             let instance = instantiate(&mut *store).map_err(at(Step::Instantiate))?;
             call(instance, store).map_err(at(Step::Call))
         };
-        let input_sha256 = canonical_sha256(input).map_err(|e| PolicyError::InputInvalid {
+        let input_sha256 = input_sha256(input).map_err(|e| PolicyError::InputInvalid {
             function: function.to_owned(),
             message: e.to_string(),
         })?;
         let (decision, fuel_used) =
             run_in_fresh_store(&self.engine, &self.config, self.budget, call)?;
-        let output = serde_json::to_value(&decision)
+        let (output, output_len) = decision
+            .evidence_output()
             .map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
-        let output_len =
-            canonical_len(&output).map_err(|e| PolicyError::OutputInvalid(e.to_string()))?;
         if output_len > self.config.max_output_bytes {
             return Err(PolicyError::OutputOversized {
                 bytes: output_len,

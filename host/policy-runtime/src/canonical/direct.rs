@@ -151,40 +151,12 @@ impl Writer {
         write_json_str(&mut self.out, s)
     }
 
-    fn write_u64(&mut self, mut v: u64) {
-        // The digits are put at the start of a buffer of fixed size, which is appended whole
-        // and cut back to their number: a copy of fixed size, not a `memcpy` call.
-        let len = v.checked_ilog10().map_or(1, |log| log as usize + 1);
-        let mut digits = [0u8; 20];
-        let mut i = len;
-        // Two digits per division.
-        while v >= 100 {
-            // `v % 100` is below 100.
-            let pair = (v % 100) as usize * 2;
-            v /= 100;
-            i -= 2;
-            digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-        }
-        if v >= 10 {
-            // `v` is below 100 here.
-            let pair = v as usize * 2;
-            i -= 2;
-            digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-        } else {
-            i -= 1;
-            // `v` is a single decimal digit here.
-            digits[i] = b'0' + v as u8;
-        }
-        let start = self.out.len();
-        self.out.extend_from_slice(&digits);
-        self.out.truncate(start + len);
+    fn write_u64(&mut self, v: u64) {
+        write_u64(&mut self.out, v);
     }
 
     fn write_i64(&mut self, v: i64) {
-        if v < 0 {
-            self.out.push(b'-');
-        }
-        self.write_u64(v.unsigned_abs());
+        write_i64(&mut self.out, v);
     }
 
     fn begin_object(&mut self, close_variant: bool) -> Object<'_> {
@@ -208,10 +180,48 @@ impl Writer {
     }
 }
 
+/// Writes `v` in decimal, as serde_json writes a `u64`.
+pub(super) fn write_u64(out: &mut Vec<u8>, mut v: u64) {
+    // The digits are put at the start of a buffer of fixed size, which is appended whole and
+    // cut back to their number: a copy of fixed size, not a `memcpy` call.
+    let len = v.checked_ilog10().map_or(1, |log| log as usize + 1);
+    let mut digits = [0u8; 20];
+    let mut i = len;
+    // Two digits per division.
+    while v >= 100 {
+        // `v % 100` is below 100.
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        // `v` is below 100 here.
+        let pair = v as usize * 2;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
+        i -= 1;
+        // `v` is a single decimal digit here.
+        digits[i] = b'0' + v as u8;
+    }
+    let start = out.len();
+    out.extend_from_slice(&digits);
+    out.truncate(start + len);
+}
+
+/// Writes `v` in decimal, as serde_json writes an `i64`.
+pub(super) fn write_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, v.unsigned_abs());
+}
+
 /// Writes `s` as a JSON string exactly as serde_json does (the reference writer's escaping):
 /// serde_json escapes only `"`, `\` and control characters below U+0020; a string without
 /// them is copied between quotes, anything else goes through serde_json itself.
-fn write_json_str(out: &mut Vec<u8>, s: &str) -> Result<(), GaveUp> {
+pub(super) fn write_json_str(out: &mut Vec<u8>, s: &str) -> Result<(), GaveUp> {
     if !needs_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
