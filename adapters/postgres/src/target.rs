@@ -917,9 +917,12 @@ impl PgSession {
         }
         let rows = sink.as_mut().finish().await.map_err(|e| copy_error(&e))?;
         let keys: Vec<String> = names[..key_count].to_vec();
+        // No ANALYZE: building the unique index records the table's exact size for the planner
+        // (`pg_class.reltuples`), and the index itself tells it the keys are unique, which is
+        // all the joins on the keys need; sampling every column cost more than the index.
         self.c()
             .batch_execute(&format!(
-                "CREATE UNIQUE INDEX ON {table} ({}); ANALYZE {table}",
+                "CREATE UNIQUE INDEX ON {table} ({})",
                 keys.join(", ")
             ))
             .await
