@@ -595,11 +595,20 @@ impl PgTarget {
     /// The state tables against the reviewed contract (`crate::catalog`): exact columns, the
     /// unique indexes the protocol relies on, exactly the reviewed triggers, CHECK constraints
     /// and foreign keys.
+    ///
+    /// The tables' catalog reads are issued together (the driver pipelines them on the one
+    /// connection); the tables are then judged in contract order, so the first refusal is the
+    /// same as when read one by one.
     async fn verify_state_catalog(c: &tokio_postgres::Client, spec: &TargetSpec) -> Result<()> {
         let roles = Self::state_roles(spec);
-        for (role, name) in &roles {
-            let facts = Self::state_table_facts(c, &spec.state_schema, name, &roles).await?;
-            catalog::verify_table(role, name, &facts)
+        let facts = futures_util::future::join_all(
+            roles
+                .iter()
+                .map(|(_, name)| Self::state_table_facts(c, &spec.state_schema, name, &roles)),
+        )
+        .await;
+        for ((role, name), facts) in roles.iter().zip(facts) {
+            catalog::verify_table(role, name, &facts?)
                 .map_err(|m| XminError::new(ErrorCode::StateCatalogInvalid, m))?;
         }
         Ok(())
@@ -714,9 +723,17 @@ impl TargetPort for PgTarget {
         let spec = self.spec.clone();
         // `control` verifies the pin of a new connection; an open one is verified again here.
         let c = self.control().await?;
-        Self::verify_pin(c, &spec.pin).await?;
-        Self::verify_target_table(c, &spec).await?;
-        Self::verify_state_catalog(c, &spec).await
+        // Read together (pipelined on the one connection), judged in order: a pin mismatch is
+        // reported before anything read from the table or the state catalog.
+        let (pin, table, state) = futures_util::future::join3(
+            Self::verify_pin(c, &spec.pin),
+            Self::verify_target_table(c, &spec),
+            Self::verify_state_catalog(c, &spec),
+        )
+        .await;
+        pin?;
+        table?;
+        state
     }
 
     async fn read_state(&mut self, state_key: &str) -> Result<Option<SourceState>> {
