@@ -189,9 +189,11 @@ async fn small_delta_on_a_large_target(
     on: Dialect,
     prefix: &str,
     delete_policy: Option<&'static str>,
+    mode: Option<&'static str>,
 ) {
     let options = Options {
         delete_policy,
+        soft_delete_mode: mode,
         ..Options::default()
     };
     let Some(f) = Fixture::new_on(on, prefix, options).await else {
@@ -246,15 +248,20 @@ async fn small_delta_on_a_large_target(
 }
 
 async fn small_delta_soft_delete(on: Dialect) {
-    small_delta_on_a_large_target(on, "sd_soft", None).await;
+    small_delta_on_a_large_target(on, "sd_soft", None, None).await;
+}
+
+async fn small_delta_flag_only(on: Dialect) {
+    small_delta_on_a_large_target(on, "sd_flag", Some("soft_delete"), Some("flag_only")).await;
 }
 
 async fn small_delta_hard_delete(on: Dialect) {
-    small_delta_on_a_large_target(on, "sd_hard", Some("hard_delete")).await;
+    small_delta_on_a_large_target(on, "sd_hard", Some("hard_delete"), None).await;
 }
 
 crate::on_every_target!(
     small_delta_soft_delete,
+    small_delta_flag_only,
     small_delta_hard_delete,
     lifecycle_timestamp_only_default,
     lifecycle_timestamp_and_flag,
