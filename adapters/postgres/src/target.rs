@@ -969,7 +969,8 @@ impl PgSession {
         let keys: Vec<String> = names[..key_count].to_vec();
         // No ANALYZE: building the unique index records the table's exact size for the planner
         // (`pg_class.reltuples`), and the index itself tells it the keys are unique, which is
-        // all the joins on the keys need; sampling every column cost more than the index.
+        // what the joins on the keys need; ANALYZE sampled every column of the staged delta
+        // too (0.05–0.12 s a table at 1M rows in the XMin bench).
         self.c()
             .batch_execute(&format!(
                 "CREATE UNIQUE INDEX ON {table} ({})",
