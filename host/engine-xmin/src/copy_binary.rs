@@ -80,6 +80,16 @@ impl FrameChecker {
     pub fn push(&mut self, mut data: &[u8]) -> Result<(), FrameError> {
         self.bytes += data.len() as u64;
         while !data.is_empty() {
+            // Whole tuples at the start of `data` are read in place; a tuple split across
+            // chunks, the trailer and the header go through the states below one by one.
+            if self.state == State::TupleCount && self.have == 0 {
+                while let Some(used) = self.whole_tuple(data)? {
+                    data = &data[used..];
+                }
+                if data.is_empty() {
+                    break;
+                }
+            }
             match self.state {
                 State::Done => return Err(FrameError::TrailingBytes),
                 State::FieldData(remaining) => {
@@ -188,6 +198,44 @@ impl FrameChecker {
         Ok(())
     }
 
+    /// Checks one complete tuple at the start of `data` without copying its lengths: `Some`
+    /// with the bytes it spans (counted), `None` when `data` ends inside it or holds the trailer
+    /// (nothing is consumed), or the error the field-by-field path gives at the same byte.
+    fn whole_tuple(&mut self, data: &[u8]) -> Result<Option<usize>, FrameError> {
+        let Some(count) = data.get(..2) else {
+            return Ok(None);
+        };
+        let n = i16::from_be_bytes([count[0], count[1]]);
+        if n == -1 {
+            return Ok(None);
+        }
+        if n < 0 || n as u16 != self.fields {
+            return Err(FrameError::FieldCount);
+        }
+        let mut at = 2usize;
+        for field in 0..self.fields {
+            let Some(len) = data.get(at..at + 4) else {
+                return Ok(None);
+            };
+            let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+            at += 4;
+            if len == -1 {
+                if field < self.key_fields {
+                    return Err(FrameError::NullKey);
+                }
+            } else if len < 0 {
+                return Err(FrameError::Malformed);
+            } else {
+                at += len as usize;
+                if at > data.len() {
+                    return Ok(None);
+                }
+            }
+        }
+        self.rows += 1;
+        Ok(Some(at))
+    }
+
     fn next_field(&mut self) {
         self.field += 1;
         if self.field == self.fields {
@@ -247,6 +295,38 @@ mod tests {
         ]);
         for chunk in [1, 2, 3, 7, 64, 4096] {
             assert_eq!(check(&s, chunk, 2, 1), Ok((3, true)), "chunk {chunk}");
+        }
+    }
+
+    /// The in-place reading of whole tuples gives exactly what the byte-by-byte path gives
+    /// (one-byte chunks never hold a whole tuple), for valid, truncated and damaged streams.
+    #[test]
+    fn whole_tuples_read_in_place_agree_with_byte_by_byte() {
+        let s = encode_for_tests(&[
+            vec![Some(b"\0\0\0\x01"), Some(b"abc")],
+            vec![Some(b"\0\0\0\x02"), None],
+            vec![Some(b"\0\0\0\x03"), Some(b"")],
+            vec![Some(b"\0\0\0\x04"), Some(&[7u8; 300])],
+        ]);
+        let mut streams = vec![s.clone(), s[..s.len() - 1].to_vec(), s[..40].to_vec()];
+        for at in 19..s.len() {
+            for byte in [0x00, 0xff, 0x80, 0x02, 0x05] {
+                let mut damaged = s.clone();
+                damaged[at] = byte;
+                streams.push(damaged);
+            }
+        }
+        for stream in &streams {
+            for (fields, keys) in [(2, 1), (2, 2), (2, 0), (3, 1)] {
+                let reference = check(stream, 1, fields, keys);
+                for chunk in [2, 3, 6, 11, 64, 4096] {
+                    assert_eq!(
+                        check(stream, chunk, fields, keys),
+                        reference,
+                        "chunk {chunk}, fields {fields}, keys {keys}"
+                    );
+                }
+            }
         }
     }
 

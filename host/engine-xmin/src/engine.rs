@@ -165,6 +165,13 @@ fn phase(name: &'static str) -> tracing::Span {
     tracing::info_span!(target: "dpone::phase", "phase", otel.name = name, phase = name)
 }
 
+/// The span of one step inside a phase (target `dpone::xmin::step`, debug level): finer timings
+/// for benches and profiling (`xmin_bench` prints them); the cli's telemetry does not export
+/// them.
+fn step(name: &'static str) -> tracing::Span {
+    tracing::debug_span!(target: "dpone::xmin::step", "step", phase = name)
+}
+
 /// Runs one reconciliation.
 pub async fn run<S, T>(
     route: &Route,
@@ -189,6 +196,7 @@ where
         .map_err(pre)?;
     if let Some(receipt) = target
         .receipt_by_invocation(&request.invocation_id, &id.state_key)
+        .instrument(step("receipt_probe"))
         .await
         .map_err(pre)?
     {
@@ -216,7 +224,11 @@ where
             cleanup_errors: Vec::new(),
         });
     }
-    let state = target.read_state(&id.state_key).await.map_err(pre)?;
+    let state = target
+        .read_state(&id.state_key)
+        .instrument(step("state_read"))
+        .await
+        .map_err(pre)?;
     if state.as_ref().is_some_and(|s| s.superseded) {
         return Err(pre(XminError::new(
             ErrorCode::StateSuperseded,
@@ -254,6 +266,7 @@ where
     let recorded_lineage = match previous {
         Some(checkpoint) if !full_baseline => Some(
             recorded_lineage(target, &id.state_key, checkpoint)
+                .instrument(step("lineage_read"))
                 .await
                 .map_err(pre)?,
         ),
@@ -329,7 +342,7 @@ where
         guard_evidence: None,
         guard_reason: None,
     };
-    let session = match target.begin().await {
+    let session = match target.begin().instrument(step("begin")).await {
         Ok(s) => s,
         Err(e) => {
             let _ = cleanup(&envelope);
@@ -471,11 +484,16 @@ async fn body<X: TargetSession>(
     if stage_first {
         staged = Some(stage_checked(tx, env, store).await?);
     }
-    tx.lock_target(&id.target_identity).await?;
-    let at = tx.detection_time().await?;
+    tx.lock_target(&id.target_identity)
+        .instrument(step("lock"))
+        .await?;
+    let at = tx.detection_time().instrument(step("lock")).await?;
 
     // Re-read state and authority under the lock: closes the preview-to-commit race.
-    let view = tx.read_state(&id.state_key, &id.target_identity).await?;
+    let view = tx
+        .read_state(&id.state_key, &id.target_identity)
+        .instrument(step("state_reread"))
+        .await?;
     if view.own.as_ref().is_some_and(|s| s.superseded) {
         return Err(XminError::new(
             ErrorCode::StateSuperseded,
@@ -505,7 +523,7 @@ async fn body<X: TargetSession>(
         Some(s) => s,
         None => stage_checked(tx, env, store).await?,
     };
-    let pops = tx.populations().await?;
+    let pops = tx.populations().instrument(step("populations")).await?;
 
     let facts = GuardFacts {
         now: at.div_euclid(1_000_000),
@@ -561,11 +579,23 @@ async fn body<X: TargetSession>(
     }
 
     // Business DML in the spec's order, exact counts.
-    let updated = tx.apply(ApplyStep::UpdateChanged, at).await?;
-    let reactivated = tx.apply(ApplyStep::Reactivate, at).await?;
-    let inserted = tx.apply(ApplyStep::Insert, at).await?;
-    let deleted = tx.apply(ApplyStep::Missing, at).await?;
-    let parity = tx.parity().await?;
+    let updated = tx
+        .apply(ApplyStep::UpdateChanged, at)
+        .instrument(step("update_changed"))
+        .await?;
+    let reactivated = tx
+        .apply(ApplyStep::Reactivate, at)
+        .instrument(step("reactivate"))
+        .await?;
+    let inserted = tx
+        .apply(ApplyStep::Insert, at)
+        .instrument(step("insert"))
+        .await?;
+    let deleted = tx
+        .apply(ApplyStep::Missing, at)
+        .instrument(step("missing"))
+        .await?;
+    let parity = tx.parity().instrument(step("parity")).await?;
 
     let hard = ctx.route.plan.mode == Mode::HardDelete;
     let inv = |ok: bool, m: &str| {
@@ -638,7 +668,11 @@ async fn body<X: TargetSession>(
         visible_horizon: env.visible_horizon,
         receipt_id: receipt_id.clone(),
     };
-    if !tx.cas_checkpoint(&cas, at).await? {
+    if !tx
+        .cas_checkpoint(&cas, at)
+        .instrument(step("cas_receipt"))
+        .await?
+    {
         return Err(stale(
             "checkpoint compare-and-set lost; retry from the new checkpoint",
         ));
@@ -660,7 +694,9 @@ async fn body<X: TargetSession>(
         detected_at_micros: at,
         source_lineage: env.source_lineage.clone(),
     };
-    tx.insert_receipt(&receipt).await?;
+    tx.insert_receipt(&receipt)
+        .instrument(step("cas_receipt"))
+        .await?;
     if let Some((aid, digest)) = &used {
         tx.consume_authority(
             &Consumption {

@@ -36,6 +36,34 @@ proptest! {
         }
     }
 
+    /// Any chunking gives what byte-by-byte feeding gives (whole tuples are read in place).
+    #[test]
+    fn copy_framing_is_independent_of_chunking(
+        rows in 0usize..12,
+        at in 0usize..400,
+        byte in any::<u8>(),
+        damage in any::<bool>(),
+        split in 2usize..80,
+    ) {
+        let body: Vec<Vec<Option<&[u8]>>> = (0..rows)
+            .map(|i| vec![Some(&b"\0\0\0\x01"[..]), if i % 3 == 0 { None } else { Some(&b"xyz"[..i % 4]) }])
+            .collect();
+        let mut s = encode_for_tests(&body);
+        if damage {
+            let at = at % s.len();
+            s[at] = byte;
+        }
+        let feed = |chunk: usize| {
+            let mut c = FrameChecker::new(2, 1);
+            for part in s.chunks(chunk) {
+                c.push(part)?;
+            }
+            Ok::<_, dpone_engine_xmin::copy_binary::FrameError>((c.rows(), c.complete()))
+        };
+        prop_assert_eq!(feed(split), feed(1));
+        prop_assert_eq!(feed(s.len()), feed(1));
+    }
+
     #[test]
     fn truncated_streams_are_never_complete(rows in 0usize..20, cut in 1usize..40) {
         let body: Vec<Vec<Option<&[u8]>>> = (0..rows).map(|_| vec![Some(&b"\0\0\0\x01"[..]), None]).collect();
