@@ -452,7 +452,7 @@ struct AdmissionReads {
     /// The workload's row of ceilings; `None` when it is not in the grant.
     workload: Option<Row>,
     membership_ceiling: i64,
-    /// [`pool_columns`], then whether the workload is a member, has an attempt running, and
+    /// [`pool_select`], then whether the workload is a member, has an attempt running, and
     /// whether this attempt (or its id) was already admitted.
     pool: Row,
     insert: Statement,
@@ -475,23 +475,31 @@ fn limits_at(row: &Row, first: usize) -> Limits {
 const POOL: &str =
     "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid AND phase = $3";
 
-/// The eight columns of a [`PoolStatus`] (`$4` is the route of the row/byte pool: a
-/// qualification's exact route, `NULL` for execution), read by [`pool_at`].
-fn pool_columns(t: &Names) -> String {
+/// A statement whose first eight columns are a [`PoolStatus`] (`$4` is the route of the
+/// row/byte pool: a qualification's exact route, `NULL` for execution), read by [`pool_at`],
+/// followed by the select-list items `more` (each a leading `, …`; they may use the pool's
+/// parameters). The pool's reservations and their settlements are read in one pass (one index
+/// range of the reservations, each settlement by its key) and aggregated with filters.
+fn pool_select(t: &Names, more: &str) -> String {
     let route = "route IS NOT DISTINCT FROM $4::text[]";
     format!(
-        "(SELECT count(*) FROM {m} WHERE {p}), \
-         (SELECT count(*) FROM {r} WHERE {p}), \
-         (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {r} WHERE {p} AND {route}), \
-         (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {r} WHERE {p} AND {route}), \
-         (SELECT count(*) FROM {r} x WHERE {p} AND NOT EXISTS \
-            (SELECT 1 FROM {s} s WHERE s.reservation_id = x.reservation_id)), \
-         (SELECT coalesce(sum(s.measured_source_rows), 0)::bigint FROM {s} s \
-            JOIN {r} x USING (reservation_id) WHERE {p} AND {route}), \
-         (SELECT coalesce(sum(s.measured_source_bytes), 0)::bigint FROM {s} s \
-            JOIN {r} x USING (reservation_id) WHERE {p} AND {route}), \
-         (SELECT coalesce(sum(s.measured_http_bytes), 0)::bigint FROM {s} s \
-            JOIN {r} x USING (reservation_id) WHERE {p} AND {route})",
+        "SELECT (SELECT count(*) FROM {m} WHERE {p}), \
+         a.attempts, a.reserved_rows, a.reserved_bytes, a.unresolved, \
+         a.measured_rows, a.measured_bytes, a.measured_http{more} \
+         FROM (SELECT count(*) AS attempts, \
+           coalesce(sum(x.reserved_source_rows) FILTER (WHERE {route}), 0)::bigint \
+             AS reserved_rows, \
+           coalesce(sum(x.reserved_source_bytes) FILTER (WHERE {route}), 0)::bigint \
+             AS reserved_bytes, \
+           count(*) FILTER (WHERE s.reservation_id IS NULL) AS unresolved, \
+           coalesce(sum(s.measured_source_rows) FILTER (WHERE {route}), 0)::bigint \
+             AS measured_rows, \
+           coalesce(sum(s.measured_source_bytes) FILTER (WHERE {route}), 0)::bigint \
+             AS measured_bytes, \
+           coalesce(sum(s.measured_http_bytes) FILTER (WHERE {route}), 0)::bigint \
+             AS measured_http \
+           FROM {r} x LEFT JOIN {s} s ON s.reservation_id = x.reservation_id \
+           WHERE {p}) a",
         m = t.membership,
         r = t.reservation,
         s = t.settlement,
@@ -499,7 +507,7 @@ fn pool_columns(t: &Names) -> String {
     )
 }
 
-/// The [`PoolStatus`] in the first eight columns of `row` ([`pool_columns`]).
+/// The [`PoolStatus`] in the first eight columns of `row` ([`pool_select`]).
 fn pool_at(row: &Row) -> PoolStatus {
     PoolStatus {
         members: row.get(0),
@@ -1705,18 +1713,19 @@ impl PgControlStore {
         );
         // The pool's charges as this transaction reads them (after the environment lock, in its
         // snapshot), and the attempt's own facts, in one statement.
-        let pool_sql = format!(
-            "SELECT {pool}, \
-             EXISTS (SELECT 1 FROM {m} WHERE {p} AND workload_id = $5), \
-             EXISTS (SELECT 1 FROM {res} r WHERE {p} AND workload_id = $5 \
-                AND NOT EXISTS (SELECT 1 FROM {s} s WHERE s.reservation_id = r.reservation_id)), \
-             EXISTS (SELECT 1 FROM {res} WHERE reservation_id = $6 \
-                OR ({p} AND workload_id = $5 AND attempt_id = $7))",
-            pool = pool_columns(&self.t),
-            p = POOL,
-            m = self.t.membership,
-            res = self.t.reservation,
-            s = self.t.settlement,
+        let pool_sql = pool_select(
+            &self.t,
+            &format!(
+                ", EXISTS (SELECT 1 FROM {m} WHERE {p} AND workload_id = $5), \
+                 EXISTS (SELECT 1 FROM {res} r WHERE {p} AND workload_id = $5 \
+                    AND NOT EXISTS (SELECT 1 FROM {s} s WHERE s.reservation_id = r.reservation_id)), \
+                 EXISTS (SELECT 1 FROM {res} WHERE reservation_id = $6 \
+                    OR ({p} AND workload_id = $5 AND attempt_id = $7))",
+                p = POOL,
+                m = self.t.membership,
+                res = self.t.reservation,
+                s = self.t.settlement,
+            ),
         );
         let insert_sql = format!(
             "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
@@ -2385,7 +2394,7 @@ impl ControlStorePort for PgControlStore {
         );
         let route: Option<Vec<String>> = pool.route.as_ref().map(|r| r.dims().to_vec());
         read!(self, "read the pool", |c, t| async {
-            let sql = format!("SELECT {}", pool_columns(t));
+            let sql = pool_select(t, "");
             let row = c
                 .query_one(&sql, &[&env, &campaign, &phase, &route])
                 .await?;

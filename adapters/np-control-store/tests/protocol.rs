@@ -672,7 +672,7 @@ async fn a_qualification_run_is_consumed_once_and_never_rebound() {
         environment: c.env.clone(),
         campaign: c.campaign.clone(),
         phase: Phase::Qualification,
-        route: Some(route),
+        route: Some(route.clone()),
     };
     assert_eq!(s.pool_status(&key).await.unwrap().reserved_source_rows, 10);
     key.route =
@@ -683,7 +683,100 @@ async fn a_qualification_run_is_consumed_once_and_never_rebound() {
         1,
         "attempts are per campaign pool"
     );
+    // A settled and a running attempt: the pool read in one pass equals each charge summed on
+    // its own (the reviewed definition of every column), under the route and under another.
+    s.settle(&Settlement {
+        reservation_id: r.reservation_id.clone(),
+        measured_source_rows: 7,
+        measured_source_bytes: 70,
+        measured_http_bytes: 3,
+        outcome: AttemptOutcome::Succeeded,
+    })
+    .await
+    .unwrap();
+    s.admit(&c.auth, &admission(&q1, "w0", "a2", 20, 200))
+        .await
+        .unwrap();
+    for k in [
+        key.clone(),
+        PoolKey {
+            route: Some(route.clone()),
+            ..key.clone()
+        },
+    ] {
+        let each = charges_summed_one_by_one(&e, &k).await;
+        let status = s.pool_status(&k).await.unwrap();
+        assert_eq!(status, each, "{:?}", k.route);
+    }
+    let under_route = s
+        .pool_status(&PoolKey {
+            route: Some(route),
+            ..key
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            under_route.attempts,
+            under_route.reserved_source_rows,
+            under_route.unresolved,
+            under_route.measured_source_rows,
+            under_route.measured_http_bytes
+        ),
+        (2, 30, 1, 7, 3)
+    );
     e.drop_schema().await;
+}
+
+/// A pool's eight charges, each by its own statement over the tables (the definition the store's
+/// one-pass read must equal).
+async fn charges_summed_one_by_one(e: &Env, k: &PoolKey) -> PoolStatus {
+    let sc = &e.schema;
+    let p = "environment_id = $1::text::uuid AND campaign_id = $2::text::uuid AND phase = $3";
+    let route = "route IS NOT DISTINCT FROM $4::text[]";
+    let (r, st, m) = (
+        format!("\"{sc}\".np_reservation"),
+        format!("\"{sc}\".np_settlement"),
+        format!("\"{sc}\".np_membership"),
+    );
+    let sql = format!(
+        "SELECT (SELECT count(*) FROM {m} WHERE {p}), \
+         (SELECT count(*) FROM {r} WHERE {p}), \
+         (SELECT coalesce(sum(reserved_source_rows), 0)::bigint FROM {r} WHERE {p} AND {route}), \
+         (SELECT coalesce(sum(reserved_source_bytes), 0)::bigint FROM {r} WHERE {p} AND {route}), \
+         (SELECT count(*) FROM {r} x WHERE {p} AND NOT EXISTS \
+            (SELECT 1 FROM {st} s WHERE s.reservation_id = x.reservation_id)), \
+         (SELECT coalesce(sum(s.measured_source_rows), 0)::bigint FROM {st} s \
+            JOIN {r} x USING (reservation_id) WHERE {p} AND {route}), \
+         (SELECT coalesce(sum(s.measured_source_bytes), 0)::bigint FROM {st} s \
+            JOIN {r} x USING (reservation_id) WHERE {p} AND {route}), \
+         (SELECT coalesce(sum(s.measured_http_bytes), 0)::bigint FROM {st} s \
+            JOIN {r} x USING (reservation_id) WHERE {p} AND {route})"
+    );
+    let route: Option<Vec<String>> = k.route.as_ref().map(|r| r.dims().to_vec());
+    let row = e
+        .admin
+        .query_one(
+            &sql,
+            &[
+                &k.environment.as_str(),
+                &k.campaign.as_str(),
+                &k.phase.as_str(),
+                &route,
+            ],
+        )
+        .await
+        .expect("the charges");
+    PoolStatus {
+        members: row.get(0),
+        attempts: row.get(1),
+        reserved_source_rows: row.get(2),
+        reserved_source_bytes: row.get(3),
+        unresolved: row.get(4),
+        measured_source_rows: row.get(5),
+        measured_source_bytes: row.get(6),
+        measured_http_bytes: row.get(7),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
