@@ -7,7 +7,8 @@
 //! - `cargo xtask hostile`: build the hostile fixture components used by the sandbox tests.
 //! - `cargo xtask demo`: `policies --check`, `dpone-host demo` (the README's main job), then the
 //!   XMin route end to end on the local PostgreSQL server with generated sample data.
-//! - `cargo xtask test`: `policies --check`, `hostile`, start the local PostgreSQL server the
+//! - `cargo xtask test`: `policies --check`, `hostile`, the tools the tests call
+//!   (`.ci/install-test-tools`: xmllint), start the local PostgreSQL server the
 //!   database tests use (`.ci/start-postgres`) and the real-engine ClickHouse tier the live
 //!   ClickHouse tests use (`.ci/start-clickhouse`), then `cargo test --workspace`.
 //! - `cargo xtask attest --subject FILE --out BUNDLE --trusted-root-out ROOT [...]`: issue one
@@ -101,6 +102,7 @@ fn main() -> Result<()> {
         Some("test") => {
             policies(&root, true)?;
             hostile(&root)?;
+            test_tools(&root);
             let mut test = Command::new(&cargo);
             test.current_dir(&root)
                 .args(["test", "--workspace"])
@@ -116,6 +118,24 @@ fn main() -> Result<()> {
         _ => bail!(
             "usage: cargo xtask <policies [--check] | hostile | demo | test [cargo test args] | attest ... | audit [--db DIR | --vendor DIR]>"
         ),
+    }
+}
+
+/// Installs the command-line tools the tests call (xmllint for the JUnit schema) through
+/// `.ci/install-test-tools` when they are missing. A tool that cannot be had is said here; the
+/// tests that need it then fail with that reason.
+fn test_tools(root: &Path) {
+    let script = root.join(".ci/install-test-tools");
+    match Command::new("bash").arg(&script).output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => eprintln!(
+            "test: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ),
+        Err(e) => eprintln!("test: cannot run .ci/install-test-tools ({e})"),
     }
 }
 
