@@ -383,13 +383,69 @@ impl Coordinator<'_> {
         Ok(err)
     }
 
+    /// Every member's target as the baseline observes it (`None` where absent), each existing
+    /// target proven by its content; a candidate under this operation's name is foreign.
+    /// Members are observed concurrently (reads only); the first failure in member-id order is
+    /// reported.
+    fn observe_baseline(
+        &self,
+        op: &Op<'_>,
+        proof: ContentProof,
+    ) -> Result<Vec<Option<PhysicalTable>>, EngineError> {
+        self.for_members(&op.members, |(id, _, _)| {
+            if self.observe(op, id, &op.candidate)?.is_some() {
+                return Err(EngineError::CandidateForeign {
+                    member: id.0.hex_prefix(16),
+                });
+            }
+            Ok(match self.observe(op, id, op.target)? {
+                None => None,
+                Some(t) => {
+                    if t.columns != op.req.schema.columns {
+                        return Err(EngineError::TargetDivergent {
+                            member: id.0.hex_prefix(16),
+                        });
+                    }
+                    let s = self.clock.member(id, MemberStep::BaselineProof, || {
+                        self.digest_table(op, proof, id, op.target, t.uuid)
+                    })?;
+                    Some(PhysicalTable {
+                        uuid: t.uuid,
+                        row_count: s.row_count,
+                        content_digest: s.digest,
+                    })
+                }
+            })
+        })
+        .into_iter()
+        .collect()
+    }
+
     /// LOCKED → STAGING: seal the artifact, observe the baseline, bind both (or ABORT when the
     /// artifact is unsupported; nothing has been mutated yet).
     pub(crate) fn bind_stage(&self, op: &Op<'_>, held: Held) -> Result<Held, EngineError> {
         let proof = held.record.content_proof;
-        let sealed = self
-            .clock
-            .phase(RunPhase::Seal, || self.seal_and_digest(op, proof));
+        // The baseline (reads of every member's target, and each existing target's content
+        // proof) depends on nothing the seal produces: it runs while the source is extracted
+        // and sealed. Both end before the one CAS that binds them; the seal's verdict is judged
+        // first, as when the baseline followed it.
+        let (sealed, baseline) = std::thread::scope(|s| {
+            let span = tracing::Span::current();
+            let baseline = s.spawn(move || {
+                let _entered = span.enter();
+                self.clock
+                    .phase(RunPhase::Baseline, || self.observe_baseline(op, proof))
+            });
+            let sealed = self
+                .clock
+                .phase(RunPhase::Seal, || self.seal_and_digest(op, proof));
+            (
+                sealed,
+                baseline
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            )
+        });
         let (artifact, observed) = match sealed {
             Ok(sealed) => sealed,
             Err(e) if e.class == crate::ports::ARTIFACT_TOO_LARGE => {
@@ -432,38 +488,8 @@ impl Coordinator<'_> {
             return Err(self.abort(op, &held, EngineError::ArtifactInvalid("row count")));
         }
 
-        // Baseline: every member's target, adopted only when all are equal. Members are
-        // observed concurrently (reads only); the first failure in member-id order is reported.
-        let baseline = self.clock.phase(RunPhase::Baseline, || {
-            self.for_members(&op.members, |(id, _, _)| {
-                if self.observe(op, id, &op.candidate)?.is_some() {
-                    return Err(EngineError::CandidateForeign {
-                        member: id.0.hex_prefix(16),
-                    });
-                }
-                Ok(match self.observe(op, id, op.target)? {
-                    None => None,
-                    Some(t) => {
-                        if t.columns != op.req.schema.columns {
-                            return Err(EngineError::TargetDivergent {
-                                member: id.0.hex_prefix(16),
-                            });
-                        }
-                        let s = self.clock.member(id, MemberStep::BaselineProof, || {
-                            self.digest_table(op, held.record.content_proof, id, op.target, t.uuid)
-                        })?;
-                        Some(PhysicalTable {
-                            uuid: t.uuid,
-                            row_count: s.row_count,
-                            content_digest: s.digest,
-                        })
-                    }
-                })
-            })
-        });
-        let baseline = baseline
-            .into_iter()
-            .collect::<Result<Vec<Option<PhysicalTable>>, EngineError>>()?;
+        // Baseline: every member's target, adopted only when all are equal.
+        let baseline = baseline?;
         let present = baseline.iter().filter(|b| b.is_some()).count();
         if present != 0 && present != baseline.len() {
             return Err(EngineError::TargetPresenceMixed);
