@@ -388,22 +388,14 @@ impl<'a> Coordinator<'a> {
             });
         }
 
-        // Every member is probed, and the authority slot read, at once (reads only, none
-        // depending on another); the answers are judged in inventory order, exactly as one
-        // after another, so the first failure in that order is the one reported.
-        let (probes, slot) = std::thread::scope(|s| {
-            let slot = s.spawn(|| self.read_slot(&target_key));
-            let probes = self.for_members(&entries, |e| {
-                let id = contracts::member_id(e.shard_num, e.replica_num);
-                self.ports
-                    .catalog
-                    .probe(&id, &f.target_database, &req.target_table)
-            });
-            (
-                probes,
-                slot.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            )
+        // Every member is probed at once (reads only, none depending on another); the answers
+        // are judged in inventory order, exactly as one after another, so the first failure in
+        // that order is the one reported. The authority is read only once every member answered.
+        let probes = self.for_members(&entries, |e| {
+            let id = contracts::member_id(e.shard_num, e.replica_num);
+            self.ports
+                .catalog
+                .probe(&id, &f.target_database, &req.target_table)
         });
         let mut facts_members = Vec::new();
         let mut capabilities = Vec::new();
@@ -454,7 +446,7 @@ impl<'a> Coordinator<'a> {
                 direct_connection: probe.is_some(),
             });
         }
-        let v1 = match slot? {
+        let v1 = match self.read_slot(&target_key)? {
             Some((_, AuthoritySlot::V1(r))) if r.phase.is_resolved() => V1AuthorityState::Completed,
             Some((_, AuthoritySlot::V1(_))) => V1AuthorityState::Unresolved,
             _ => V1AuthorityState::Absent,
