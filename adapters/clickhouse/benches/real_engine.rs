@@ -38,7 +38,10 @@
 //! baseline, and prints one JSON line per configuration: rows, members, wall seconds,
 //! ns per row, peak RSS, hand-load seconds, the ratio and the phase breakdown. A failed
 //! publication (for example the canonical sort's memory budget) is reported in the line
-//! (`"outcome":"error"`, with the error) rather than aborting.
+//! (`"outcome":"error"`, with the error) rather than aborting. `DPONE_BENCH_EXCHANGE=1` adds,
+//! for each configuration, a second operation on the same target (the EXCHANGE path, then the
+//! predecessor's cleanup), one more JSON line (`"path":"exchange"`) measured against the same
+//! floor.
 //!
 //! `DPONE_BENCH_UID=mixed` makes the `uid` column's low half pseudo-random, so that rows' encodings
 //! end in every byte value (the default, the id, ends every row in `0x00`); the scale lines say
@@ -526,52 +529,63 @@ fn main() {
     if scale {
         // The default configuration's first publication (target absent: RENAME) only.
         let only_default = var("DPONE_BENCH_SCALE").as_deref() == Some("rowset");
+        let paths: &[&str] = if var("DPONE_BENCH_EXCHANGE").as_deref() == Some("1") {
+            &["rename", "exchange"]
+        } else {
+            &["rename"]
+        };
         for variant in Variant::SCALE {
             if only_default && variant.label != Variant::DEFAULT.label {
                 continue;
             }
             let c = coordinator(variant);
-            let req = request(variant.label, "rename");
-            let (outcome, cost) = Cost::measure(rows, || c.run(&req));
-            let timings = c.timings();
-            let outcome = match outcome {
-                Ok(RunOutcome::Completed { receipt }) => {
-                    assert_eq!(
-                        receipt.publication.kind,
-                        dpone_engine_clickhouse::contracts::DdlKind::Rename
-                    );
-                    "\"outcome\":\"completed\"".to_owned()
-                }
-                Ok(RunOutcome::InProgress { phase, .. }) => format!(
-                    "\"outcome\":\"in_progress\",\"phase\":{}",
-                    serde_json::to_string(&format!("{phase:?}")).expect("encode")
-                ),
-                Err(e) => format!(
-                    "\"outcome\":\"error\",\"error\":{}",
-                    serde_json::to_string(&e.to_string()).expect("encode")
-                ),
-            };
-            eprintln!(
-                "{} rename ({outcome}): {}; {}",
-                variant.label,
-                cost.line(),
-                breakdown(&timings)
-            );
-            println!(
-                "{{\"bench\":\"clickhouse_real_engine_scale\",\"rows\":{rows},\"members\":{member_count},\
-\"configuration\":\"{}\",\"path\":\"rename\",\"source_order\":\"synchronized_scan_wrapped_1pct_displaced\",\
+            for &path in paths {
+                let req = request(variant.label, path);
+                let (outcome, cost) = Cost::measure(rows, || c.run(&req));
+                let timings = c.timings();
+                let outcome = match outcome {
+                    Ok(RunOutcome::Completed { receipt }) => {
+                        assert_eq!(
+                            receipt.publication.kind,
+                            if path == "rename" {
+                                dpone_engine_clickhouse::contracts::DdlKind::Rename
+                            } else {
+                                dpone_engine_clickhouse::contracts::DdlKind::Exchange
+                            }
+                        );
+                        "\"outcome\":\"completed\"".to_owned()
+                    }
+                    Ok(RunOutcome::InProgress { phase, .. }) => format!(
+                        "\"outcome\":\"in_progress\",\"phase\":{}",
+                        serde_json::to_string(&format!("{phase:?}")).expect("encode")
+                    ),
+                    Err(e) => format!(
+                        "\"outcome\":\"error\",\"error\":{}",
+                        serde_json::to_string(&e.to_string()).expect("encode")
+                    ),
+                };
+                eprintln!(
+                    "{} {path} ({outcome}): {}; {}",
+                    variant.label,
+                    cost.line(),
+                    breakdown(&timings)
+                );
+                println!(
+                    "{{\"bench\":\"clickhouse_real_engine_scale\",\"rows\":{rows},\"members\":{member_count},\
+\"configuration\":\"{}\",\"path\":\"{path}\",\"source_order\":\"synchronized_scan_wrapped_1pct_displaced\",\
 \"uid\":\"{}\",\"rows_ending_0x0a\":{},\
 {outcome},{},\"hand_load_one_member_s\":{hand:.3},{hand_runs_json},\"ratio_end_to_end_over_hand\":{:.2},\
 \"seal_s\":{seal:.3},{},\"artifact_bytes\":{},\"phase_timings\":{}}}",
-                variant.label,
-                if mixed_uid() { "mixed" } else { "sequential" },
-                (0..rows).filter(|&i| uid(i)[8] == 0x0A).count(),
-                cost.json_fields(),
-                cost.wall_s / hand,
-                floor.json_fields(),
-                identity.byte_size,
-                serde_json::to_string(&timings).expect("timings encode")
-            );
+                    variant.label,
+                    if mixed_uid() { "mixed" } else { "sequential" },
+                    (0..rows).filter(|&i| uid(i)[8] == 0x0A).count(),
+                    cost.json_fields(),
+                    cost.wall_s / hand,
+                    floor.json_fields(),
+                    identity.byte_size,
+                    serde_json::to_string(&timings).expect("timings encode")
+                );
+            }
         }
         return;
     }

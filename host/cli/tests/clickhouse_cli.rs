@@ -1652,8 +1652,9 @@ fn live_check_plan_run_status_then_exchange_then_an_empty_source_on_two_real_mem
         timings["total_s"].as_f64() >= timings["stage_s"].as_f64(),
         "{first}"
     );
-    // Every phase change is an authority write read back: at least lock, staging, one READY
-    // per member, staged, dispatching and committed, each a write and a read.
+    // Every phase change is an authority write read back: at least lock, staging (with every
+    // member's candidate intent), created (every member), staged (with every member READY),
+    // dispatching, committed and completed, each a write and a read.
     assert!(
         timings["authority_calls"].as_u64().is_some_and(|n| n >= 14),
         "{first}"

@@ -643,10 +643,11 @@ fn fault_matrix_converges_without_duplicates_or_false_success() {
                     Ok(RunOutcome::Completed { .. })
                 ));
                 let writes = clean.cluster.authority_writes();
-                // External mode writes each member's stages; internal mode moves every
-                // replica in one write per stage.
+                // External mode binds every member's candidate intent with the artifact, every
+                // member's candidate as CREATED in one write, and every member READY with
+                // STAGED in one write; internal mode moves every replica in one write per stage.
                 let least = match mode {
-                    PublicationMode::External | PublicationMode::Local => 6 + 3 * members,
+                    PublicationMode::External | PublicationMode::Local => 7,
                     PublicationMode::Internal => 9,
                 };
                 assert!(writes >= least, "{mode:?}: {writes} writes");
@@ -850,15 +851,28 @@ fn a_tampered_artifact_is_never_loaded_and_aborts_after_exact_cleanup() {
     // Tier: engine fault matrix on in-process ports.
     let p = profile();
     let w = World::new(&p, 2, true);
-    // Stop right after the first member (in member-id order) loaded; the other is still to load
-    // (members served one after another, so the second has not started).
+    // The first member (in member-id order) loads in full; the second's load applies one row
+    // and its response is lost, so the run drops that candidate and stops at its next
+    // authority write (members served one after another): the second member is still to
+    // load when the artifact is tampered with.
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
+    let second = (0..ids.len()).max_by_key(|i| ids[*i]).expect("members");
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
+    w.cluster.arm(Fault::LoadLostResponsePartial {
+        member: second,
+        rows: 1,
+    });
     assert!(w.coordinator_with(1).run(&p.request()).is_err());
     let loads = w.cluster.metrics().loads;
-    assert!(loads >= 1);
+    assert_eq!(loads, 2, "both members loaded once");
+    assert!(
+        w.cluster
+            .snapshot(second, &p.database, &p.candidate())
+            .is_none(),
+        "the partial candidate was dropped"
+    );
     w.artifacts.tamper();
     let e = w
         .coordinator()
@@ -867,7 +881,7 @@ fn a_tampered_artifact_is_never_loaded_and_aborts_after_exact_cleanup() {
     assert_eq!(e.code(), codes::ARTIFACT_INVALID);
     assert_eq!(
         w.cluster.metrics().loads,
-        1,
+        loads,
         "no load from unverified bytes"
     );
     let cand = p.candidate();

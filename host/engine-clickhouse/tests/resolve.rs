@@ -307,12 +307,19 @@ fn a_missing_artifact_on_this_worker_aborts_after_dropping_exact_owned_candidate
     let p = profile();
     let req = p.request();
     let w = World::new(&p, 2, true);
-    // Worker A loads the first member (in member-id order, members one after another) and
-    // stops; worker B, without A's artifact store, cannot replay the artifact into the second.
+    // Worker A loads the first member (in member-id order, members one after another); the
+    // second member's load applies one row and its response is lost, so A drops that candidate
+    // and stops at its next authority write; worker B, without A's artifact store, cannot
+    // replay the artifact into the second.
     let ids = w.cluster.member_ids();
     let first = (0..ids.len()).min_by_key(|i| ids[*i]).expect("members");
+    let second = (0..ids.len()).max_by_key(|i| ids[*i]).expect("members");
     w.cluster
         .arm(Fault::CrashAfterLoadBeforeCas { member: first });
+    w.cluster.arm(Fault::LoadLostResponsePartial {
+        member: second,
+        rows: 1,
+    });
     assert!(w.coordinator_with(1).run(&req).is_err());
     let b = Operator::new(&w, 0).elsewhere(&p);
     let e = b.coordinator().run(&req).expect_err("no artifact here");

@@ -388,15 +388,20 @@ impl<'a> Coordinator<'a> {
             });
         }
 
-        let mut facts_members = Vec::new();
-        let mut capabilities = Vec::new();
-        for e in &entries {
+        // Every member is probed at once (reads only, none depending on another); the answers
+        // are judged in inventory order, exactly as one after another, so the first failure in
+        // that order is the one reported. The authority is read only once every member answered.
+        let probes = self.for_members(&entries, |e| {
             let id = contracts::member_id(e.shard_num, e.replica_num);
-            let probe = match self
-                .ports
+            self.ports
                 .catalog
                 .probe(&id, &f.target_database, &req.target_table)
-            {
+        });
+        let mut facts_members = Vec::new();
+        let mut capabilities = Vec::new();
+        for (e, probe) in entries.iter().zip(probes) {
+            let id = contracts::member_id(e.shard_num, e.replica_num);
+            let probe = match probe {
                 Ok(p) => Some(p),
                 // A member the registry does not configure cannot be probed: the inventory is
                 // incomplete and runtime admission blocks on that, so report its facts empty.

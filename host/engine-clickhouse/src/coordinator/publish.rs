@@ -133,8 +133,33 @@ impl Coordinator<'_> {
         op: &Op<'_>,
         held: Held,
     ) -> Result<Held, EngineError> {
-        // Re-observe everything against the bound maps.
-        self.require_inventory(op)?;
+        // Re-observe everything against the bound maps: the inventory beside the members (reads
+        // only, none depending on another), judged inventory first, as one after another.
+        std::thread::scope(|s| {
+            let inventory = s.spawn(|| self.require_inventory(op));
+            let members = self.authorize_members(op, &held);
+            inventory
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            members
+        })?;
+        let present = held.record.target_present.unwrap_or(false);
+        let statement = Self::statement(op, present);
+        let mut next = held.record.clone();
+        next.phase = Phase::PublicationDispatching;
+        next.dispatch_epoch += 1;
+        let b = self.binding(op, &statement, next.dispatch_epoch);
+        next.publication = Some(b.clone());
+        // Only an acknowledged CAS confirmed at exactly version + 1 yields the permit.
+        let held = self.cas(op, &held, next)?;
+        self.dispatch_once(op, &statement, &b)?;
+        Ok(held)
+    }
+
+    /// Before the permit: every member's target is still the bound predecessor and its
+    /// candidate the bound, proven generation (members concurrently; the first failure in
+    /// member-id order is reported).
+    fn authorize_members(&self, op: &Op<'_>, held: &Held) -> Result<(), EngineError> {
         let content = held.record.artifact_content_digest;
         let artifact = held
             .record
@@ -176,18 +201,7 @@ impl Coordinator<'_> {
             }
             Ok(())
         });
-        checked.into_iter().collect::<Result<(), EngineError>>()?;
-        let present = held.record.target_present.unwrap_or(false);
-        let statement = Self::statement(op, present);
-        let mut next = held.record.clone();
-        next.phase = Phase::PublicationDispatching;
-        next.dispatch_epoch += 1;
-        let b = self.binding(op, &statement, next.dispatch_epoch);
-        next.publication = Some(b.clone());
-        // Only an acknowledged CAS confirmed at exactly version + 1 yields the permit.
-        let held = self.cas(op, &held, next)?;
-        self.dispatch_once(op, &statement, &b)?;
-        Ok(held)
+        checked.into_iter().collect::<Result<(), EngineError>>()
     }
 
     /// Reconciles the one bound queue entry and every member's UUID pair.
@@ -202,8 +216,19 @@ impl Coordinator<'_> {
             .publication
             .clone()
             .ok_or(EngineError::AuthorityMismatch("no publication binding"))?;
-        let entries = self.queue(op, &b)?;
-        let states = self.pair_states(op, &held)?;
+        // The queue entry and every member's pair are observed at once (reads only, none
+        // depending on another), judged queue first, as one after another.
+        let (entries, states) = std::thread::scope(|s| {
+            let entries = s.spawn(|| self.queue(op, &b));
+            let states = self.pair_states(op, &held);
+            (
+                entries
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                states,
+            )
+        });
+        let (entries, states) = (entries?, states?);
         let fail = |e: EngineError| {
             self.record_error(op, &held, &e);
             Err(e)

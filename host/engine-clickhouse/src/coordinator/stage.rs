@@ -33,12 +33,14 @@ fn digest_error(e: DigestError) -> EngineError {
     }
 }
 
-/// The staging run's shared view: the record as this run last read or wrote it, and whether
-/// some member failed (then every other member stops at its next step).
+/// The staging run's shared view: the record as this run last read or wrote it, whether some
+/// member failed (then every other member stops at its next step), and the members this run
+/// proved exact whose READY the barrier writes (with STAGED, in one CAS).
 struct Staging {
     held: Held,
     stopped: bool,
     first: Option<EngineError>,
+    proven: Vec<(MemberId, Digest)>,
 }
 
 /// The artifact's revalidation verdict for one staging run: the first load revalidates, every
@@ -381,13 +383,69 @@ impl Coordinator<'_> {
         Ok(err)
     }
 
+    /// Every member's target as the baseline observes it (`None` where absent), each existing
+    /// target proven by its content; a candidate under this operation's name is foreign.
+    /// Members are observed concurrently (reads only); the first failure in member-id order is
+    /// reported.
+    fn observe_baseline(
+        &self,
+        op: &Op<'_>,
+        proof: ContentProof,
+    ) -> Result<Vec<Option<PhysicalTable>>, EngineError> {
+        self.for_members(&op.members, |(id, _, _)| {
+            if self.observe(op, id, &op.candidate)?.is_some() {
+                return Err(EngineError::CandidateForeign {
+                    member: id.0.hex_prefix(16),
+                });
+            }
+            Ok(match self.observe(op, id, op.target)? {
+                None => None,
+                Some(t) => {
+                    if t.columns != op.req.schema.columns {
+                        return Err(EngineError::TargetDivergent {
+                            member: id.0.hex_prefix(16),
+                        });
+                    }
+                    let s = self.clock.member(id, MemberStep::BaselineProof, || {
+                        self.digest_table(op, proof, id, op.target, t.uuid)
+                    })?;
+                    Some(PhysicalTable {
+                        uuid: t.uuid,
+                        row_count: s.row_count,
+                        content_digest: s.digest,
+                    })
+                }
+            })
+        })
+        .into_iter()
+        .collect()
+    }
+
     /// LOCKED → STAGING: seal the artifact, observe the baseline, bind both (or ABORT when the
     /// artifact is unsupported; nothing has been mutated yet).
     pub(crate) fn bind_stage(&self, op: &Op<'_>, held: Held) -> Result<Held, EngineError> {
         let proof = held.record.content_proof;
-        let sealed = self
-            .clock
-            .phase(RunPhase::Seal, || self.seal_and_digest(op, proof));
+        // The baseline (reads of every member's target, and each existing target's content
+        // proof) depends on nothing the seal produces: it runs while the source is extracted
+        // and sealed. Both end before the one CAS that binds them; the seal's verdict is judged
+        // first, as when the baseline followed it.
+        let (sealed, baseline) = std::thread::scope(|s| {
+            let span = tracing::Span::current();
+            let baseline = s.spawn(move || {
+                let _entered = span.enter();
+                self.clock
+                    .phase(RunPhase::Baseline, || self.observe_baseline(op, proof))
+            });
+            let sealed = self
+                .clock
+                .phase(RunPhase::Seal, || self.seal_and_digest(op, proof));
+            (
+                sealed,
+                baseline
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            )
+        });
         let (artifact, observed) = match sealed {
             Ok(sealed) => sealed,
             Err(e) if e.class == crate::ports::ARTIFACT_TOO_LARGE => {
@@ -430,38 +488,8 @@ impl Coordinator<'_> {
             return Err(self.abort(op, &held, EngineError::ArtifactInvalid("row count")));
         }
 
-        // Baseline: every member's target, adopted only when all are equal. Members are
-        // observed concurrently (reads only); the first failure in member-id order is reported.
-        let baseline = self.clock.phase(RunPhase::Baseline, || {
-            self.for_members(&op.members, |(id, _, _)| {
-                if self.observe(op, id, &op.candidate)?.is_some() {
-                    return Err(EngineError::CandidateForeign {
-                        member: id.0.hex_prefix(16),
-                    });
-                }
-                Ok(match self.observe(op, id, op.target)? {
-                    None => None,
-                    Some(t) => {
-                        if t.columns != op.req.schema.columns {
-                            return Err(EngineError::TargetDivergent {
-                                member: id.0.hex_prefix(16),
-                            });
-                        }
-                        let s = self.clock.member(id, MemberStep::BaselineProof, || {
-                            self.digest_table(op, held.record.content_proof, id, op.target, t.uuid)
-                        })?;
-                        Some(PhysicalTable {
-                            uuid: t.uuid,
-                            row_count: s.row_count,
-                            content_digest: s.digest,
-                        })
-                    }
-                })
-            })
-        });
-        let baseline = baseline
-            .into_iter()
-            .collect::<Result<Vec<Option<PhysicalTable>>, EngineError>>()?;
+        // Baseline: every member's target, adopted only when all are equal.
+        let baseline = baseline?;
         let present = baseline.iter().filter(|b| b.is_some()).count();
         if present != 0 && present != baseline.len() {
             return Err(EngineError::TargetPresenceMixed);
@@ -495,6 +523,18 @@ impl Coordinator<'_> {
                 m.cleanup = MemberCleanup::NotRequired;
             }
         }
+        // Independent members: each member's candidate UUID intent is bound in this same CAS
+        // (the baseline just observed every candidate name absent), so the intent is durable
+        // before any candidate exists, one write for every member instead of one each.
+        // Internal mode binds one UUID for all replicas in its own step.
+        if matches!(op.mode, PublicationMode::External | PublicationMode::Local) {
+            for m in &mut next.members {
+                if m.stage == StageState::Pending {
+                    m.stage = StageState::Intent;
+                    m.candidate_uuid = Some(Uuid::from_random(self.ports.env.random16()));
+                }
+            }
+        }
         self.cas(op, &held, next)
     }
 
@@ -514,18 +554,53 @@ impl Coordinator<'_> {
             held,
             stopped: false,
             first: None,
+            proven: Vec::new(),
         });
         let revalidated: Revalidated = Mutex::new(None);
         match op.mode {
             // One server is staged as one independent member.
             PublicationMode::External | PublicationMode::Local => {
-                self.for_members(&op.members, |(id, _, _)| {
-                    if let Err(e) = self.stage_member(op, &shared, &revalidated, id, &artifact) {
+                // Candidates still to be created will all be loaded: the artifact's
+                // revalidation (a full re-hash of the stored bytes) runs beside their creates
+                // and CAS, and its verdict is in place before the first load starts.
+                let intents = lock(&shared)
+                    .held
+                    .record
+                    .members
+                    .iter()
+                    .any(|m| m.stage == StageState::Intent);
+                let created = std::thread::scope(|s| {
+                    let early =
+                        intents.then(|| s.spawn(|| self.ports.artifacts.revalidate(&artifact)));
+                    let created = self.create_intended(op, &shared);
+                    if let Some(handle) = early {
+                        let verdict = handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                        *revalidated.lock().unwrap_or_else(PoisonError::into_inner) = Some(verdict);
+                    }
+                    created
+                });
+                match created {
+                    Err(e) => {
                         let mut g = lock(&shared);
                         g.stopped = true;
                         g.first.get_or_insert(e);
                     }
-                });
+                    Ok(fresh) => {
+                        self.for_members(&op.members, |(id, _, _)| {
+                            let initial =
+                                fresh.iter().find(|(m, _)| m == id).map(|(_, o)| o.clone());
+                            if let Err(e) =
+                                self.stage_member(op, &shared, &revalidated, id, &artifact, initial)
+                            {
+                                let mut g = lock(&shared);
+                                g.stopped = true;
+                                g.first.get_or_insert(e);
+                            }
+                        });
+                    }
+                }
             }
             PublicationMode::Internal => {
                 if let Err(e) = self.stage_replicas(op, &shared, &revalidated, &artifact) {
@@ -533,8 +608,12 @@ impl Coordinator<'_> {
                 }
             }
         }
-        let Staging { held, first, .. } =
-            shared.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let Staging {
+            held,
+            first,
+            proven,
+            ..
+        } = shared.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(err) = first {
             match err {
                 e @ EngineError::ArtifactInvalid(_) => {
@@ -589,23 +668,118 @@ impl Coordinator<'_> {
                 }
             }
         }
+        let proven_digest = |id: &MemberId| {
+            proven
+                .iter()
+                .find(|(p, _)| p == id)
+                .map(|(_, digest)| *digest)
+        };
         if held
             .record
             .members
             .iter()
-            .any(|m| m.stage != StageState::Ready)
+            .any(|m| m.stage != StageState::Ready && proven_digest(&m.member_id).is_none())
         {
             return Err(EngineError::AuthorityMismatch(
                 "barrier with a member not READY",
             ));
         }
         self.require_inventory(op)?;
+        // Every member this run proved exact becomes READY, and the phase STAGED, in one
+        // version-checked CAS: READY is never written without its member's exact proof, and
+        // STAGED never without every member READY.
         let mut next = held.record.clone();
+        for m in &mut next.members {
+            if m.stage != StageState::Ready
+                && let Some(digest) = proven_digest(&m.member_id)
+            {
+                m.stage = StageState::Ready;
+                m.candidate_content_digest = Some(digest);
+            }
+        }
         next.phase = Phase::Staged;
         next.error_class = None;
         let held = self.cas(op, &held, next)?;
+        for (id, _) in &proven {
+            self.ports.progress.member_step(id, "ready");
+        }
         let _ = self.ports.artifacts.release(&artifact);
         Ok(held)
+    }
+
+    /// External and local mode, before the per-member steps: every member whose record holds
+    /// a candidate UUID intent gets that candidate created when its name is absent (members
+    /// concurrently) and observed; then one CAS binds as CREATED every member whose candidate
+    /// is exactly the intended one (the UUID and the declared columns). Returns the members
+    /// bound here whose candidate was empty when observed (a candidate that has never been
+    /// CREATED has never been loaded, so that emptiness is not ambiguous), each with that
+    /// observation. Any other finding
+    /// (absent after the create, foreign, divergent) is left in INTENT for the per-member
+    /// steps, which decide it exactly as before.
+    ///
+    /// The record in `shared` was read or written (and read back) by this run just before
+    /// (the lock's read or the STAGING CAS), with no member mutation in between, so it is the
+    /// authority read that precedes these creates.
+    fn create_intended(
+        &self,
+        op: &Op<'_>,
+        shared: &Mutex<Staging>,
+    ) -> Result<Vec<(MemberId, TableObservation)>, EngineError> {
+        let held = lock(shared).held.clone();
+        if held.record.phase != Phase::Staging {
+            return Err(EngineError::AuthorityMismatch("staging outside STAGING"));
+        }
+        let intents: Vec<(MemberId, Uuid)> = held
+            .record
+            .members
+            .iter()
+            .filter(|m| m.stage == StageState::Intent)
+            .filter_map(|m| m.candidate_uuid.map(|u| (m.member_id, u)))
+            .collect();
+        if intents.is_empty() {
+            return Ok(Vec::new());
+        }
+        let observed = self.for_members(&intents, |(id, u)| {
+            if let Some(o) = self.observe(op, id, &op.candidate)? {
+                return Ok(Some(o));
+            }
+            self.ports.progress.member_step(id, "create candidate");
+            let spec = CandidateSpec {
+                database: op.database,
+                name: &op.candidate,
+                uuid: *u,
+                schema: &op.req.schema,
+                engine: op.engine,
+                order_by: &op.req.order_by,
+            };
+            self.clock
+                .member(id, MemberStep::Create, || {
+                    self.ports.catalog.create_candidate(id, &spec)
+                })
+                .map_err(Self::member_err(id, "create candidate"))?;
+            self.observe(op, id, &op.candidate)
+        });
+        let mut created = Vec::new();
+        for ((id, u), o) in intents.iter().zip(observed) {
+            if let Some(o) = o?
+                && o.uuid == *u
+                && o.columns == op.req.schema.columns
+            {
+                created.push((*id, o));
+            }
+        }
+        if created.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.set_all_shared(op, shared, &|m| {
+            if created.iter().any(|(id, _)| *id == m.member_id) {
+                m.stage = StageState::Created;
+            }
+        })?;
+        Ok(created
+            .into_iter()
+            .filter(|(_, o)| o.row_count == 0)
+            .collect())
     }
 
     fn classify(
@@ -705,8 +879,23 @@ impl Coordinator<'_> {
         }
     }
 
-    /// Stages one member: observe, then exactly one safe step, until READY (or until another
-    /// member's failure stops staging).
+    /// The staging run's shared record as this run last read or wrote it, without a new read;
+    /// `None` once some member failed.
+    fn held_shared(shared: &Mutex<Staging>) -> Option<Held> {
+        let g = lock(shared);
+        (!g.stopped).then(|| g.held.clone())
+    }
+
+    /// Stages one member: observe, then exactly one safe step, until its candidate is proven
+    /// exact (the barrier then writes READY) or another member's failure stops staging.
+    ///
+    /// The authority is read again before a step that mutates the member (create, load, drop)
+    /// unless this run's last authority call was a CAS it confirmed by read-back just before
+    /// (only observations in between); a content proof is a read and needs no new read: the
+    /// READY it leads to is written by the barrier's version-checked CAS. `initial` is the
+    /// observation of the member's empty candidate when this run bound it as CREATED just
+    /// before (its emptiness is then not ambiguous); the first step uses it instead of
+    /// observing again.
     fn stage_member(
         &self,
         op: &Op<'_>,
@@ -714,14 +903,22 @@ impl Coordinator<'_> {
         revalidated: &Revalidated,
         id: &MemberId,
         artifact: &ArtifactIdentity,
+        mut initial: Option<TableObservation>,
     ) -> Result<(), EngineError> {
         let foreign = || EngineError::CandidateForeign {
             member: id.0.hex_prefix(16),
         };
         // True right after this run created the candidate: its emptiness is then not ambiguous.
-        let mut fresh = false;
+        let mut fresh = initial.is_some();
+        // Whether the record in `shared` was confirmed by this run's read-back just before.
+        let mut confirmed = fresh;
         for _ in 0..self.config.member_step_limit {
-            let Some(held) = self.reread_shared(op, shared)? else {
+            let held = if std::mem::take(&mut confirmed) {
+                Self::held_shared(shared)
+            } else {
+                self.reread_shared(op, shared)?
+            };
+            let Some(held) = held else {
                 return Ok(());
             };
             if held.record.phase != Phase::Staging {
@@ -735,7 +932,10 @@ impl Coordinator<'_> {
             if rec.stage == StageState::Ready {
                 return Ok(());
             }
-            let obs = self.observe(op, id, &op.candidate)?;
+            let obs = match initial.take() {
+                Some(o) => Some(o),
+                None => self.observe(op, id, &op.candidate)?,
+            };
             match (rec.stage, rec.candidate_uuid, obs) {
                 (StageState::Pending, _, Some(_)) => return Err(foreign()),
                 (StageState::Pending, _, None) => {
@@ -745,6 +945,7 @@ impl Coordinator<'_> {
                         m.stage = StageState::Intent;
                         m.candidate_uuid = Some(u);
                     })?;
+                    confirmed = true;
                 }
                 (_, None, _) => {
                     return Err(EngineError::AuthorityMismatch("staged member without uuid"));
@@ -776,6 +977,7 @@ impl Coordinator<'_> {
                     }
                     fresh = o.row_count == 0;
                     self.set_shared(op, shared, id, |m| m.stage = StageState::Created)?;
+                    confirmed = true;
                 }
                 (StageState::Created, Some(_), None) => {
                     // The owned, unpublished candidate is gone (e.g. a rebuild dropped it and
@@ -786,6 +988,7 @@ impl Coordinator<'_> {
                         m.candidate_uuid = Some(u);
                         m.rebuilds += 1;
                     })?;
+                    confirmed = true;
                 }
                 (StageState::Created, Some(u), Some(o)) => {
                     if fresh && o.row_count == 0 && artifact.row_count > 0 {
@@ -793,21 +996,28 @@ impl Coordinator<'_> {
                         self.clock.member(id, MemberStep::Load, || {
                             self.load(op, &held, revalidated, id, u, artifact)
                         })?;
+                        // Next: observation and the content proof, reads only.
+                        confirmed = true;
                         continue;
                     }
                     fresh = false;
                     match self.classify(op, &held, id, &o)? {
                         Content::Exact(digest) => {
-                            self.ports.progress.member_step(id, "ready");
-                            self.set_shared(op, shared, id, |m| {
-                                m.stage = StageState::Ready;
-                                m.candidate_content_digest = Some(digest);
-                            })?;
+                            // READY is written by the barrier, with STAGED, in one CAS.
+                            let mut g = lock(shared);
+                            if !g.stopped {
+                                g.proven.push((*id, digest));
+                            }
+                            return Ok(());
                         }
                         Content::Incomplete => {
                             // Never append to an ambiguous candidate: drop the exact owned
-                            // candidate (publication has not started: phase is STAGING),
-                            // prove absence, then reserve a new UUID.
+                            // candidate (publication has not started: the record, read again
+                            // now, is unchanged in STAGING), prove absence, then reserve a new
+                            // UUID.
+                            if self.reread_shared(op, shared)?.is_none() {
+                                return Ok(());
+                            }
                             self.ports
                                 .progress
                                 .member_step(id, "drop incomplete candidate");
@@ -818,6 +1028,7 @@ impl Coordinator<'_> {
                                 m.candidate_uuid = Some(u2);
                                 m.rebuilds += 1;
                             })?;
+                            confirmed = true;
                         }
                         Content::Divergent => {
                             return Err(EngineError::CandidateDivergent {
