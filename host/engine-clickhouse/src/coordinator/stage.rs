@@ -743,20 +743,7 @@ impl Coordinator<'_> {
             if let Some(o) = self.observe(op, id, &op.candidate)? {
                 return Ok(Some(o));
             }
-            self.ports.progress.member_step(id, "create candidate");
-            let spec = CandidateSpec {
-                database: op.database,
-                name: &op.candidate,
-                uuid: *u,
-                schema: &op.req.schema,
-                engine: op.engine,
-                order_by: &op.req.order_by,
-            };
-            self.clock
-                .member(id, MemberStep::Create, || {
-                    self.ports.catalog.create_candidate(id, &spec)
-                })
-                .map_err(Self::member_err(id, "create candidate"))?;
+            self.create_candidate(op, id, *u)?;
             self.observe(op, id, &op.candidate)
         });
         let mut created = Vec::new();
@@ -780,6 +767,24 @@ impl Coordinator<'_> {
             .into_iter()
             .filter(|(_, o)| o.row_count == 0)
             .collect())
+    }
+
+    /// `CREATE TABLE … UUID '<uuid>'` of this operation's candidate on member `id`.
+    fn create_candidate(&self, op: &Op<'_>, id: &MemberId, uuid: Uuid) -> Result<(), EngineError> {
+        self.ports.progress.member_step(id, "create candidate");
+        let spec = CandidateSpec {
+            database: op.database,
+            name: &op.candidate,
+            uuid,
+            schema: &op.req.schema,
+            engine: op.engine,
+            order_by: &op.req.order_by,
+        };
+        self.clock
+            .member(id, MemberStep::Create, || {
+                self.ports.catalog.create_candidate(id, &spec)
+            })
+            .map_err(Self::member_err(id, "create candidate"))
     }
 
     fn classify(
@@ -954,20 +959,7 @@ impl Coordinator<'_> {
                     return Err(foreign());
                 }
                 (StageState::Intent, Some(u), None) => {
-                    self.ports.progress.member_step(id, "create candidate");
-                    let spec = CandidateSpec {
-                        database: op.database,
-                        name: &op.candidate,
-                        uuid: u,
-                        schema: &op.req.schema,
-                        engine: op.engine,
-                        order_by: &op.req.order_by,
-                    };
-                    self.clock
-                        .member(id, MemberStep::Create, || {
-                            self.ports.catalog.create_candidate(id, &spec)
-                        })
-                        .map_err(Self::member_err(id, "create candidate"))?;
+                    self.create_candidate(op, id, u)?;
                 }
                 (StageState::Intent, Some(_), Some(o)) => {
                     if o.columns != op.req.schema.columns {
