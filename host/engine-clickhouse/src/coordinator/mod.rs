@@ -627,6 +627,30 @@ impl<'a> Coordinator<'a> {
             .collect()
     }
 
+    /// Runs `first` on a thread of its own (in the current span) while `second` runs here, and
+    /// returns both results; a panic in `first` is raised again here. For independent steps
+    /// whose results are judged in a fixed order by the caller.
+    pub(crate) fn beside<A, B>(
+        first: impl FnOnce() -> A + Send,
+        second: impl FnOnce() -> B,
+    ) -> (A, B)
+    where
+        A: Send,
+    {
+        let span = tracing::Span::current();
+        std::thread::scope(|s| {
+            let first = s.spawn(move || {
+                let _entered = span.enter();
+                first()
+            });
+            let second = second();
+            let first = first
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (first, second)
+        })
+    }
+
     /// Re-observes the inventory and requires the bound digest (drift fences the operation).
     pub(crate) fn require_inventory(&self, op: &Op<'_>) -> Result<(), EngineError> {
         let (entries, complete) = self.observe_inventory(op.cluster)?;

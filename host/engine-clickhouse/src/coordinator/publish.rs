@@ -135,14 +135,12 @@ impl Coordinator<'_> {
     ) -> Result<Held, EngineError> {
         // Re-observe everything against the bound maps: the inventory beside the members (reads
         // only, none depending on another), judged inventory first, as one after another.
-        std::thread::scope(|s| {
-            let inventory = s.spawn(|| self.require_inventory(op));
-            let members = self.authorize_members(op, &held);
-            inventory
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            members
-        })?;
+        let (inventory, members) = Self::beside(
+            || self.require_inventory(op),
+            || self.authorize_members(op, &held),
+        );
+        inventory?;
+        members?;
         let present = held.record.target_present.unwrap_or(false);
         let statement = Self::statement(op, present);
         let mut next = held.record.clone();
@@ -218,16 +216,7 @@ impl Coordinator<'_> {
             .ok_or(EngineError::AuthorityMismatch("no publication binding"))?;
         // The queue entry and every member's pair are observed at once (reads only, none
         // depending on another), judged queue first, as one after another.
-        let (entries, states) = std::thread::scope(|s| {
-            let entries = s.spawn(|| self.queue(op, &b));
-            let states = self.pair_states(op, &held);
-            (
-                entries
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                states,
-            )
-        });
+        let (entries, states) = Self::beside(|| self.queue(op, &b), || self.pair_states(op, &held));
         let (entries, states) = (entries?, states?);
         let fail = |e: EngineError| {
             self.record_error(op, &held, &e);

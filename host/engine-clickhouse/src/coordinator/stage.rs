@@ -429,23 +429,16 @@ impl Coordinator<'_> {
         // proof) depends on nothing the seal produces: it runs while the source is extracted
         // and sealed. Both end before the one CAS that binds them; the seal's verdict is judged
         // first, as when the baseline followed it.
-        let (sealed, baseline) = std::thread::scope(|s| {
-            let span = tracing::Span::current();
-            let baseline = s.spawn(move || {
-                let _entered = span.enter();
+        let (baseline, sealed) = Self::beside(
+            || {
                 self.clock
                     .phase(RunPhase::Baseline, || self.observe_baseline(op, proof))
-            });
-            let sealed = self
-                .clock
-                .phase(RunPhase::Seal, || self.seal_and_digest(op, proof));
-            (
-                sealed,
-                baseline
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            )
-        });
+            },
+            || {
+                self.clock
+                    .phase(RunPhase::Seal, || self.seal_and_digest(op, proof))
+            },
+        );
         let (artifact, observed) = match sealed {
             Ok(sealed) => sealed,
             Err(e) if e.class == crate::ports::ARTIFACT_TOO_LARGE => {
@@ -569,18 +562,13 @@ impl Coordinator<'_> {
                     .members
                     .iter()
                     .any(|m| m.stage == StageState::Intent);
-                let created = std::thread::scope(|s| {
-                    let early =
-                        intents.then(|| s.spawn(|| self.ports.artifacts.revalidate(&artifact)));
-                    let created = self.create_intended(op, &shared);
-                    if let Some(handle) = early {
-                        let verdict = handle
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                        *revalidated.lock().unwrap_or_else(PoisonError::into_inner) = Some(verdict);
-                    }
-                    created
-                });
+                let (early, created) = Self::beside(
+                    || intents.then(|| self.ports.artifacts.revalidate(&artifact)),
+                    || self.create_intended(op, &shared),
+                );
+                if let Some(verdict) = early {
+                    *revalidated.lock().unwrap_or_else(PoisonError::into_inner) = Some(verdict);
+                }
                 match created {
                     Err(e) => {
                         let mut g = lock(&shared);
