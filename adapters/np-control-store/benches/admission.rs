@@ -265,5 +265,260 @@ fn main() {
         )
     });
     println!("{report}");
+    // 4. The floor of group admission on this server with today's backstop.
+    let floor = rt.block_on(group_floor(&s));
+    println!("{floor}");
     rt.block_on(s.env.drop_schema());
+}
+
+/// The environment lock's key, computed as the store computes it.
+fn env_lock_key(environment: &Uuid) -> i64 {
+    use sha2::Digest as _;
+    let d = sha2::Sha256::digest(
+        format!("dpone.np-control-store.lock:{}", environment.as_str()).as_bytes(),
+    );
+    i64::from_be_bytes(d[..8].try_into().expect("eight bytes"))
+}
+
+/// What one critical section deciding a whole batch would cost the server: for each of
+/// `ROUNDS` fresh pools, on one connection, the 64 workloads' first attempts admitted in one
+/// SERIALIZABLE transaction under the environment lock (the lock, BEGIN and the batch's reads —
+/// trust, registration, ownership, every workload's ceilings, the membership ceiling, the pool,
+/// the batch's duplicates — in one flight; then the 64 reservation inserts, each checked by the
+/// backstop trigger, COMMIT and the unlock in a second flight), then their 64 settlements the
+/// same way, then the second attempts and their settlements. No decision is made (the
+/// component's cost is the decision bench's), no request or outcome row is written and no
+/// requester is woken: an upper bound for group admission with one row trigger per
+/// reservation, not a design. Plain TCP on loopback (the store itself uses TLS).
+async fn group_floor(s: &Setup) -> String {
+    let env = uuid(1, 1);
+    let key = env_lock_key(&env);
+    let schema = &s.env.schema;
+    let t = |name: &str| format!("\"{schema}\".\"{name}\"");
+    let insert_reservation = format!(
+        "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
+         grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
+         reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
+         VALUES ($1, $2::text::uuid, $3::text::uuid, $4, NULL, $5::text::uuid, $6, $7, $8, \
+         $9, 1, 1, 60, clock_timestamp())",
+        t("np_reservation")
+    );
+    let insert_settlement = format!(
+        "INSERT INTO {} (reservation_id, measured_source_rows, measured_source_bytes, \
+         measured_http_bytes, outcome, settled_at_utc) \
+         VALUES ($1, 1, 1, 0, 'succeeded', clock_timestamp())",
+        t("np_settlement")
+    );
+    let reads = [
+        format!(
+            "SELECT revision FROM {} WHERE environment_id = $1::text::uuid \
+             ORDER BY revision DESC LIMIT 1",
+            t("np_trust_revision")
+        ),
+        format!(
+            "SELECT grant_digest FROM {} WHERE grant_id = $2::text::uuid AND phase = 'execution' \
+             AND $1::text IS NOT NULL",
+            t("np_registration")
+        ),
+        format!(
+            "SELECT count(*) FROM {} WHERE grant_id = $2::text::uuid AND $1::text IS NOT NULL",
+            t("np_activation_selection")
+        ),
+        format!(
+            "SELECT workload_id, max_attempts FROM {} WHERE grant_id = $2::text::uuid \
+             AND phase = 'execution' AND $1::text IS NOT NULL",
+            t("np_grant_workload")
+        ),
+        format!(
+            "SELECT (SELECT count(*) FROM {m} WHERE environment_id = $1::text::uuid \
+               AND campaign_id = $2::text::uuid), count(*), \
+               count(*) FILTER (WHERE s.reservation_id IS NULL) \
+             FROM {r} x LEFT JOIN {st} s ON s.reservation_id = x.reservation_id \
+             WHERE x.environment_id = $1::text::uuid AND x.campaign_id = $2::text::uuid",
+            m = t("np_membership"),
+            r = t("np_reservation"),
+            st = t("np_settlement"),
+        ),
+    ];
+    let admin = &s.env.admin;
+    let mut admit_batches = Vec::new();
+    let mut settle_batches = Vec::new();
+    let mut wall = Duration::ZERO;
+    for _ in 0..ROUNDS {
+        let g = fresh_pool(s).await;
+        let grant_id = g.grant_id.as_str().to_owned();
+        let campaign = g.campaign.as_str().to_owned();
+        let digest = Sha256Digest::of(&g.original_bytes).as_str().to_owned();
+        let env_s = env.as_str();
+        let revision: i64 = admin
+            .query_one(&reads[0], &[&env_s])
+            .await
+            .expect("trust")
+            .get(0);
+        let ins_r = admin.prepare(&insert_reservation).await.expect("prepare");
+        let ins_s = admin.prepare(&insert_settlement).await.expect("prepare");
+        for k in 0..2 {
+            let ids: Vec<(String, String, String)> = (0..64)
+                .map(|i| {
+                    let w = WorkloadId::new(&format!("w{i}")).expect("workload");
+                    let a = AttemptId::new(&format!("g{k}")).expect("attempt");
+                    let id = reservation_id(&env, &g.campaign, Phase::Execution, &w, &a);
+                    (
+                        id.as_str().to_owned(),
+                        w.as_str().to_owned(),
+                        a.as_str().to_owned(),
+                    )
+                })
+                .collect();
+            // The admissions' critical section.
+            let start = Instant::now();
+            let lock = format!("SELECT pg_advisory_lock({key})");
+            let grant_s = grant_id.as_str();
+            let campaign_s = campaign.as_str();
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&env_s, &grant_s];
+            let all: Vec<&str> = ids.iter().map(|(id, _, _)| id.as_str()).collect();
+            let dup = format!(
+                "SELECT count(*) FROM {} WHERE reservation_id = ANY($1)",
+                t("np_reservation")
+            );
+            let pool_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+                [&env_s, &campaign_s];
+            let all_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&all];
+            let (l, b, r0, r1, r2, r3, pool, d) = tokio::join!(
+                biased;
+                admin.batch_execute(&lock),
+                admin.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE"),
+                admin.query(&reads[0], &params[..1]),
+                admin.query(&reads[1], &params),
+                admin.query(&reads[2], &params),
+                admin.query(&reads[3], &params),
+                admin.query(&reads[4], &pool_params),
+                admin.query(&dup, &all_params)
+            );
+            l.expect("lock");
+            b.expect("begin");
+            for r in [r0, r1, r2, r3, pool, d] {
+                r.expect("read");
+            }
+            let unlock = format!("SELECT pg_advisory_unlock({key})");
+            {
+                let (ins_r, campaign, grant_id, digest) = (&ins_r, &campaign, &grant_id, &digest);
+                let inserts = ids.iter().map(|(id, w, a)| async move {
+                    let p: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
+                        id,
+                        &env_s,
+                        campaign,
+                        &"execution",
+                        grant_id,
+                        digest,
+                        &revision,
+                        w,
+                        a,
+                    ];
+                    admin.execute(ins_r, &p).await
+                });
+                let (written, commit, unlocked) = tokio::join!(
+                    biased;
+                    futures_ordered(inserts),
+                    admin.batch_execute("COMMIT"),
+                    admin.batch_execute(&unlock)
+                );
+                for w in written {
+                    w.expect("reservation accepted by the backstop");
+                }
+                commit.expect("commit");
+                unlocked.expect("unlock");
+            }
+            let admitted = start.elapsed();
+            admit_batches.push(admitted);
+            // The settlements' critical section.
+            let start = Instant::now();
+            let by_id = format!(
+                "SELECT r.reservation_id, s.reservation_id IS NOT NULL FROM {} r \
+                 LEFT JOIN {} s ON s.reservation_id = r.reservation_id \
+                 WHERE r.reservation_id = ANY($1)",
+                t("np_reservation"),
+                t("np_settlement")
+            );
+            let (l, b, found) = tokio::join!(
+                biased;
+                admin.batch_execute(&lock),
+                admin.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE"),
+                admin.query(&by_id, &all_params)
+            );
+            l.expect("lock");
+            b.expect("begin");
+            assert_eq!(found.expect("read").len(), 64);
+            {
+                let inserts = ids.iter().map(|(id, _, _)| {
+                    let ins_s = &ins_s;
+                    async move { admin.execute(ins_s, &[id]).await }
+                });
+                let (written, commit, unlocked) = tokio::join!(
+                    biased;
+                    futures_ordered(inserts),
+                    admin.batch_execute("COMMIT"),
+                    admin.batch_execute(&unlock)
+                );
+                for w in written {
+                    w.expect("settlement accepted by the backstop");
+                }
+                commit.expect("commit");
+                unlocked.expect("unlock");
+            }
+            let settled = start.elapsed();
+            settle_batches.push(settled);
+            wall += admitted + settled;
+        }
+        let pool = s
+            .admin
+            .pool_status(&execution_pool(&env, &g.campaign))
+            .await
+            .expect("pool");
+        assert_eq!(pool.attempts, 128, "every batched insert was kept");
+        assert_eq!(pool.unresolved, 0, "every batched settlement was kept");
+    }
+    admit_batches.sort();
+    settle_batches.sort();
+    let admissions = admit_batches.len() * 64;
+    format!(
+        "{{\"group_floor\":{{\"batch\":64,\"batches\":{},\
+         \"admissions_per_second_with_settlements\":{:.1},\
+         \"admit_batch_p50_ms\":{:.2},\"admit_batch_max_ms\":{:.2},\
+         \"settle_batch_p50_ms\":{:.2},\"settle_batch_max_ms\":{:.2},\
+         \"note\":\"server floor of one critical section per batch: no decision, no request or outcome rows, no wake-ups\"}}}}",
+        admit_batches.len(),
+        admissions as f64 / wall.as_secs_f64(),
+        pct(&admit_batches, 0.5),
+        pct(&admit_batches, 1.0),
+        pct(&settle_batches, 0.5),
+        pct(&settle_batches, 1.0),
+    )
+}
+
+/// Polls `futures` in order (each is queued on the connection when first polled), so the
+/// statements go out in one flight, in order, and returns their results in that order.
+async fn futures_ordered<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in pinned.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
 }

@@ -59,12 +59,14 @@ pub const BACKSTOP_CONFIG: &str = "search_path=pg_catalog, pg_temp";
 
 /// The database backstop of the reviewed DDL: per table, the function its `np_backstop`
 /// `BEFORE INSERT … FOR EACH ROW` trigger calls. Each re-checks, for any writer, what the
-/// store's client checks before it inserts into that table.
-pub const BACKSTOP: [(&str, &str); 4] = [
+/// store's client checks before it inserts into that table (the queue's stamps, instead, the
+/// requesting session and time, which no writer chooses).
+pub const BACKSTOP: [(&str, &str); 5] = [
     ("np_reservation", "np_check_reservation"),
     ("np_settlement", "np_check_settlement"),
     ("np_qualification_consumption", "np_check_consumption"),
     ("np_activation_selection", "np_check_selection"),
+    ("np_admission_request", "np_stamp_request"),
 ];
 
 /// The reviewed DDL, the source of the backstop functions' reviewed bodies.
@@ -118,7 +120,12 @@ pub fn verify_backstop(
             Reason::TriggerNotEnforcing,
             format!(
                 "lacks the reviewed {BACKSTOP_TRIGGER:?} BEFORE INSERT trigger (the database \
-                 backstop; apply migrate-add-backstop.sql)"
+                 backstop; apply {})",
+                if table == "np_admission_request" {
+                    "migrate-add-admission-queue.sql"
+                } else {
+                    "migrate-add-backstop.sql"
+                }
             ),
         );
     };
@@ -183,7 +190,7 @@ pub struct TableContract {
 }
 
 /// Every table of the store with its exact columns, in table order.
-pub const CONTRACT: [TableContract; 13] = [
+pub const CONTRACT: [TableContract; 15] = [
     TableContract {
         name: "np_trust_revision",
         columns: &[
@@ -381,11 +388,35 @@ pub const CONTRACT: [TableContract; 13] = [
         ],
         unique: &[&["environment_id", "enrollment_digest", "participant_id"]],
     },
+    TableContract {
+        name: "np_admission_request",
+        columns: &[
+            ("request_id", "uuid", true),
+            ("request_seq", "bigint", true),
+            ("environment_id", "uuid", true),
+            ("kind", "text", true),
+            ("decider", "text", true),
+            ("requester_pid", "integer", true),
+            ("requester_started_at", "timestamp with time zone", true),
+            ("request", "bytea", true),
+            ("requested_at_utc", "timestamp with time zone", true),
+        ],
+        unique: &[&["request_id"], &["request_seq"]],
+    },
+    TableContract {
+        name: "np_admission_outcome",
+        columns: &[
+            ("request_id", "uuid", true),
+            ("outcome", "bytea", true),
+            ("decided_at_utc", "timestamp with time zone", true),
+        ],
+        unique: &[&["request_id"]],
+    },
 ];
 
 /// Per table: the CHECK constraints of the reviewed DDL, as `pg_get_constraintdef` renders them
 /// (PostgreSQL 15; sorted).
-pub const CHECKS: [(&str, &[&str]); 13] = [
+pub const CHECKS: [(&str, &[&str]); 15] = [
     (
         "np_trust_revision",
         &[
@@ -506,10 +537,22 @@ pub const CHECKS: [(&str, &[&str]); 13] = [
             "CHECK ((participant_id ~ '^[a-z0-9][a-z0-9._-]{0,127}$'::text))",
         ],
     ),
+    (
+        "np_admission_request",
+        &[
+            "CHECK (((octet_length(request) >= 2) AND (octet_length(request) <= 262144)))",
+            "CHECK ((decider ~ '^[a-z0-9][a-z0-9.:_-]{0,127}$'::text))",
+            "CHECK ((kind = ANY (ARRAY['admit'::text, 'settle'::text])))",
+        ],
+    ),
+    (
+        "np_admission_outcome",
+        &["CHECK (((octet_length(outcome) >= 2) AND (octet_length(outcome) <= 65536)))"],
+    ),
 ];
 
 /// Per table: the foreign keys of the reviewed DDL (tables without one are absent).
-pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 11] = [
+pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 12] = [
     (
         "np_registration",
         &[(
@@ -585,6 +628,10 @@ pub const FOREIGN_KEYS: [(&str, &[ForeignKeyContract]); 11] = [
             "np_trust_revision",
             &["environment_id", "revision"],
         )],
+    ),
+    (
+        "np_admission_outcome",
+        &[(&["request_id"], "np_admission_request", &["request_id"])],
     ),
 ];
 

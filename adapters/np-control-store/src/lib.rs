@@ -44,6 +44,7 @@
 //! in `tests/backstop.rs`).
 
 pub mod catalog;
+pub mod queue;
 /// The engine's port this adapter implements.
 pub mod port {
     pub use dpone_engine_nonproduction::control_store::*;

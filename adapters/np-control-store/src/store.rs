@@ -36,6 +36,8 @@ use crate::catalog::{
     BACKSTOP, BackstopConfigs, CONTRACT, TableFacts, verify_backstop, verify_table,
 };
 use crate::port::*;
+
+mod queued;
 use dpone_engine_nonproduction::enrollment::{
     CLICKHOUSE_IDENTITY_SCHEMA, ClickhouseIdentity, ConnectionRole, Enrollment,
     ParticipantIdentity, PhysicalIdentity, RunParticipant, SQLSERVER_IDENTITY_SCHEMA,
@@ -258,6 +260,8 @@ struct Names {
     enrollment: String,
     run_participant: String,
     identity: String,
+    request: String,
+    outcome: String,
 }
 
 /// The PostgreSQL control store: one connection, reopened when lost.
@@ -269,10 +273,6 @@ pub struct PgControlStore {
     max_retries: u32,
     /// Whether the reviewed DDL was verified (on the first connection; again on demand).
     verified: AtomicBool,
-    /// The keys of the grant this store last admitted under, read from its (immutable)
-    /// registration: only a plan for the next admission's reads, which its transaction
-    /// checks against the registration it reads under the lock.
-    planned: StdMutex<Option<(GrantKey, Arc<GrantKeys>)>>,
 }
 
 enum TxError {
@@ -360,20 +360,17 @@ enum Op<'r> {
         &'r [u8],
         &'r ActivationRequest,
     ),
-    /// An admission, with the decision made inside its transaction on the pool it read, and
-    /// its grant's keys when they could be read before the lock.
+    /// An admission, queued with its facts and decided by the environment lock's holder
+    /// (`queued`), with a decider for the queued requests of the same identity.
     Admit(
         &'r Authenticated,
         &'r AdmissionRequest,
-        &'r StdMutex<Decide<'r>>,
-        Option<&'r GrantKeys>,
+        &'r [u8],
+        &'r dyn PoolDecider,
     ),
-    /// A settlement, with the environment of its (immutable) reservation for the lock.
-    Settle(&'r Settlement, Option<&'r str>),
+    /// A settlement, queued in the environment of its (immutable) reservation.
+    Settle(&'r Settlement, &'r str),
 }
-
-/// The decision an admission makes inside its transaction: `true` admits.
-type Decide<'r> = dyn FnMut(&PoolStatus) -> bool + Send + 'r;
 
 enum Out {
     Trust(TrustRevision),
@@ -383,11 +380,10 @@ enum Out {
     Unit,
     New(bool),
     Selected(Selected),
-    /// An admitted reservation, the pool it was decided on, and its row, which is written in
-    /// the same flight as COMMIT (taken out by `transact` before it commits).
-    Reservation(Reservation, PoolStatus, Option<DeferredWrite>),
-    /// A settlement, and its row when it is new (written in the same flight as COMMIT).
-    Settled(Settled, Option<DeferredWrite>),
+    /// An admitted reservation and the pool it was decided on.
+    Reservation(Reservation, PoolStatus),
+    /// A settlement.
+    Settled(Settled),
 }
 
 /// A write a transaction's body decided on and left for the commit flight: a statement
@@ -412,50 +408,6 @@ struct StoredGrant {
     activation_id: Option<String>,
     expired: bool,
     not_yet_valid: bool,
-}
-
-/// What an admission's reads are keyed by in its grant's registration (immutable once
-/// registered): read once before the environment lock so that the reads under it go in one
-/// flight, and compared with the registration read under the lock.
-#[derive(PartialEq, Eq)]
-struct GrantKeys {
-    campaign: String,
-    phase: Phase,
-    digest: String,
-    route: Option<Vec<String>>,
-    /// The qualification run a qualification grant consumed, or the activation an execution
-    /// grant is selected by.
-    subject: Option<String>,
-}
-
-impl GrantKeys {
-    fn of(g: &StoredGrant) -> Self {
-        GrantKeys {
-            campaign: g.campaign.clone(),
-            phase: g.phase,
-            digest: g.digest.clone(),
-            route: g.route.clone(),
-            subject: match g.phase {
-                Phase::Qualification => g.run_id.clone(),
-                Phase::Execution => g.activation_id.clone(),
-            },
-        }
-    }
-}
-
-/// [`PgControlStore::admission_reads`]: the reservation's deterministic id and what the
-/// decision and the store's ceilings are taken on.
-struct AdmissionReads {
-    id: Sha256Digest,
-    /// 1 when the grant owns its run or activation.
-    owned: i64,
-    /// The workload's row of ceilings; `None` when it is not in the grant.
-    workload: Option<Row>,
-    membership_ceiling: i64,
-    /// [`pool_select`], then whether the workload is a member, has an attempt running, and
-    /// whether this attempt (or its id) was already admitted.
-    pool: Row,
-    insert: Statement,
 }
 
 const LIMIT_COLUMNS: &str =
@@ -583,6 +535,8 @@ impl PgControlStore {
             enrollment: q("np_participant_enrollment"),
             run_participant: q("np_run_participant"),
             identity: q("np_participant_identity"),
+            request: q("np_admission_request"),
+            outcome: q("np_admission_outcome"),
         };
         Ok(Self {
             endpoint,
@@ -591,7 +545,6 @@ impl PgControlStore {
             commit,
             max_retries: 16,
             verified: AtomicBool::new(false),
-            planned: StdMutex::new(None),
         })
     }
 
@@ -727,15 +680,14 @@ impl PgControlStore {
     async fn transact(&self, op: Op<'_>) -> Result<Out> {
         let lock = match &op {
             Op::Trust(r) => Some(r.environment.as_str()),
-            Op::Register(a, _)
-            | Op::Consume(a, _, _)
-            | Op::Select(a, _, _, _)
-            | Op::Admit(a, _, _, _) => Some(a.environment().as_str()),
-            Op::Settle(_, environment) => *environment,
+            Op::Register(a, _) | Op::Consume(a, _, _) | Op::Select(a, _, _, _) => {
+                Some(a.environment().as_str())
+            }
+            // Admissions and settlements queue (group admission).
+            Op::Admit(..) | Op::Settle(..) => return self.queued(op).await,
             Op::Candidate(_) => None,
         }
         .map(env_lock_key);
-        let mut probed = false;
         let mut guard = self.conn.lock().await;
         for attempt in 0..=self.max_retries {
             if attempt > 0 {
@@ -789,15 +741,8 @@ impl PgControlStore {
                 }
             };
             match body {
-                Ok(out @ Out::Denied(_)) => {
-                    // The decision denied: nothing was written, so nothing is committed.
-                    if !release(c, lock).await {
-                        *guard = None;
-                    }
-                    return Ok(out);
-                }
-                Ok(mut out) => {
-                    match commit_and_unlock(&*self.commit, c, lock, deferred(&mut out)).await {
+                Ok(out) => {
+                    match commit_and_unlock(&*self.commit, c, lock, Vec::new()).await {
                         (Flight::WriteRefused(e), _) => {
                             // The deferred write was refused by the server: the transaction aborted
                             // there, so the COMMIT behind it rolled back and wrote nothing.
@@ -812,9 +757,6 @@ impl PgControlStore {
                         (Flight::Ack(CommitAck::Acknowledged), unlocked) => {
                             if !unlocked {
                                 *guard = None;
-                            }
-                            if let Out::Reservation(r, _, _) = &mut out {
-                                r.resolved_by_probe = probed;
                             }
                             return Ok(out);
                         }
@@ -833,34 +775,11 @@ impl PgControlStore {
                             ));
                         }
                         (Flight::Ack(CommitAck::Lost), _) => {
-                            let (pid, start) = (conn.pid, conn.backend_start.clone());
                             *guard = None;
-                            let Op::Admit(..) = &op else {
-                                return Err(StoreError::new(
-                                    StoreCode::OutcomeUnknown,
-                                    "the commit acknowledgement was lost; probe before retrying",
-                                ));
-                            };
-                            let Out::Reservation(mine, pool_before, _) = out else {
-                                return Err(StoreError::new(
-                                    StoreCode::StoredStateInvalid,
-                                    "admission produced no reservation",
-                                ));
-                            };
-                            probed = true;
-                            // Not found: it did not commit; retry under the same deterministic id.
-                            if let Some(found) =
-                                self.resolve_lost(&mut guard, pid, &start, &mine).await?
-                            {
-                                return Ok(Out::Reservation(
-                                    Reservation {
-                                        resolved_by_probe: true,
-                                        ..found
-                                    },
-                                    pool_before,
-                                    None,
-                                ));
-                            }
+                            return Err(StoreError::new(
+                                StoreCode::OutcomeUnknown,
+                                "the commit acknowledgement was lost; probe before retrying",
+                            ));
                         }
                     }
                 }
@@ -899,77 +818,6 @@ impl PgControlStore {
         ))
     }
 
-    /// After a lost acknowledgement: end the original backend, then read the reservation by its
-    /// deterministic id. `Ok(None)`: it did not commit.
-    async fn resolve_lost(
-        &self,
-        guard: &mut Option<Conn>,
-        pid: i32,
-        start: &str,
-        mine: &Reservation,
-    ) -> Result<Option<Reservation>> {
-        let unknown = |why: &str| StoreError {
-            code: StoreCode::OutcomeUnknown,
-            message: format!("the commit acknowledgement was lost and {why}; probe again"),
-            reservation_id: Some(mine.reservation_id.clone()),
-        };
-        let conn = self
-            .open()
-            .await
-            .map_err(|_| unknown("the store cannot be reached"))?;
-        let c = &conn.client;
-        let alive = "SELECT count(*) FROM pg_catalog.pg_stat_activity \
-                     WHERE pid = $1 AND backend_start::text = $2";
-        let _ = c
-            .execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity \
-                 WHERE pid = $1 AND backend_start::text = $2",
-                &[&pid, &start],
-            )
-            .await;
-        let mut ended = false;
-        for _ in 0..400 {
-            match c.query_one(alive, &[&pid, &start]).await {
-                Ok(r) if r.get::<_, i64>(0) == 0 => {
-                    ended = true;
-                    break;
-                }
-                Ok(_) => tokio::time::sleep(Duration::from_millis(25)).await,
-                Err(_) => return Err(unknown("the probe failed")),
-            }
-        }
-        if !ended {
-            return Err(unknown("the original backend has not ended"));
-        }
-        let db = Db {
-            client: c,
-            cache: &conn.cache,
-        };
-        let found = match Self::reservation_by_id(&db, &self.t, mine.reservation_id.as_str()).await
-        {
-            Ok(f) => f,
-            Err(TxError::Refuse(e)) => return Err(e),
-            Err(TxError::Db(_)) => return Err(unknown("the probe failed")),
-        };
-        *guard = Some(conn);
-        match found {
-            None => Ok(None),
-            Some(r)
-                if r.grant == mine.grant
-                    && r.grant_digest == mine.grant_digest
-                    && r.source_rows == mine.source_rows
-                    && r.source_bytes == mine.source_bytes
-                    && r.attempt_seconds == mine.attempt_seconds =>
-            {
-                Ok(Some(r))
-            }
-            Some(_) => Err(StoreError::new(
-                StoreCode::AttemptDuplicate,
-                "the attempt was admitted with another bound",
-            )),
-        }
-    }
-
     async fn body(&self, c: &Db<'_>, op: &Op<'_>) -> Tx<Out> {
         match *op {
             Op::Trust(r) => self.trust_body(c, r).await.map(Out::Trust),
@@ -977,8 +825,10 @@ impl PgControlStore {
             Op::Consume(a, k, b) => self.consume_body(c, a, k, b).await.map(|()| Out::Unit),
             Op::Candidate(r) => self.candidate_body(c, r).await.map(Out::New),
             Op::Select(a, k, b, r) => self.select_body(c, a, k, b, r).await.map(Out::Selected),
-            Op::Admit(a, r, decide, keys) => self.admit_body(c, a, r, decide, keys).await,
-            Op::Settle(s, _) => self.settle_body(c, s).await,
+            Op::Admit(..) | Op::Settle(..) => Err(TxError::Refuse(StoreError::new(
+                StoreCode::StoredStateInvalid,
+                "a queued operation outside the queue",
+            ))),
         }
     }
 
@@ -1515,318 +1365,6 @@ impl PgControlStore {
         Ok(Selected::Selected)
     }
 
-    async fn admit_body(
-        &self,
-        c: &Db<'_>,
-        auth: &Authenticated,
-        r: &AdmissionRequest,
-        decide: &StdMutex<Decide<'_>>,
-        planned: Option<&GrantKeys>,
-    ) -> Tx<Out> {
-        // With the grant's keys read before the lock (`planned`), every read of the admission
-        // goes in one flight with the lock and BEGIN: the current trust and clock, the grant
-        // itself, ownership, the workload's ceilings, the membership ceiling and the pool. The
-        // grant read here, under the lock, is the one every check uses; the keys the other
-        // reads were sent with must be its keys, else they are read again with them.
-        let (trust, loaded, reads) = match planned {
-            Some(keys) => {
-                let (trust, loaded, reads) = tokio::join!(
-                    self.check_current(c, auth),
-                    self.load_grant(c, &r.grant),
-                    self.admission_reads(c, auth, r, keys)
-                );
-                (trust, loaded, Some((keys, reads)))
-            }
-            None => {
-                let (trust, loaded) =
-                    tokio::join!(self.check_current(c, auth), self.load_grant(c, &r.grant));
-                (trust, loaded, None)
-            }
-        };
-        let trust = trust?;
-        let g = Self::checked_grant(auth, &trust, loaded?, &r.original_bytes)?;
-        let keys = GrantKeys::of(&g);
-        let reads = match reads {
-            Some((sent, reads)) if *sent == keys => reads?,
-            _ => self.admission_reads(c, auth, r, &keys).await?,
-        };
-        let AdmissionReads {
-            id,
-            owned,
-            workload: w,
-            membership_ceiling,
-            pool: row,
-            insert,
-        } = reads;
-        let phase = g.phase.as_str();
-        if owned != 1 {
-            return match g.phase {
-                Phase::Qualification => refuse(
-                    StoreCode::QualificationNotConsumed,
-                    "the grant has not consumed its qualification run",
-                ),
-                Phase::Execution => refuse(
-                    StoreCode::ActivationNotSelected,
-                    "the activation's selected request is not bound to this grant",
-                ),
-            };
-        }
-        let Some(w) = w else {
-            return refuse(
-                StoreCode::WorkloadNotInGrant,
-                "the workload is not in the grant's membership",
-            );
-        };
-        let workload_limits = limits_at(&w, 0);
-        let pool = pool_at(&row);
-        let (is_member, running, duplicate): (bool, bool, bool) =
-            (row.get(8), row.get(9), row.get(10));
-        if duplicate {
-            return refuse(
-                StoreCode::AttemptDuplicate,
-                "the attempt was already admitted",
-            );
-        }
-        if running {
-            return refuse(
-                StoreCode::AttemptRunning,
-                "another attempt of the workload is still running",
-            );
-        }
-        // The decision, on this transaction's read.
-        let admitted = match decide.lock() {
-            Ok(mut decide) => (*decide)(&pool),
-            Err(_) => false,
-        };
-        if !admitted {
-            return Ok(Out::Denied(pool));
-        }
-        // The store's own ceilings, the same the scope component applies: every layer's limit
-        // (policy, grant, workload) bounds the pool's charges.
-        let pool_limits = trust.limits.min(&g.limits);
-        let effective = pool_limits.min(&workload_limits);
-        if r.attempt_seconds > effective.attempt_seconds {
-            return refuse(
-                StoreCode::AttemptSecondsExceeded,
-                "the attempt's duration bound exceeds the effective ceiling",
-            );
-        }
-        if !is_member || pool.members > effective.workloads.min(membership_ceiling) {
-            return refuse(
-                StoreCode::MembershipExceeded,
-                "the pool's membership exceeds the current effective workload ceiling",
-            );
-        }
-        if pool.attempts + 1 > effective.attempts {
-            return refuse(
-                StoreCode::AttemptsExceeded,
-                "the attempt would exceed the effective attempt ceiling",
-            );
-        }
-        if pool.reserved_source_rows + r.source_rows > effective.source_rows {
-            return refuse(
-                StoreCode::SourceRowsExceeded,
-                "the reservation would exceed the effective source-row ceiling",
-            );
-        }
-        if pool.reserved_source_bytes + r.source_bytes > effective.source_bytes {
-            return refuse(
-                StoreCode::SourceBytesExceeded,
-                "the reservation would exceed the effective source-byte ceiling",
-            );
-        }
-        let params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
-            Box::new(id.as_str().to_owned()),
-            Box::new(auth.environment().as_str().to_owned()),
-            Box::new(g.campaign.clone()),
-            Box::new(phase.to_owned()),
-            Box::new(g.route.clone()),
-            Box::new(r.grant.grant_id.as_str().to_owned()),
-            Box::new(g.digest.clone()),
-            Box::new(trust.revision),
-            Box::new(r.workload.as_str().to_owned()),
-            Box::new(r.attempt.as_str().to_owned()),
-            Box::new(r.source_rows),
-            Box::new(r.source_bytes),
-            Box::new(r.attempt_seconds),
-        ];
-        let write = DeferredWrite {
-            statement: insert,
-            params,
-        };
-        let reservation = Reservation {
-            reservation_id: id,
-            grant: r.grant.clone(),
-            grant_digest: stored(Sha256Digest::parse("grant_digest", &g.digest))?,
-            trust_revision: trust.revision,
-            workload: r.workload.clone(),
-            attempt: r.attempt.clone(),
-            source_rows: r.source_rows,
-            source_bytes: r.source_bytes,
-            attempt_seconds: r.attempt_seconds,
-            resolved_by_probe: false,
-        };
-        Ok(Out::Reservation(reservation, pool, Some(write)))
-    }
-
-    /// The admission's reads that are keyed by its grant's registration, pipelined (one round
-    /// trip), and the reservation's insert prepared on this connection (cached after its first
-    /// use) so that the commit flight can send it as one message.
-    async fn admission_reads(
-        &self,
-        c: &Db<'_>,
-        auth: &Authenticated,
-        r: &AdmissionRequest,
-        keys: &GrantKeys,
-    ) -> Tx<AdmissionReads> {
-        let phase = keys.phase.as_str();
-        // Ownership: the run consumed by this grant, or the activation's selected request
-        // bound to this grant's exact original.
-        let owner_sql = match keys.phase {
-            Phase::Qualification => format!(
-                "SELECT count(*) FROM {} WHERE run_id = $1::text::uuid \
-                 AND grant_id = $2::text::uuid AND grant_digest = $3",
-                self.t.consumption
-            ),
-            Phase::Execution => format!(
-                "SELECT count(*) FROM {} WHERE activation_id = $1::text::uuid \
-                 AND grant_id = $2::text::uuid AND grant_digest = $3",
-                self.t.selection
-            ),
-        };
-        let id = reservation_id(
-            auth.environment(),
-            &stored(Uuid::parse("campaign", &keys.campaign))?,
-            keys.phase,
-            &r.workload,
-            &r.attempt,
-        );
-        let workload_sql = format!(
-            "SELECT {LIMIT_COLUMNS} FROM {} WHERE grant_id = $1::text::uuid \
-             AND phase = $2 AND workload_id = $3",
-            self.t.workload
-        );
-        let membership_sql = format!(
-            "SELECT coalesce(min(max_workloads), 0) FROM {} \
-             WHERE grant_id = $1::text::uuid AND phase = $2",
-            self.t.workload
-        );
-        // The pool's charges as this transaction reads them (after the environment lock, in its
-        // snapshot), and the attempt's own facts, in one statement.
-        let pool_sql = pool_select(
-            &self.t,
-            &format!(
-                ", EXISTS (SELECT 1 FROM {m} WHERE {p} AND workload_id = $5), \
-                 EXISTS (SELECT 1 FROM {res} r WHERE {p} AND workload_id = $5 \
-                    AND NOT EXISTS (SELECT 1 FROM {s} s WHERE s.reservation_id = r.reservation_id)), \
-                 EXISTS (SELECT 1 FROM {res} WHERE reservation_id = $6 \
-                    OR ({p} AND workload_id = $5 AND attempt_id = $7))",
-                p = POOL,
-                m = self.t.membership,
-                res = self.t.reservation,
-                s = self.t.settlement,
-            ),
-        );
-        let insert_sql = format!(
-            "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
-             grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
-             reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
-             VALUES ($1, $2::text::uuid, $3::text::uuid, $4, $5, $6::text::uuid, $7, $8, $9, \
-             $10, $11, $12, $13, clock_timestamp())",
-            self.t.reservation
-        );
-        let grant_id = r.grant.grant_id.as_str();
-        let environment = auth.environment().as_str();
-        let workload = r.workload.as_str();
-        let attempt = r.attempt.as_str();
-        let owner_params: [&(dyn ToSql + Sync); 3] = [&keys.subject, &grant_id, &keys.digest];
-        let workload_params: [&(dyn ToSql + Sync); 3] = [&grant_id, &phase, &workload];
-        let membership_params: [&(dyn ToSql + Sync); 2] = [&grant_id, &phase];
-        let id_text = id.as_str();
-        let pool_params: [&(dyn ToSql + Sync); 7] = [
-            &environment,
-            &keys.campaign,
-            &phase,
-            &keys.route,
-            &workload,
-            &id_text,
-            &attempt,
-        ];
-        let (owned, workload, membership_ceiling, pool, insert) = tokio::join!(
-            c.query_one(&owner_sql, &owner_params),
-            c.query_opt(&workload_sql, &workload_params),
-            c.query_one(&membership_sql, &membership_params),
-            c.query_one(&pool_sql, &pool_params),
-            c.statement(&insert_sql)
-        );
-        Ok(AdmissionReads {
-            owned: owned?.get(0),
-            workload: workload?,
-            membership_ceiling: membership_ceiling?.get(0),
-            pool: pool?,
-            insert: insert?,
-            id,
-        })
-    }
-
-    async fn settle_body(&self, c: &Db<'_>, s: &Settlement) -> Tx<Out> {
-        let id = s.reservation_id.as_str();
-        let settled_sql = format!(
-            "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, \
-             outcome FROM {} WHERE reservation_id = $1",
-            self.t.settlement
-        );
-        let insert_sql = format!(
-            "INSERT INTO {} (reservation_id, measured_source_rows, measured_source_bytes, \
-             measured_http_bytes, outcome, settled_at_utc) \
-             VALUES ($1, $2, $3, $4, $5, clock_timestamp())",
-            self.t.settlement
-        );
-        // The two reads are independent: pipelined with the insert's preparation, one round
-        // trip (in the lock's flight).
-        let params: [&(dyn ToSql + Sync); 1] = [&id];
-        let (res, existing, insert) = tokio::join!(
-            Self::reservation_by_id(c, &self.t, id),
-            c.query_opt(&settled_sql, &params),
-            c.statement(&insert_sql)
-        );
-        let Some(res) = res? else {
-            return refuse(StoreCode::ReservationUnknown, "no reservation has this id");
-        };
-        if s.measured_source_rows > res.source_rows || s.measured_source_bytes > res.source_bytes {
-            return refuse(
-                StoreCode::SettleExceedsReservation,
-                "measured source usage exceeds the reservation",
-            );
-        }
-        let existing = existing?;
-        if let Some(row) = existing {
-            let same = row.get::<_, i64>(0) == s.measured_source_rows
-                && row.get::<_, i64>(1) == s.measured_source_bytes
-                && row.get::<_, i64>(2) == s.measured_http_bytes
-                && row.get::<_, &str>(3) == s.outcome.as_str();
-            return if same {
-                Ok(Out::Settled(Settled::Reopened, None))
-            } else {
-                refuse(
-                    StoreCode::SettlementConflict,
-                    "the reservation was settled with other measurements",
-                )
-            };
-        }
-        let write = DeferredWrite {
-            statement: insert?,
-            params: vec![
-                Box::new(id.to_owned()),
-                Box::new(s.measured_source_rows),
-                Box::new(s.measured_source_bytes),
-                Box::new(s.measured_http_bytes),
-                Box::new(s.outcome.as_str().to_owned()),
-            ],
-        };
-        Ok(Out::Settled(Settled::Recorded, Some(write)))
-    }
-
     async fn reservation_by_id(c: &Db<'_>, t: &Names, id: &str) -> Tx<Option<Reservation>> {
         let row = c
             .query_opt(
@@ -1890,17 +1428,9 @@ enum Flight {
     WriteRefused(tokio_postgres::Error),
 }
 
-/// The transaction's deferred write, taken out of its output for the commit flight.
-fn deferred(out: &mut Out) -> Option<DeferredWrite> {
-    match out {
-        Out::Reservation(_, _, write) | Out::Settled(_, write) => write.take(),
-        _ => None,
-    }
-}
-
-/// The deferred write, COMMIT and the unlock pipelined in one flight: the server runs them in
-/// this order (`biased` polls, and so queues, them in order; the write is one message of a
-/// statement prepared earlier on this connection), so the next contender starts as soon as
+/// The transaction's deferred writes, COMMIT and the unlock pipelined in one flight: the server
+/// runs them in this order (they are polled, and so queued, in order; each write is one message
+/// of a statement prepared earlier on this connection), so the next contender starts as soon as
 /// this transaction commits. (After a refused COMMIT the lock is already free; `release` then
 /// rolls back nothing and unlocks nothing, harmlessly.) Returns the outcome and whether the
 /// unlock succeeded. A write whose answer was lost with the connection is an unknown outcome
@@ -1909,30 +1439,69 @@ async fn commit_and_unlock(
     commit: &dyn CommitBoundary,
     c: &Client,
     lock: Option<i64>,
-    write: Option<DeferredWrite>,
+    writes: Vec<DeferredWrite>,
 ) -> (Flight, bool) {
-    let Some(write) = write else {
-        let (ack, unlocked) = tokio::join!(biased; commit.commit(c), unlock(c, lock));
-        return (Flight::Ack(ack), unlocked);
-    };
-    let params: Vec<&(dyn ToSql + Sync)> = write
-        .params
+    let params: Vec<Vec<&(dyn ToSql + Sync)>> = writes
         .iter()
-        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .map(|w| {
+            w.params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                .collect()
+        })
         .collect();
+    let sent = writes
+        .iter()
+        .zip(&params)
+        .map(|(w, p)| c.execute(&w.statement, p));
     let (wrote, ack, unlocked) = tokio::join!(
         biased;
-        c.execute(&write.statement, &params),
+        in_order(sent),
         commit.commit(c),
         unlock(c, lock)
     );
-    let flight = match wrote {
-        Ok(_) => Flight::Ack(ack),
-        Err(e) if e.code().is_some() => Flight::WriteRefused(e),
-        // No answer to the write: whether the COMMIT behind it committed it is unknown.
-        Err(_) => Flight::Ack(CommitAck::Lost),
-    };
+    let mut flight = Flight::Ack(ack);
+    for w in wrote {
+        match w {
+            Ok(_) => {}
+            Err(e) if e.code().is_some() => {
+                flight = Flight::WriteRefused(e);
+                break;
+            }
+            // No answer to a write: whether the COMMIT behind it committed it is unknown.
+            Err(_) => {
+                flight = Flight::Ack(CommitAck::Lost);
+                break;
+            }
+        }
+    }
     (flight, unlocked)
+}
+
+/// Polls `futures` in order until all are ready: a future of the driver queues its statement
+/// when first polled, so the statements go out in one flight, in this order. Returns their
+/// results in the same order.
+async fn in_order<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<Pin<Box<F>>> = futures.map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (f, d) in pending.iter_mut().zip(done.iter_mut()) {
+            if d.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *d = Some(v),
+                    std::task::Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    done.into_iter().flatten().collect()
 }
 
 /// Releases the environment lock after a commit; `false` when the connection failed.
@@ -1993,30 +1562,6 @@ pub enum Enrolled {
 }
 
 impl PgControlStore {
-    /// The keys an admission under `key` plans its locked reads with: the grant's registration
-    /// read first, outside the lock (one round trip no other admission waits for), or kept from
-    /// this store's last admission under the same grant. Whatever it finds is only a plan: the
-    /// transaction reads the registration again under the lock and checks the plan against it.
-    /// A failed read leaves no plan (the transaction then reads the registration first).
-    async fn planned_keys(&self, key: &GrantKey) -> Option<Arc<GrantKeys>> {
-        if let Ok(planned) = self.planned.lock()
-            && let Some((_, keys)) = planned.as_ref().filter(|(k, _)| k == key)
-        {
-            return Some(keys.clone());
-        }
-        let read = async {
-            read!(self, "read the grant's registration", |c, _t| async {
-                self.load_grant(c, key).await
-            })
-        };
-        let registered = read.await.ok().flatten()?;
-        let keys = Arc::new(GrantKeys::of(&registered));
-        if let Ok(mut planned) = self.planned.lock() {
-            *planned = Some((key.clone(), keys.clone()));
-        }
-        Some(keys)
-    }
-
     /// Records participant `e` of enrollment `enrollment_digest` in `environment`, under the
     /// current trust revision, which must be `trust_revision` and pin a policy whose enrollment
     /// is `enrollment_digest` (the caller checked the policy bytes; the revision is re-checked
@@ -2319,23 +1864,28 @@ impl ControlStorePort for PgControlStore {
         })
     }
 
-    async fn admit_decided<F>(
+    async fn admit_decided<D>(
         &self,
         auth: &Authenticated,
         request: &AdmissionRequest,
-        decide: F,
+        facts: &[u8],
+        decider: &D,
     ) -> Result<Admission>
     where
-        F: FnMut(&PoolStatus) -> bool + Send,
+        D: PoolDecider,
     {
         request.validate()?;
-        let decide = StdMutex::new(decide);
-        let keys = self.planned_keys(&request.grant).await;
+        if !valid_decider_identity(decider.identity()) {
+            return Err(StoreError::new(
+                StoreCode::InvalidInput,
+                "the decider's identity is not a valid name",
+            ));
+        }
         match self
-            .transact(Op::Admit(auth, request, &decide, keys.as_deref()))
+            .transact(Op::Admit(auth, request, facts, decider))
             .await?
         {
-            Out::Reservation(reservation, pool_before, _) => Ok(Admission::Admitted {
+            Out::Reservation(reservation, pool_before) => Ok(Admission::Admitted {
                 reservation,
                 pool_before,
             }),
@@ -2367,8 +1917,8 @@ impl ControlStorePort for PgControlStore {
                 ));
             }
         }
-        // The reservation's environment (immutable) picks the lock, so settlements queue with
-        // admissions instead of aborting them; the transaction re-reads the reservation.
+        // The reservation's environment (immutable) picks the lock and the queue, so settlements
+        // queue with admissions instead of aborting them; the holder re-reads the reservation.
         let id = settlement.reservation_id.as_str().to_owned();
         let environment: Option<String> = read!(self, "read the reservation", |c, t| async {
             let sql = format!(
@@ -2377,11 +1927,16 @@ impl ControlStorePort for PgControlStore {
             );
             Ok(c.query_opt(&sql, &[&id]).await?.map(|r| r.get(0)))
         })?;
-        let out = self
-            .transact(Op::Settle(settlement, environment.as_deref()))
-            .await?;
+        // No reservation has this id (in any environment): nothing to queue behind.
+        let Some(environment) = environment else {
+            return Err(StoreError::new(
+                StoreCode::ReservationUnknown,
+                "no reservation has this id",
+            ));
+        };
+        let out = self.transact(Op::Settle(settlement, &environment)).await?;
         Self::expect(out, |o| match o {
-            Out::Settled(s, _) => Some(s),
+            Out::Settled(s) => Some(s),
             _ => None,
         })
     }

@@ -83,10 +83,23 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
             "the DDL holds {statement}"
         );
     }
+    // And the admission queue's (group admission), which comes after them.
+    let queue =
+        std::fs::read_to_string(root.join("migrate-add-admission-queue.sql")).expect("migration");
+    let newest = statements(&queue);
+    assert_eq!(newest.len(), 13);
+    for statement in &newest {
+        assert!(
+            ddl.contains(statement.as_str()),
+            "the DDL holds {statement}"
+        );
+    }
     let e = Env::new().await;
     e.admin
         .batch_execute(&format!(
-            "DROP TABLE \"{s}\".np_participant_identity, \"{s}\".np_run_participant, \
+            "DROP TABLE \"{s}\".np_admission_outcome, \"{s}\".np_admission_request; \
+             DROP FUNCTION \"{s}\".np_stamp_request(); \
+             DROP TABLE \"{s}\".np_participant_identity, \"{s}\".np_run_participant, \
              \"{s}\".np_participant_enrollment, \"{s}\".np_run_claim",
             s = e.schema
         ))
@@ -133,6 +146,16 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
         .batch_execute(&identities.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
         .await
         .expect("the identity-record migration applies");
+    let err = e.store().verify_catalog().await.unwrap_err();
+    assert_eq!(
+        err.code,
+        StoreCode::CatalogInvalid,
+        "without the admission queue"
+    );
+    e.admin
+        .batch_execute(&queue.replace("\"dpone_np_control\"", &format!("\"{}\"", e.schema)))
+        .await
+        .expect("the admission-queue migration applies");
     let store = e.store();
     store
         .verify_catalog()
@@ -1282,18 +1305,32 @@ async fn a_lost_commit_acknowledgement_is_probed_never_assumed() {
             .reservation_id,
         r.reservation_id
     );
-    // Other protected operations report the unknown outcome instead of assuming.
+    // A settlement is queued too: its lost acknowledgement is resolved by reading its
+    // outcome, recorded once.
     let lost = e.store_with(Arc::new(LoseAckAfterCommit(AtomicBool::new(true))));
-    let err = lost
-        .settle(&Settlement {
-            reservation_id: r.reservation_id.clone(),
-            measured_source_rows: 7,
-            measured_source_bytes: 70,
-            measured_http_bytes: 0,
-            outcome: AttemptOutcome::Succeeded,
-        })
-        .await
-        .unwrap_err();
+    let settlement = Settlement {
+        reservation_id: r.reservation_id.clone(),
+        measured_source_rows: 7,
+        measured_source_bytes: 70,
+        measured_http_bytes: 0,
+        outcome: AttemptOutcome::Succeeded,
+    };
+    assert_eq!(lost.settle(&settlement).await.unwrap(), Settled::Recorded);
+    assert_eq!(
+        c.store.settle(&settlement).await.unwrap(),
+        Settled::Reopened
+    );
+    // Other protected operations report the unknown outcome instead of assuming.
+    let g2 = execution_grant(
+        &c.env,
+        &c.campaign,
+        &uuid(3, 2),
+        &uuid(4, 2),
+        CEILINGS,
+        workloads(0..3, CEILINGS),
+    );
+    let lost = e.store_with(Arc::new(LoseAckAfterCommit(AtomicBool::new(true))));
+    let err = lost.register(&c.auth, &g2).await.unwrap_err();
     assert_eq!(err.code, StoreCode::OutcomeUnknown);
     e.drop_schema().await;
 }

@@ -635,18 +635,36 @@ impl Verifier for GrantVerifier<'_> {
     }
 }
 
-/// The pinned scope component as the engine's decision port.
-struct ComponentDecider<'a>(&'a LoadedPolicy);
+/// The pinned scope component as the engine's decision port; its identity for group
+/// admission is the component's digest.
+struct ComponentDecider<'a> {
+    scope: &'a LoadedPolicy,
+    identity: String,
+}
+
+impl<'a> ComponentDecider<'a> {
+    fn new(scope: &'a LoadedPolicy) -> Self {
+        Self {
+            scope,
+            identity: format!("scope.{}", scope.digest()),
+        }
+    }
+}
 
 impl ScopeDecider for ComponentDecider<'_> {
     type Evidence = DecisionEvidence;
     type Failure = Failure;
 
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
     fn decide(&self, facts: &ScopeFacts) -> Result<(ScopeDecision, DecisionEvidence), Failure> {
         // Called inside the admission transaction, once per try: each decision is a `decide`
         // span of its own under the engine's `admit` phase span.
-        let decided =
-            crate::telemetry::decide(PolicyKind::Scope, "decide", || self.0.scope_decide(facts))?;
+        let decided = crate::telemetry::decide(PolicyKind::Scope, "decide", || {
+            self.scope.scope_decide(facts)
+        })?;
         Ok((decided.decision, decided.evidence))
     }
 }
@@ -791,7 +809,7 @@ pub fn admit(args: &AdmitArgs) -> Result<(), Failure> {
         scope: &scope,
         workload: Some(&args.workload),
     };
-    let decider = ComponentDecider(&scope);
+    let decider = ComponentDecider::new(&scope);
     let outcome =
         control_store::runtime()?.block_on(admission::admit(&store, &verifier, &decider, &inputs));
     let component = pipeline::ComponentRef::scope(&scope);

@@ -25,8 +25,8 @@
 //! one `admit` phase span (target `dpone::phase`, see [`crate::phase_span`]).
 
 use crate::control_store::{
-    self as store, Admission, AdmissionRequest, ControlStorePort, PoolStatus, StoreError,
-    TrustRevision, mapping,
+    self as store, Admission, AdmissionRequest, ControlStorePort, PoolDecider, PoolStatus,
+    StoreError, TrustRevision, mapping,
 };
 use crate::error::NpError;
 use crate::facts::{self, ScopeTarget};
@@ -53,8 +53,63 @@ pub trait ScopeDecider {
     type Evidence: Clone + Send;
     /// A component that failed to decide (trap, limit, malformed output): fails closed.
     type Failure: Send;
+    /// Names the decision function for group admission ([`PoolDecider::identity`]): the
+    /// pinned component's digest, so schedulers decide each other's queued requests only with
+    /// the same component.
+    fn identity(&self) -> &str;
     /// Decides `facts`.
     fn decide(&self, facts: &ScopeFacts) -> Result<(ScopeDecision, Self::Evidence), Self::Failure>;
+}
+
+/// The largest queued facts a decider reads (the documents' own bound).
+pub const MAX_QUEUED_FACTS: usize = 256 * 1024;
+
+/// A queued request's facts (the [`ScopeFacts`] JSON its requester queued) with `pool` put in;
+/// `None` when they do not parse (untrusted input: another scheduler wrote them).
+pub fn facts_with_pool(bytes: &[u8], pool: &PoolStatus) -> Option<ScopeFacts> {
+    if bytes.len() > MAX_QUEUED_FACTS {
+        return None;
+    }
+    let mut facts: ScopeFacts = serde_json::from_slice(bytes).ok()?;
+    facts.pool = mapping::pool_usage_of(
+        &facts.pool.environment_id,
+        &facts.pool.campaign_id,
+        facts.pool.phase.clone(),
+        pool,
+    );
+    Some(facts)
+}
+
+/// The engine's [`PoolDecider`]: the scope decider over a queued request's facts with the pool
+/// put in ([`facts_with_pool`]). The decision of this scheduler's own facts is kept, so the
+/// outcome it committed is reported with its own evidence.
+struct FactsDecider<'a, D: ScopeDecider> {
+    decider: &'a D,
+    own: &'a [u8],
+    kept: Mutex<Option<(PoolStatus, Result<(ScopeDecision, D::Evidence), D::Failure>)>>,
+}
+
+impl<D> PoolDecider for FactsDecider<'_, D>
+where
+    D: ScopeDecider + Sync,
+{
+    fn identity(&self) -> &str {
+        self.decider.identity()
+    }
+
+    fn admits(&self, facts: &[u8], pool: &PoolStatus) -> bool {
+        let Some(decided) = facts_with_pool(facts, pool) else {
+            return false;
+        };
+        let outcome = self.decider.decide(&decided);
+        let admit = matches!(&outcome, Ok((ScopeDecision::Admit(_), _)));
+        if facts == self.own
+            && let Ok(mut kept) = self.kept.lock()
+        {
+            *kept = Some((pool.clone(), outcome));
+        }
+        admit
+    }
 }
 
 /// One attempt's admission, as the scheduler asks for it.
@@ -148,13 +203,6 @@ type Verified<V> = Slot<(
     Result<<V as Verifier>::Evidence, <V as Verifier>::Refusal>,
     i64,
 )>;
-/// The decision inside the admission transaction (the last try's).
-type Decided<V, D> = Slot<
-    Result<
-        Decision<<D as ScopeDecider>::Evidence>,
-        AdmitError<<V as Verifier>::Refusal, <D as ScopeDecider>::Failure>,
-    >,
->;
 
 /// The store's admission request for `i`, validated before anything is contacted.
 pub fn admission_request(i: &AdmitInputs<'_>) -> Result<AdmissionRequest, StoreError> {
@@ -297,45 +345,53 @@ where
                 Bracket::Refused(r) => AdmitError::Verification(r),
                 Bracket::Store(e) => AdmitError::Store(e),
             })?;
-
-    // Inside the transaction: the facts on the pool it read, the component's decision. The last
-    // try's decision is the one the outcome reports (and, when admitted, the one committed).
-    let decided: Decided<V, D> = Mutex::new(None);
-    let admission = store
-        .admit_decided(&auth, &request, |pool| {
-            let outcome = match facts_on(i, pool, epoch) {
-                Err(e) => Err(AdmitError::Facts(e)),
-                Ok(facts) => match decider.decide(&facts) {
-                    Err(f) => Err(AdmitError::Decider(f)),
-                    Ok((decision, evidence)) => Ok(Decision {
-                        decision,
-                        evidence,
-                        pool_before: pool.clone(),
-                    }),
-                },
-            };
-            let admit = matches!(
-                &outcome,
-                Ok(Decision {
-                    decision: ScopeDecision::Admit(_),
-                    ..
-                })
-            );
-            if let Ok(mut slot) = decided.lock() {
-                *slot = Some(outcome);
-            }
-            admit
-        })
-        .await?;
-    let decision = match decided.into_inner().ok().flatten() {
-        Some(Ok(d)) => d,
-        Some(Err(e)) => return Err(e),
-        None => {
-            return Err(AdmitError::Store(StoreError::new(
-                store::StoreCode::StoredStateInvalid,
-                "the admission transaction returned without a decision",
-            )));
+    // The facts queued with the request: everything but the pool, which whoever decides puts in.
+    let queued = facts_on(i, &PoolStatus::default(), epoch).map_err(AdmitError::Facts)?;
+    let own = serde_json::to_vec(&queued).map_err(|_| {
+        AdmitError::Store(StoreError::new(
+            store::StoreCode::InvalidInput,
+            "the scope facts do not serialize",
+        ))
+    })?;
+    if own.len() > MAX_QUEUED_FACTS {
+        return Err(AdmitError::Store(StoreError::new(
+            store::StoreCode::InvalidInput,
+            "the scope facts exceed the queue's bound",
+        )));
+    }
+    let group = FactsDecider {
+        decider,
+        own: &own,
+        kept: Mutex::new(None),
+    };
+    let admission = store.admit_decided(&auth, &request, &own, &group).await?;
+    let pool_before = match &admission {
+        Admission::Admitted { pool_before, .. } | Admission::Denied { pool_before } => {
+            pool_before.clone()
         }
+    };
+    // The outcome may have been decided by another scheduler holding the lock: this scheduler's
+    // own component decides on the same pool (unless it decided this very pool itself), and a
+    // different answer is refused. The decision reported is always this scheduler's own.
+    let kept = group
+        .kept
+        .into_inner()
+        .ok()
+        .flatten()
+        .filter(|(pool, _)| *pool == pool_before)
+        .map(|(_, outcome)| outcome);
+    let outcome = match kept {
+        Some(outcome) => outcome,
+        None => {
+            let facts = facts_on(i, &pool_before, epoch).map_err(AdmitError::Facts)?;
+            decider.decide(&facts)
+        }
+    };
+    let (decision, evidence) = outcome.map_err(AdmitError::Decider)?;
+    let decision = Decision {
+        decision,
+        evidence,
+        pool_before,
     };
     let trust_revision = auth.revision();
     match (admission, &decision.decision) {
@@ -353,9 +409,21 @@ where
             trust_revision,
             decision,
         }),
-        _ => Err(AdmitError::Store(StoreError::new(
-            store::StoreCode::StoredStateInvalid,
-            "the store's outcome differs from the decision it was given",
-        ))),
+        (Admission::Admitted { reservation, .. }, ScopeDecision::Deny(_)) => {
+            Err(AdmitError::Store(StoreError {
+                code: store::StoreCode::StoredStateInvalid,
+                message: "the queued attempt was admitted, but this scheduler's scope component \
+                          denies it on the pool it was admitted on; settle the reservation"
+                    .to_owned(),
+                reservation_id: Some(reservation.reservation_id),
+            }))
+        }
+        (Admission::Denied { .. }, ScopeDecision::Admit(_)) => {
+            Err(AdmitError::Store(StoreError::new(
+                store::StoreCode::StoredStateInvalid,
+                "the queued attempt was denied, but this scheduler's scope component admits it \
+                 on the pool it was denied on",
+            )))
+        }
     }
 }

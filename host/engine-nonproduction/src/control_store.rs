@@ -845,6 +845,49 @@ pub enum Settled {
     Reopened,
 }
 
+/// The decision a queued admission waits for, as any scheduler of the environment can make it:
+/// the pinned scope component over the request's own facts (the bytes its requester queued)
+/// and a pool. Group admission asks the holder of the environment lock to decide the requests
+/// of the sessions queued behind it; a holder asks its decider only about requests that name
+/// the same [`PoolDecider::identity`].
+pub trait PoolDecider: Sync {
+    /// Names the decision function (for the scope component, its pinned digest): at most 128
+    /// characters of `[a-z0-9.:_-]`, starting with a letter or digit.
+    fn identity(&self) -> &str;
+    /// Whether `facts` are admitted on `pool`; `false` for a denial and for facts that cannot
+    /// be decided (malformed, or a component that fails): fails closed.
+    fn admits(&self, facts: &[u8], pool: &PoolStatus) -> bool;
+}
+
+/// The facts [`StoreChecksOnly`] admissions queue: it reads none.
+pub const STORE_CHECKS_FACTS: &[u8] = b"{}";
+
+/// The decider of [`ControlStorePort::admit`]: admits every request, so only the store's own
+/// checks decide. It decides only requests that name it (store-only admissions).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoreChecksOnly;
+
+impl PoolDecider for StoreChecksOnly {
+    fn identity(&self) -> &str {
+        "dpone.np.store-checks-only.v1"
+    }
+
+    fn admits(&self, _facts: &[u8], _pool: &PoolStatus) -> bool {
+        true
+    }
+}
+
+/// Whether `identity` is a valid [`PoolDecider::identity`].
+pub fn valid_decider_identity(identity: &str) -> bool {
+    let b = identity.as_bytes();
+    !b.is_empty()
+        && b.len() <= 128
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b':' | b'_' | b'-')
+        })
+}
+
 /// A scoped activation request: its exact bytes and the two facts the engine read from them
 /// (the activation it names and the mandatory execution-grant digest it binds).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1108,21 +1151,28 @@ pub trait ControlStorePort {
     ) -> impl Future<Output = Result<Selected>> + Send;
 
     /// Reserves RUNNING plus the attempt's complete bound in one SERIALIZABLE transaction,
-    /// after `decide` admitted on the pool's charges as that transaction reads them. `decide`
-    /// runs inside the transaction, once per try (a serialization retry decides again on the
-    /// new read); the store's own checks (duplicate and running attempts, ownership, the
-    /// effective ceilings of policy, grant and workload applied to the pool) run around it and
-    /// can only refuse more.
-    fn admit_decided<F>(
+    /// after `decider` admitted `facts` (the attempt's scope facts, as the decider reads them)
+    /// on the pool's charges as that transaction reads them. The request is queued first, and
+    /// whichever scheduler holds the environment lock decides every queued request of a waiting
+    /// session in arrival order, each on the pool as the requests before it left it (group
+    /// admission): a decider is asked only about requests that name its
+    /// [`PoolDecider::identity`], and decides again on every try (a serialization retry decides
+    /// again on the new read). The store's own checks (duplicate and running attempts,
+    /// ownership, the effective ceilings of policy, grant and workload applied to the pool) run
+    /// around it and can only refuse more. The outcome returned may have been decided by another
+    /// scheduler: the caller decides again on its `pool_before` and refuses a difference.
+    fn admit_decided<D>(
         &self,
         auth: &Authenticated,
         request: &AdmissionRequest,
-        decide: F,
+        facts: &[u8],
+        decider: &D,
     ) -> impl Future<Output = Result<Admission>> + Send
     where
-        F: FnMut(&PoolStatus) -> bool + Send;
+        D: PoolDecider;
 
-    /// [`ControlStorePort::admit_decided`] with the store's own checks only.
+    /// [`ControlStorePort::admit_decided`] with the store's own checks only
+    /// ([`StoreChecksOnly`]).
     fn admit(
         &self,
         auth: &Authenticated,
@@ -1132,7 +1182,10 @@ pub trait ControlStorePort {
         Self: Sync,
     {
         async move {
-            match self.admit_decided(auth, request, |_| true).await? {
+            match self
+                .admit_decided(auth, request, STORE_CHECKS_FACTS, &StoreChecksOnly)
+                .await?
+            {
                 Admission::Admitted { reservation, .. } => Ok(reservation),
                 Admission::Denied { .. } => Err(StoreError::new(
                     StoreCode::StoredStateInvalid,

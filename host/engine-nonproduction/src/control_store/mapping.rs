@@ -198,16 +198,33 @@ pub fn pool_usage(
     grant: &Authority,
     status: &store::PoolStatus,
 ) -> dpone_policy_model::scope::PoolUsage {
-    use dpone_policy_model::scope::{Phase, PoolUsage};
-    let u32_of = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
-    let u64_of = |v: i64| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
-    PoolUsage {
-        environment_id: grant.environment_id.as_str().to_owned(),
-        campaign_id: grant.campaign_id.as_str().to_owned(),
-        phase: match grant.phase_subjects {
+    use dpone_policy_model::scope::Phase;
+    pool_usage_of(
+        grant.environment_id.as_str(),
+        grant.campaign_id.as_str(),
+        match grant.phase_subjects {
             PhaseSubjects::Qualification(_) => Phase::Qualification,
             PhaseSubjects::Execution(_) => Phase::Execution,
         },
+        status,
+    )
+}
+
+/// [`pool_usage`] of the pool named by `environment`, `campaign` and `phase` (a queued
+/// request's facts name it already).
+pub fn pool_usage_of(
+    environment: &str,
+    campaign: &str,
+    phase: dpone_policy_model::scope::Phase,
+    status: &store::PoolStatus,
+) -> dpone_policy_model::scope::PoolUsage {
+    use dpone_policy_model::scope::PoolUsage;
+    let u32_of = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+    let u64_of = |v: i64| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
+    PoolUsage {
+        environment_id: environment.to_owned(),
+        campaign_id: campaign.to_owned(),
+        phase,
         workloads: u32_of(status.members),
         attempts: u32_of(status.attempts - status.unresolved),
         source_rows: u64_of(status.reserved_source_rows),
