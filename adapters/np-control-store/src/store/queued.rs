@@ -25,6 +25,7 @@ use crate::queue::{
     SETTLEMENT_DECIDER, TrustView, Verdict, Write, digest_of, parse_outcome, parse_request,
     refusal, to_bytes,
 };
+use tokio_postgres::types::Type;
 
 /// This store's request, as queued.
 struct Mine<'a> {
@@ -302,18 +303,21 @@ impl PgControlStore {
             self.t.outcome
         );
         let id = mine.request_id.as_str();
+        // Typed, unprepared statements: each is sent whole when first polled, so the request is
+        // on the wire before the lock and visible to the holder while this session waits (a
+        // statement prepared first would run its insert only after the lock).
         let appended = async {
             if !append {
                 return Ok(());
             }
-            let p: [&(dyn ToSql + Sync); 5] = [
-                &id,
-                &mine.environment,
-                &mine.kind,
-                &mine.decider,
-                &mine.record,
+            let p: [(&(dyn ToSql + Sync), Type); 5] = [
+                (&id, Type::TEXT),
+                (&mine.environment, Type::TEXT),
+                (&mine.kind, Type::TEXT),
+                (&mine.decider, Type::TEXT),
+                (&mine.record, Type::BYTEA),
             ];
-            match c.execute(&insert, &p).await {
+            match c.client.query_typed(&insert, &p).await {
                 Ok(_) => Ok(()),
                 // Appended by an earlier try whose answer was lost.
                 Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
@@ -322,14 +326,14 @@ impl PgControlStore {
                 Err(e) => Err(e),
             }
         };
-        let read_params: [&(dyn ToSql + Sync); 1] = [&id];
+        let read_params: [(&(dyn ToSql + Sync), Type); 1] = [(&id, Type::TEXT)];
         let (_, _, found) = tokio::try_join!(
             biased;
             appended,
             c.client.batch_execute(&take),
-            c.query_opt(&read, &read_params)
+            c.client.query_typed(&read, &read_params)
         )?;
-        Ok(found.map(|row| row.get(0)))
+        Ok(found.first().map(|row| row.get(0)))
     }
 
     /// The outcome of request `id`, if one was committed.

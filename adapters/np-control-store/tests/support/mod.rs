@@ -160,6 +160,11 @@ impl Env {
         PgControlStore::with_commit_boundary(self.endpoint(), boundary).expect("store")
     }
 
+    /// Another session on the test database, as the admin login (a rogue or a lock holder).
+    pub async fn session(&self) -> Client {
+        connect_plain(&self.cfg).await
+    }
+
     /// Drops the schema (end of test).
     pub async fn drop_schema(self) {
         let _ = self

@@ -1,0 +1,396 @@
+//! Group admission through the queue, against the real server: the requests waiting for an
+//! environment's lock are decided by its holder in one transaction, in arrival order, with
+//! exactly the answers one-at-a-time admission gives; an outcome is believed only when the
+//! store's rows agree; another session's malformed request, a decider of another identity and a
+//! requester that stopped waiting never change this session's answer.
+//!
+//! Tier: real database integration (`cfg(dpone_live_pg)`). A test holds the environment's lock
+//! from its own session so that the admissions under test queue behind it, then releases it.
+
+mod support;
+
+use dpone_adapter_np_control_store::queue::{
+    OUTCOME_SCHEMA, QueuedOutcome, Verdict, parse_outcome, parse_request, to_bytes,
+};
+use dpone_adapter_np_control_store::*;
+use std::sync::Arc;
+use std::time::Duration;
+use support::*;
+use tokio_postgres::Client;
+
+/// The environment lock's key, as the store and the backstop compute it.
+fn lock_key(env: &Uuid) -> i64 {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(format!("dpone.np-control-store.lock:{}", env.as_str()).as_bytes());
+    i64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
+}
+
+/// Waits until `n` sessions wait for `key`.
+async fn until_waiting(admin: &Client, key: i64, n: i64) {
+    let (hi, lo) = (
+        i64::from(((key as u64) >> 32) as u32),
+        i64::from(key as u32),
+    );
+    for _ in 0..2_000 {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                 AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1",
+                &[&hi, &lo],
+            )
+            .await
+            .expect("pg_locks")
+            .get(0);
+        if waiting >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{n} sessions never queued for the lock");
+}
+
+/// Every outcome row with its request's sequence number, in arrival order.
+async fn outcomes(e: &Env) -> Vec<(i64, QueuedOutcome)> {
+    let rows = e
+        .admin
+        .query(
+            &format!(
+                "SELECT r.request_seq, o.outcome FROM \"{s}\".np_admission_outcome o \
+                 JOIN \"{s}\".np_admission_request r USING (request_id) ORDER BY r.request_seq",
+                s = e.schema
+            ),
+            &[],
+        )
+        .await
+        .expect("outcomes");
+    rows.iter()
+        .map(|r| (r.get(0), parse_outcome(r.get(1)).expect("a valid outcome")))
+        .collect()
+}
+
+struct Setup {
+    env: Uuid,
+    auth: Authenticated,
+    grant: GrantRegistration,
+    store: PgControlStore,
+}
+
+/// One execution pool whose policy allows `attempts` attempts, ten member workloads, in
+/// environment `n` (advisory locks are the database's: each test has its own environment, so
+/// tests running at once never queue behind each other's locks).
+async fn setup(e: &Env, n: u64, attempts: i64) -> Setup {
+    let env = uuid(1, 0x900 + n);
+    let store = e.store();
+    let ceilings = limits(|l| l.attempts = attempts);
+    store
+        .record_trust(&policy(&env, b"policy-A", 1, ceilings))
+        .await
+        .expect("trust");
+    let auth = auth(&store, &env).await;
+    let grant = execution_grant(
+        &env,
+        &uuid(2, 1),
+        &uuid(3, 1),
+        &uuid(4, 1),
+        ceilings,
+        workloads(0..10, ceilings),
+    );
+    register_and_select(&store, &auth, &grant).await;
+    Setup {
+        env,
+        auth,
+        grant,
+        store,
+    }
+}
+
+/// A decider of its own identity that denies every request.
+struct DenyAll;
+
+impl PoolDecider for DenyAll {
+    fn identity(&self) -> &str {
+        "test.deny-all"
+    }
+    fn admits(&self, _facts: &[u8], _pool: &PoolStatus) -> bool {
+        false
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn waiting_admissions_are_decided_in_one_batch_in_arrival_order_with_one_at_a_time_answers() {
+    let e = Env::new().await;
+    let s = setup(&e, 1, 3).await;
+    let key = lock_key(&s.env);
+    let holder = e.session().await;
+    holder
+        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
+        .await
+        .expect("hold the lock");
+    // Six admissions queue one after another behind the held lock; three attempts are left.
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let store = Arc::new(e.store());
+        let (auth, req) = (
+            s.auth.clone(),
+            admission(&s.grant, &format!("w{i}"), "a1", 1, 1),
+        );
+        tasks.push(tokio::spawn(async move { store.admit(&auth, &req).await }));
+        until_waiting(&e.admin, key, i + 1).await;
+    }
+    holder
+        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
+        .await
+        .expect("release");
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.expect("task"));
+    }
+    // One at a time in arrival order: the first three are admitted, the rest refused with the
+    // pool's exceeded code and nothing else.
+    for (i, r) in results.iter().enumerate() {
+        match r {
+            Ok(res) => assert!(i < 3, "admission {i} was admitted: {res:?}"),
+            Err(err) => {
+                assert!(i >= 3, "admission {i} was refused: {err}");
+                assert_eq!(err.code, StoreCode::AttemptsExceeded);
+            }
+        }
+    }
+    // The first in line decided all six in one transaction; each outcome says so.
+    let out = outcomes(&e).await;
+    assert_eq!(out.len(), 6);
+    assert!(out.iter().all(|(_, o)| o.batch == 6), "{out:?}");
+    for (i, (_, o)) in out.iter().enumerate() {
+        match (&o.verdict, i < 3) {
+            (Verdict::Admitted { pool_before, .. }, true) => {
+                assert_eq!(
+                    pool_before.attempts, i as i64,
+                    "decided on the pool as left"
+                )
+            }
+            (Verdict::Refused { code, .. }, false) => {
+                assert_eq!(code, "DPONE_NP_STORE_ATTEMPTS_EXCEEDED")
+            }
+            (v, _) => panic!("outcome {i}: {v:?}"),
+        }
+    }
+    let pool = s
+        .store
+        .pool_status(&execution_pool(&s.env, &uuid(2, 1)))
+        .await
+        .expect("pool");
+    assert_eq!(pool.attempts, 3);
+    e.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_forged_admitted_outcome_is_refused_and_nothing_is_reserved() {
+    let e = Env::new().await;
+    let s = setup(&e, 2, 10).await;
+    let key = lock_key(&s.env);
+    let rogue = e.session().await;
+    rogue
+        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
+        .await
+        .expect("hold the lock");
+    let store = Arc::new(e.store());
+    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w0", "a1", 1, 1));
+    let task = tokio::spawn(async move { store.admit(&auth, &req).await });
+    until_waiting(&e.admin, key, 1).await;
+    // The lock's holder writes an outcome naming a reservation that does not exist.
+    let request: (String, Vec<u8>) = {
+        let r = rogue
+            .query_one(
+                &format!(
+                    "SELECT request_id::text, request FROM \"{}\".np_admission_request",
+                    e.schema
+                ),
+                &[],
+            )
+            .await
+            .expect("the queued request");
+        (r.get(0), r.get(1))
+    };
+    assert!(parse_request(&request.1).is_ok());
+    let forged = to_bytes(&QueuedOutcome {
+        schema: OUTCOME_SCHEMA.to_owned(),
+        batch: 2,
+        verdict: Verdict::Admitted {
+            reservation_id: Sha256Digest::of(b"no such reservation").as_str().to_owned(),
+            pool_before: Default::default(),
+        },
+    });
+    rogue
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".np_admission_outcome (request_id, outcome, decided_at_utc) \
+                 VALUES ($1::text::uuid, $2, now())",
+                e.schema
+            ),
+            &[&request.0, &forged],
+        )
+        .await
+        .expect("forged outcome");
+    rogue
+        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
+        .await
+        .expect("release");
+    let err = task.await.expect("task").expect_err("a forged outcome");
+    assert_eq!(err.code, StoreCode::StoredStateInvalid);
+    let pool = s
+        .store
+        .pool_status(&execution_pool(&s.env, &uuid(2, 1)))
+        .await
+        .expect("pool");
+    assert_eq!(pool.attempts, 0);
+    e.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn another_sessions_malformed_request_is_refused_alone_and_its_session_is_stamped_by_the_server()
+ {
+    let e = Env::new().await;
+    let s = setup(&e, 3, 10).await;
+    let key = lock_key(&s.env);
+    let holder = e.session().await;
+    holder
+        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
+        .await
+        .expect("hold the lock");
+    let store = Arc::new(e.store());
+    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w0", "a1", 1, 1));
+    let honest = tokio::spawn(async move { store.admit(&auth, &req).await });
+    until_waiting(&e.admin, key, 1).await;
+    // A rogue session queues garbage in the honest decider's name, claiming another session's
+    // process id, and waits behind the honest admission.
+    let rogue = Arc::new(e.session().await);
+    rogue
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
+                 decider, requester_pid, requester_started_at, request, requested_at_utc) \
+                 VALUES ('00000000-0000-4000-8000-0000000000ee', $1::text::uuid, 'admit', \
+                 'dpone.np.store-checks-only.v1', 1, '2000-01-01', '\\x7b7d', '2000-01-01')",
+                e.schema
+            ),
+            &[&s.env.as_str()],
+        )
+        .await
+        .expect("queue garbage");
+    let stamped: (i32, i32, bool) = {
+        let r = rogue
+            .query_one(
+                &format!(
+                    "SELECT requester_pid, pg_backend_pid(), requested_at_utc > '2001-01-01' \
+                     FROM \"{}\".np_admission_request \
+                     WHERE request_id = '00000000-0000-4000-8000-0000000000ee'",
+                    e.schema
+                ),
+                &[],
+            )
+            .await
+            .expect("stamp");
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!(
+        stamped.0, stamped.1,
+        "the server names the requesting session"
+    );
+    assert!(stamped.2, "the server stamps the time");
+    let waiter = rogue.clone();
+    let rogue_wait = tokio::spawn(async move {
+        waiter
+            .batch_execute(&format!(
+                "SELECT pg_advisory_lock({key}); SELECT pg_advisory_unlock({key})"
+            ))
+            .await
+    });
+    until_waiting(&e.admin, key, 2).await;
+    holder
+        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
+        .await
+        .expect("release");
+    let r = honest.await.expect("task").expect("the honest admission");
+    assert_eq!(r.workload.as_str(), "w0");
+    rogue_wait.await.expect("task").expect("rogue waited");
+    let out = outcomes(&e).await;
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(matches!(out[0].1.verdict, Verdict::Admitted { .. }));
+    match &out[1].1.verdict {
+        Verdict::Refused { code, .. } => assert_eq!(code, "DPONE_NP_STORE_STORED_STATE_INVALID"),
+        v => panic!("the garbage was decided: {v:?}"),
+    }
+    e.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_waiter_naming_another_decider_and_a_requester_that_left_are_never_decided_by_the_holder()
+{
+    let e = Env::new().await;
+    let s = setup(&e, 4, 10).await;
+    let key = lock_key(&s.env);
+    let holder = e.session().await;
+    holder
+        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
+        .await
+        .expect("hold the lock");
+    // A requester that queued and left: its request stays in the table, its session is gone.
+    {
+        let left = e.session().await;
+        left.execute(
+            &format!(
+                "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
+                 decider, requester_pid, requester_started_at, request, requested_at_utc) \
+                 VALUES ('00000000-0000-4000-8000-0000000000ff', $1::text::uuid, 'admit', \
+                 'dpone.np.store-checks-only.v1', 0, now(), '\\x7b7d', now())",
+                e.schema
+            ),
+            &[&s.env.as_str()],
+        )
+        .await
+        .expect("queue and leave");
+    }
+    let store = Arc::new(e.store());
+    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w0", "a1", 1, 1));
+    let checks_only = tokio::spawn(async move { store.admit(&auth, &req).await });
+    until_waiting(&e.admin, key, 1).await;
+    let store = Arc::new(e.store());
+    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w1", "a1", 1, 1));
+    let denying =
+        tokio::spawn(async move { store.admit_decided(&auth, &req, b"{}", &DenyAll).await });
+    until_waiting(&e.admin, key, 2).await;
+    holder
+        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
+        .await
+        .expect("release");
+    checks_only.await.expect("task").expect("admitted");
+    // Decided by its own decider (the holder's would have admitted it).
+    match denying.await.expect("task").expect("decided") {
+        Admission::Denied { .. } => {}
+        other => panic!("decided by another identity: {other:?}"),
+    }
+    let out = outcomes(&e).await;
+    assert_eq!(
+        out.len(),
+        2,
+        "the requester that left is never decided: {out:?}"
+    );
+    assert!(out.iter().all(|(_, o)| o.batch == 1), "{out:?}");
+    e.drop_schema().await;
+}
