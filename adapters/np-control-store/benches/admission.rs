@@ -249,12 +249,41 @@ fn main() {
         assert_eq!(workload_bound, 64, "the workload layer admits exactly its ceiling");
         latencies.sort();
         uncontended.sort();
+        // How the queue grouped them: the holders' batch sizes, per request.
+        let batches = s
+            .env
+            .admin
+            .query(
+                &format!(
+                    "SELECT r.kind, o.outcome FROM \"{s}\".np_admission_outcome o \
+                     JOIN \"{s}\".np_admission_request r USING (request_id)",
+                    s = s.env.schema
+                ),
+                &[],
+            )
+            .await
+            .expect("outcomes");
+        let mut sizes: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+        for row in &batches {
+            let o = queue::parse_outcome(row.get(1)).expect("outcome");
+            sizes[usize::from(row.get::<_, &str>(0) == "settle")].push(o.batch);
+        }
+        let mean = |v: &Vec<u32>| v.iter().map(|&b| f64::from(b)).sum::<f64>() / v.len().max(1) as f64;
+        let grouped = format!(
+            "\"admit_requests\":{},\"admit_mean_batch\":{:.1},\"settle_requests\":{},\
+             \"settle_mean_batch\":{:.1},\"max_batch\":{}",
+            sizes[0].len(),
+            mean(&sizes[0]),
+            sizes[1].len(),
+            mean(&sizes[1]),
+            sizes.iter().flatten().max().copied().unwrap_or(0)
+        );
         format!(
             "{{\"clients\":{CLIENTS},\"rounds\":{ROUNDS},\"admissions\":{admitted},\
              \"admissions_per_second_contended\":{:.1},\
              \"contended_p50_ms\":{:.2},\"contended_p99_ms\":{:.2},\
              \"uncontended_samples\":{},\"uncontended_p50_ms\":{:.2},\"uncontended_p99_ms\":{:.2},\
-             \"workload_limit_round_admitted\":{workload_bound},\"workload_limit\":64,\
+             \"workload_limit_round_admitted\":{workload_bound},\"workload_limit\":64,{grouped},\
              \"note\":\"contended wall time includes each client's settle between its two admissions\"}}",
             admitted as f64 / wall.as_secs_f64(),
             pct(&latencies, 0.50),

@@ -56,12 +56,6 @@ fn request_id() -> Result<String> {
     ))
 }
 
-/// The two halves of an advisory lock key as `pg_locks` shows them (`classid`, `objid`).
-fn lock_halves(key: i64) -> (i64, i64) {
-    let k = key as u64;
-    (i64::from((k >> 32) as u32), i64::from(k as u32))
-}
-
 impl PgControlStore {
     /// Queues `op` (an admission or a settlement) and returns its outcome, decided by this
     /// session or by the holder of the environment lock it waited for.
@@ -160,7 +154,7 @@ impl PgControlStore {
                 return finish(&mut guard, "read the queued outcome", r);
             }
             // 2. This session holds the lock: decide the batch.
-            let held = self.hold(&db, key, &mine, solo).await;
+            let held = self.hold(&db, &mine, solo).await;
             let (writes, own, size) = match held {
                 Ok(held) => held,
                 Err(TxError::Refuse(e)) => {
@@ -287,12 +281,11 @@ impl PgControlStore {
         mine: &Mine<'_>,
         append: bool,
     ) -> PgResult<Option<Vec<u8>>> {
+        // The session and the time are the server's stamps (the table's trigger).
         let insert = format!(
             "INSERT INTO {} (request_id, environment_id, kind, decider, requester_pid, \
              requester_started_at, request, requested_at_utc) \
-             VALUES ($1::text::uuid, $2::text::uuid, $3, $4, pg_catalog.pg_backend_pid(), \
-             (SELECT a.backend_start FROM pg_catalog.pg_stat_activity a \
-              WHERE a.pid = pg_catalog.pg_backend_pid()), $5, clock_timestamp())",
+             VALUES ($1::text::uuid, $2::text::uuid, $3, $4, 0, '-infinity', $5, '-infinity')",
             self.t.request
         );
         // The key is computed, never input: a literal.
@@ -446,12 +439,10 @@ impl PgControlStore {
     async fn hold(
         &self,
         c: &Db<'_>,
-        key: i64,
         mine: &Mine<'_>,
         solo: bool,
     ) -> Tx<(Vec<DeferredWrite>, Result<Out>, u32)> {
         let env = mine.environment;
-        let (hi, lo) = lock_halves(key);
         let may = |table: &str| {
             // The table's quoted name as a string literal (the schema is a validated
             // identifier and the names are the store's own).
@@ -463,18 +454,16 @@ impl PgControlStore {
                WHERE r.request_id = $1::text::uuid \
                UNION ALL ( \
                SELECT r.request_seq, r.request_id::text, r.request FROM ( \
-                 SELECT a.pid, a.backend_start FROM pg_catalog.pg_locks l \
-                 JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid \
-                 WHERE $6 AND l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1 \
-                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d \
-                                   WHERE d.datname = pg_catalog.current_database()) \
-                 AND l.classid = $3::bigint::oid AND l.objid = $4::bigint::oid) w \
+                 SELECT a.pid, a.backend_start FROM pg_catalog.pg_stat_activity a \
+                 WHERE $4 AND a.pid <> pg_catalog.pg_backend_pid() \
+                 AND a.datid = (SELECT d.oid FROM pg_catalog.pg_database d \
+                                WHERE d.datname = pg_catalog.current_database())) w \
                CROSS JOIN LATERAL ( \
                  SELECT q.* FROM {req} q WHERE q.requester_pid = w.pid \
                  AND q.requester_started_at = w.backend_start \
                  ORDER BY q.request_seq DESC LIMIT 1) r \
                WHERE r.environment_id = $2::text::uuid AND r.request_id <> $1::text::uuid \
-               AND ((r.kind = 'admit' AND r.decider = $5 AND {may_reserve}) \
+               AND ((r.kind = 'admit' AND r.decider = $3 AND {may_reserve}) \
                     OR (r.kind = 'settle' AND {may_settle})) \
                AND NOT EXISTS (SELECT 1 FROM {out} o WHERE o.request_id = r.request_id) \
                ORDER BY r.request_seq LIMIT {others})) b \
@@ -492,7 +481,7 @@ impl PgControlStore {
         );
         let id = mine.request_id.as_str();
         let decider = mine.decider;
-        let batch_params: [&(dyn ToSql + Sync); 6] = [&id, &env, &hi, &lo, &decider, &!solo];
+        let batch_params: [&(dyn ToSql + Sync); 4] = [&id, &env, &decider, &!solo];
         let begin = c.client.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE");
         let own_grant = match &mine.ask {
             Ask::Admit(a) => Some((a.grant_id.clone(), a.phase.clone())),
