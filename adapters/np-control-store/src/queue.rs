@@ -2,8 +2,8 @@
 //!
 //! A request (an admission or a settlement) is appended to `np_admission_request` by its
 //! requester before it takes the environment lock. Whoever holds the lock decides, in one
-//! SERIALIZABLE transaction, its own request and the newest request of every session waiting
-//! for the lock, in arrival order: each on the pool as the requests before it left it, by the
+//! SERIALIZABLE transaction, its own request and the newest undecided request of every other
+//! live session, in arrival order: each on the pool as the requests before it left it, by the
 //! store's checks and (an admission) by a [`PoolDecider`] of the same identity as the one the
 //! request names; it writes their reservations and settlements and each request's outcome
 //! (`np_admission_outcome`) in that transaction. A waiter that finds its outcome when it gets

@@ -8,16 +8,23 @@
 //! 2. **Authenticate in the revision bracket**: the store reads the current trust revision,
 //!    the verifier verifies the grant under it (its revocation epoch), the store reads again;
 //!    the two reads must agree ([`ControlStorePort::authenticate`]).
-//! 3. **Read, decide and reserve in one transaction**: the store takes the environment lock,
-//!    begins a SERIALIZABLE transaction, re-checks the revision, the exact original bytes, the
-//!    database clock, revocation and ownership, reads the pool's charges, and only then the
-//!    scope component decides on *that* read ([`ControlStorePort::admit_decided`]). The
-//!    reservation is written in the same transaction. A serialization retry decides again on
+//! 3. **Read, decide and reserve in one transaction, possibly another scheduler's**: the
+//!    request (with the scope facts, the pool left for the store to fill) is queued in the
+//!    store; whichever scheduler holds the environment lock begins a SERIALIZABLE transaction,
+//!    re-checks the revision, the exact original bytes, the database clock, revocation and
+//!    ownership, reads the pool's charges, and decides every queued request naming the same
+//!    decider identity (the pinned component's digest) in arrival order, each on the pool as
+//!    the ones before it left it ([`ControlStorePort::admit_decided`], group admission). The
+//!    reservations are written in the same transaction; a serialization retry decides again on
 //!    its own read. So concurrent schedulers get exactly the answers one-at-a-time schedulers
 //!    get, for every limit layer (policy, grant, workload) and dimension (attempts, rows,
-//!    bytes, membership, unresolved attempts), and the evidence returned is the decision that
-//!    was committed.
-//! 4. **A lost acknowledgement** is probed by the deterministic reservation id inside the store
+//!    bytes, membership, unresolved attempts).
+//! 4. **Trust no other decider**: the outcome names the pool it was decided on
+//!    (`pool_before`). This scheduler keeps its own decision when it decided, and otherwise
+//!    decides again on that pool in its own sandbox: a different answer is refused as stored
+//!    state that is not valid. The evidence returned is always this scheduler's own decision
+//!    on the pool that was committed.
+//! 5. **A lost acknowledgement** is resolved inside the store by reading the request's outcome
 //!    (the original backend is ended first); the outcome returned says so
 //!    (`resolved_by_probe`).
 //!

@@ -406,6 +406,50 @@ fn np_identity_record(bytes: &[u8]) {
     }
 }
 
+/// A group-admission record another scheduler wrote to the control store's queue (a request or
+/// an outcome): refused with the store's stable code and a message that replays nothing, or
+/// accepted as a record that encodes and parses back to itself; a refusal it carries becomes a
+/// known code with short printable text.
+fn np_queue_record(bytes: &[u8]) {
+    use dpone_adapter_np_control_store::queue::{
+        Verdict, parse_outcome, parse_request, refusal, to_bytes,
+    };
+    use dpone_adapter_np_control_store::{StoreCode, StoreError};
+    let refused = |e: StoreError| {
+        assert_eq!(
+            e.code,
+            StoreCode::StoredStateInvalid,
+            "np_queue_record: foreign code"
+        );
+        assert_safe_error("np_queue_record", &e.message);
+    };
+    match parse_request(bytes) {
+        Ok(r) => assert_eq!(
+            parse_request(&to_bytes(&r)).ok(),
+            Some(r),
+            "np_queue_record: a request does not round-trip"
+        ),
+        Err(e) => refused(e),
+    }
+    match parse_outcome(bytes) {
+        Ok(o) => {
+            assert_eq!(
+                parse_outcome(&to_bytes(&o)).ok().as_ref(),
+                Some(&o),
+                "np_queue_record: an outcome does not round-trip"
+            );
+            if let Verdict::Refused { code, message } = &o.verdict {
+                let e = refusal(code, message);
+                assert!(
+                    e.message.len() <= 200 && !e.message.chars().any(char::is_control),
+                    "np_queue_record: a refusal passes its text through"
+                );
+            }
+        }
+        Err(e) => refused(e),
+    }
+}
+
 /// Every input kind.
 pub const TARGETS: &[Target] = &[
     Target {
@@ -610,6 +654,12 @@ pub const TARGETS: &[Target] = &[
         name: "np_identity_record",
         fixtures: &["host/fuzz/corpus/np_identity_record"],
         run: np_identity_record,
+        expensive: false,
+    },
+    Target {
+        name: "np_queue_record",
+        fixtures: &["host/fuzz/corpus/np_queue_record"],
+        run: np_queue_record,
         expensive: false,
     },
 ];

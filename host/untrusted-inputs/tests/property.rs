@@ -109,6 +109,7 @@ property!(
     np_activation_request,
     np_any_document,
     np_identity_record,
+    np_queue_record,
 );
 
 /// A 1 MiB value, separators and bidi characters reach every text parser and come back short

@@ -1,22 +1,24 @@
 //! Admissions and settlements through the queue (group admission, [`crate::queue`]).
 //!
-//! 1. **Queue and wait** (one flight): the request is appended (autocommit, before the lock),
-//!    the environment lock is taken, and the request's outcome is read in a statement that
-//!    releases the lock when it finds one. Found: another holder decided it; the lock is
-//!    already free; the outcome is checked (an admission against its reservation row, a
-//!    settlement against its settlement row) and returned.
+//! 1. **Queue and wait** (one flight): the request is appended (autocommit, before the lock;
+//!    typed statements, so it is on the wire before the lock statement), the environment lock
+//!    is taken, and the request's outcome is read in a statement that releases the lock when
+//!    it finds one. Found: another holder decided it; the lock is already free; the outcome is
+//!    checked (an admission against its reservation row, a settlement against its settlement
+//!    row) and returned.
 //! 2. **Hold** (not found: this session holds the lock): BEGIN SERIALIZABLE, the trust revision
-//!    and clock, the batch (this request and the newest request of each session waiting for the
-//!    lock in this environment that has no outcome, of a kind this session may write and, an
-//!    admission, naming this decider; in arrival order) and this request's own reads in one
-//!    flight; the other requests' reads in a second when they name other grants or
-//!    reservations; every decision in memory ([`crate::queue::Batch`]); then every reservation,
-//!    settlement and outcome row, COMMIT and the unlock in one flight.
+//!    and clock, the batch (this request and the newest undecided request of every other live
+//!    session of the database — the server stamped the session's process id and start on the
+//!    request, and `pg_stat_activity` still lists that backend — in this environment, of a kind
+//!    this session may write and, an admission, naming this decider; in arrival order) and
+//!    this request's own reads in one flight; the other requests' reads in a second when they
+//!    name other grants or reservations; every decision in memory ([`crate::queue::Batch`]);
+//!    then every reservation, settlement and outcome row, COMMIT and the unlock in one flight.
 //! 3. **Failures**: a serialization failure retries the batch; a write the server refuses (the
-//!    backstop) rolls the whole batch back and the request is decided again alone; a lost
-//!    acknowledgement ends the original backend and reads the request's outcome (committed or
-//!    not, never assumed); a waiter whose session ends leaves its request undecided (its
-//!    session no longer waits, so no holder picks it up).
+//!    backstop) rolls the whole batch back, and the request is decided again alone when others
+//!    were in the batch (alone, the refusal is its answer); a lost acknowledgement ends the
+//!    original backend and reads the request's outcome (committed or not, never assumed); a
+//!    requester whose session ended is never decided (no live session, no batch).
 
 use super::*;
 use crate::queue::{
