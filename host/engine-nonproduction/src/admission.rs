@@ -81,7 +81,7 @@ pub fn facts_with_pool(bytes: &[u8], pool: &PoolStatus) -> Option<ScopeFacts> {
     facts.pool = mapping::pool_usage_of(
         &facts.pool.environment_id,
         &facts.pool.campaign_id,
-        facts.pool.phase.clone(),
+        facts.pool.phase,
         pool,
     );
     Some(facts)
@@ -93,8 +93,14 @@ pub fn facts_with_pool(bytes: &[u8], pool: &PoolStatus) -> Option<ScopeFacts> {
 struct FactsDecider<'a, D: ScopeDecider> {
     decider: &'a D,
     own: &'a [u8],
-    kept: Mutex<Option<(PoolStatus, Result<(ScopeDecision, D::Evidence), D::Failure>)>>,
+    kept: Mutex<Option<Kept<D>>>,
 }
+
+/// This scheduler's own decision: the pool it was made on and what the component answered.
+type Kept<D> = (
+    PoolStatus,
+    Result<(ScopeDecision, <D as ScopeDecider>::Evidence), <D as ScopeDecider>::Failure>,
+);
 
 impl<D> PoolDecider for FactsDecider<'_, D>
 where
