@@ -9,7 +9,7 @@
 //! 2. **Hold** (not found: this session holds the lock): BEGIN SERIALIZABLE, the trust revision
 //!    and clock, the batch (this request and the newest undecided request of every other live
 //!    session of the database — the server stamped the session's process id and start on the
-//!    request, and `pg_stat_activity` still lists that backend — in this environment, of a kind
+//!    request, and the server's activity still lists that backend — in this environment, of a kind
 //!    this session may write and, an admission, naming this decider; in arrival order) and
 //!    this request's own reads in one flight; the other requests' reads in a second when they
 //!    name other grants or reservations; every decision in memory ([`crate::queue::Batch`]);
@@ -456,7 +456,7 @@ impl PgControlStore {
                WHERE r.request_id = $1::text::uuid \
                UNION ALL ( \
                SELECT r.request_seq, r.request_id::text, r.request FROM ( \
-                 SELECT a.pid, a.backend_start FROM pg_catalog.pg_stat_activity a \
+                 SELECT a.pid, a.backend_start FROM pg_catalog.pg_stat_get_activity(NULL) a \
                  WHERE $4 AND a.pid <> pg_catalog.pg_backend_pid() \
                  AND a.datid = (SELECT d.oid FROM pg_catalog.pg_database d \
                                 WHERE d.datname = pg_catalog.current_database())) w \
