@@ -6,26 +6,30 @@
 //! ```
 //!
 //! 1. **One admission** (criterion, `admit_one`): one client, an uncontended pool; each
-//!    iteration is one SERIALIZABLE admission transaction over a verify-full TLS connection: the
-//!    environment lock, BEGIN and every read in one flight (keyed by the grant's registration,
-//!    read before the lock or kept from the store's last admission under that grant), the
-//!    decision on that read, then the reservation insert, COMMIT and the unlock in one flight. The decision here is the store's own
-//!    (`admit`, which applies the same rule as the scope component); the component's own cost
-//!    inside the transaction is microseconds (the decision bench). Pools are set up outside the
-//!    measured time (a pool holds at most 128 attempts, the spec's ceiling, so fresh campaigns
-//!    are made as needed).
+//!    iteration is one queued admission over a verify-full TLS connection (group admission,
+//!    alone): the request appended, the environment lock and the outcome read in one flight;
+//!    BEGIN SERIALIZABLE, the trust revision, the batch and the grant's reads in the next; the
+//!    decision on that read; the reservation and outcome inserts, COMMIT and the unlock in the
+//!    last. The decision here is the store's own (`admit`, which applies the same rule as the
+//!    scope component); the component's own cost inside the transaction is microseconds (the
+//!    decision bench). Pools are set up outside the measured time (a pool holds at most 128
+//!    attempts, the spec's ceiling, so fresh campaigns are made as needed).
 //! 2. **64-way contention** on one pool: 64 clients, each on its own connection, released
 //!    together, two admissions each (128, the pool's whole attempt ceiling; the pool must end
 //!    charged with exactly 128), for `ROUNDS` fresh pools; prints admissions per second and
-//!    p50/p99 of one admission under contention, plus p50/p99 uncontended, as one JSON object.
+//!    p50/p99 of one admission under contention, plus p50/p99 uncontended, and how the queue
+//!    grouped the run's requests (mean batch of admissions and of settlements, the largest
+//!    batch), as one JSON object.
 //! 3. **The workload layer under contention**: one more round of the same 128 attempts where
 //!    every workload allows only 64 of the pool; it must admit exactly 64
 //!    (`workload_limit_round_admitted`), the rest refused `DPONE_NP_STORE_ATTEMPTS_EXCEEDED`.
+//! 4. **The server's floor for a batch** (`group_floor`): 64 admissions' reservation inserts in
+//!    one critical section, then their settlements, with no queue, decisions or wake-ups.
 //!
 //! Without a configured server it fails with the reason (it measures nothing).
 //!
-//! Figures, with the comparison to the code before the decision moved into the transaction in
-//! the same run, are in `docs/nonproduction-authority.md` ("Admission under contention").
+//! Figures, with the comparison to the code before group admission in the same session, are in
+//! `docs/nonproduction-authority.md` ("Admission under contention").
 #![allow(clippy::print_stdout, missing_docs)]
 
 #[path = "../tests/support/mod.rs"]
