@@ -397,7 +397,6 @@ pub const CONTRACT: [TableContract; 15] = [
             ("kind", "text", true),
             ("decider", "text", true),
             ("requester_pid", "integer", true),
-            ("requester_started_at", "timestamp with time zone", true),
             ("request", "bytea", true),
             ("requested_at_utc", "timestamp with time zone", true),
         ],

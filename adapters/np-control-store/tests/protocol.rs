@@ -87,7 +87,7 @@ async fn the_run_claim_migration_brings_an_older_store_to_the_contract() {
     let queue =
         std::fs::read_to_string(root.join("migrate-add-admission-queue.sql")).expect("migration");
     let newest = statements(&queue);
-    assert_eq!(newest.len(), 13);
+    assert_eq!(newest.len(), 12);
     for statement in &newest {
         assert!(
             ddl.contains(statement.as_str()),

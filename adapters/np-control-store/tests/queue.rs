@@ -280,9 +280,9 @@ async fn another_sessions_malformed_request_is_refused_alone_and_its_session_is_
         .execute(
             &format!(
                 "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
-                 decider, requester_pid, requester_started_at, request, requested_at_utc) \
+                 decider, requester_pid, request, requested_at_utc) \
                  VALUES ('00000000-0000-4000-8000-0000000000ee', $1::text::uuid, 'admit', \
-                 'dpone.np.store-checks-only.v1', 1, '2000-01-01', '\\x7b7d', '2000-01-01')",
+                 'dpone.np.store-checks-only.v1', 1, '\\x7b7d', '2000-01-01')",
                 e.schema
             ),
             &[&s.env.as_str()],
@@ -356,9 +356,9 @@ async fn a_waiter_naming_another_decider_and_a_requester_that_left_are_never_dec
         left.execute(
             &format!(
                 "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
-                 decider, requester_pid, requester_started_at, request, requested_at_utc) \
+                 decider, requester_pid, request, requested_at_utc) \
                  VALUES ('00000000-0000-4000-8000-0000000000ff', $1::text::uuid, 'admit', \
-                 'dpone.np.store-checks-only.v1', 0, now(), '\\x7b7d', now())",
+                 'dpone.np.store-checks-only.v1', 0, '\\x7b7d', now())",
                 e.schema
             ),
             &[&s.env.as_str()],

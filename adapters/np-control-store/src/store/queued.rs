@@ -8,8 +8,9 @@
 //!    row) and returned.
 //! 2. **Hold** (not found: this session holds the lock): BEGIN SERIALIZABLE, the trust revision
 //!    and clock, the batch (this request and the newest undecided request of every other live
-//!    session of the database — the server stamped the session's process id and start on the
-//!    request, and the server's activity still lists that backend — in this environment, of a kind
+//!    session of the database — the server stamped the backend's process id and the time on the
+//!    request, the server's activity still lists a backend of that id, and it started before
+//!    the request — in this environment, of a kind
 //!    this session may write and, an admission, naming this decider; in arrival order) and
 //!    this request's own reads in one flight; the other requests' reads in a second when they
 //!    name other grants or reservations; every decision in memory ([`crate::queue::Batch`]);
@@ -285,9 +286,9 @@ impl PgControlStore {
     ) -> PgResult<Option<Vec<u8>>> {
         // The session and the time are the server's stamps (the table's trigger).
         let insert = format!(
-            "INSERT INTO {} (request_id, environment_id, kind, decider, requester_pid, \
-             requester_started_at, request, requested_at_utc) \
-             VALUES ($1::text::uuid, $2::text::uuid, $3, $4, 0, '-infinity', $5, '-infinity')",
+            "INSERT INTO {} (request_id, environment_id, kind, decider, requester_pid, request, \
+             requested_at_utc) \
+             VALUES ($1::text::uuid, $2::text::uuid, $3, $4, 0, $5, '-infinity')",
             self.t.request
         );
         // The key is computed, never input: a literal.
@@ -462,9 +463,9 @@ impl PgControlStore {
                                 WHERE d.datname = pg_catalog.current_database())) w \
                CROSS JOIN LATERAL ( \
                  SELECT q.* FROM {req} q WHERE q.requester_pid = w.pid \
-                 AND q.requester_started_at = w.backend_start \
                  ORDER BY q.request_seq DESC LIMIT 1) r \
-               WHERE r.environment_id = $2::text::uuid AND r.request_id <> $1::text::uuid \
+               WHERE r.requested_at_utc >= w.backend_start \
+               AND r.environment_id = $2::text::uuid AND r.request_id <> $1::text::uuid \
                AND ((r.kind = 'admit' AND r.decider = $3 AND {may_reserve}) \
                     OR (r.kind = 'settle' AND {may_settle})) \
                AND NOT EXISTS (SELECT 1 FROM {out} o WHERE o.request_id = r.request_id) \
