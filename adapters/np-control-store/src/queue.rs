@@ -425,6 +425,47 @@ fn parse_phase(s: &str) -> Option<Phase> {
     }
 }
 
+/// A registered grant's standing, as every protected operation checks it, in this order: the
+/// environment, the exact original bytes, revocation, the validity window (by the database
+/// clock). `Err` is the refusal.
+pub(crate) fn grant_standing(
+    same_environment: bool,
+    same_bytes: bool,
+    revoked: bool,
+    expired: bool,
+    not_yet_valid: bool,
+) -> Result<(), StoreError> {
+    let (code, message) = if !same_environment {
+        (
+            StoreCode::GrantNotRegistered,
+            "the grant is registered for another environment",
+        )
+    } else if !same_bytes {
+        (
+            StoreCode::GrantBytesMismatch,
+            "the presented grant bytes differ from the registered original",
+        )
+    } else if revoked {
+        (
+            StoreCode::GrantRevoked,
+            "the grant's revocation epoch is revoked",
+        )
+    } else if expired {
+        (
+            StoreCode::GrantExpired,
+            "the grant's validity window has ended",
+        )
+    } else if not_yet_valid {
+        (
+            StoreCode::GrantNotYetValid,
+            "the grant's validity window has not started",
+        )
+    } else {
+        return Ok(());
+    };
+    Err(StoreError::new(code, message))
+}
+
 impl Batch {
     /// Decides one queued admission on the batch's state and carries its reservation forward.
     /// `Err` is a refusal (the outcome records it); `decider` is asked only after every check
@@ -478,36 +519,13 @@ impl Batch {
                 "the grant/phase key is not registered",
             );
         };
-        if g.environment != self.environment {
-            return refuse(
-                StoreCode::GrantNotRegistered,
-                "the grant is registered for another environment",
-            );
-        }
-        if g.bytes_digest != a.original_digest {
-            return refuse(
-                StoreCode::GrantBytesMismatch,
-                "the presented grant bytes differ from the registered original",
-            );
-        }
-        if g.revocation_epoch < trust.revocation_epoch {
-            return refuse(
-                StoreCode::GrantRevoked,
-                "the grant's revocation epoch is revoked",
-            );
-        }
-        if g.expired {
-            return refuse(
-                StoreCode::GrantExpired,
-                "the grant's validity window has ended",
-            );
-        }
-        if g.not_yet_valid {
-            return refuse(
-                StoreCode::GrantNotYetValid,
-                "the grant's validity window has not started",
-            );
-        }
+        grant_standing(
+            g.environment == self.environment,
+            g.bytes_digest == a.original_digest,
+            g.revocation_epoch < trust.revocation_epoch,
+            g.expired,
+            g.not_yet_valid,
+        )?;
         if view.owned != 1 {
             return match g.phase {
                 Phase::Qualification => refuse(

@@ -958,36 +958,13 @@ impl PgControlStore {
                 "the grant/phase key is not registered",
             );
         };
-        if g.environment != auth.environment().as_str() {
-            return refuse(
-                StoreCode::GrantNotRegistered,
-                "the grant is registered for another environment",
-            );
-        }
-        if g.bytes != bytes {
-            return refuse(
-                StoreCode::GrantBytesMismatch,
-                "the presented grant bytes differ from the registered original",
-            );
-        }
-        if g.revocation_epoch < trust.revocation_epoch {
-            return refuse(
-                StoreCode::GrantRevoked,
-                "the grant's revocation epoch is revoked",
-            );
-        }
-        if g.expired {
-            return refuse(
-                StoreCode::GrantExpired,
-                "the grant's validity window has ended",
-            );
-        }
-        if g.not_yet_valid {
-            return refuse(
-                StoreCode::GrantNotYetValid,
-                "the grant's validity window has not started",
-            );
-        }
+        crate::queue::grant_standing(
+            g.environment == auth.environment().as_str(),
+            g.bytes == bytes,
+            g.revocation_epoch < trust.revocation_epoch,
+            g.expired,
+            g.not_yet_valid,
+        )?;
         Ok(g)
     }
 

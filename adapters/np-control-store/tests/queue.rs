@@ -104,6 +104,38 @@ async fn setup(e: &Env, n: u64, attempts: i64) -> Setup {
     }
 }
 
+/// A session of its own that holds the environment's lock `key`.
+async fn holding(e: &Env, key: i64) -> Client {
+    let c = e.session().await;
+    c.batch_execute(&format!("SELECT pg_advisory_lock({key})"))
+        .await
+        .expect("hold the lock");
+    c
+}
+
+/// Releases the lock `key` that `c` holds.
+async fn release(c: &Client, key: i64) {
+    c.batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
+        .await
+        .expect("release");
+}
+
+/// `workload`'s first attempt admitted by a store of its own, once it is the `nth` session
+/// waiting for the lock `key`.
+async fn queued_admission(
+    e: &Env,
+    s: &Setup,
+    workload: &str,
+    key: i64,
+    nth: i64,
+) -> tokio::task::JoinHandle<Result<Reservation>> {
+    let store = Arc::new(e.store());
+    let (auth, req) = (s.auth.clone(), admission(&s.grant, workload, "a1", 1, 1));
+    let task = tokio::spawn(async move { store.admit(&auth, &req).await });
+    until_waiting(&e.admin, key, nth).await;
+    task
+}
+
 /// A decider of its own identity that denies every request.
 struct DenyAll;
 
@@ -125,26 +157,13 @@ async fn waiting_admissions_are_decided_in_one_batch_in_arrival_order_with_one_a
     let e = Env::new().await;
     let s = setup(&e, 1, 3).await;
     let key = lock_key(&s.env);
-    let holder = e.session().await;
-    holder
-        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
-        .await
-        .expect("hold the lock");
+    let holder = holding(&e, key).await;
     // Six admissions queue one after another behind the held lock; three attempts are left.
     let mut tasks = Vec::new();
     for i in 0..6 {
-        let store = Arc::new(e.store());
-        let (auth, req) = (
-            s.auth.clone(),
-            admission(&s.grant, &format!("w{i}"), "a1", 1, 1),
-        );
-        tasks.push(tokio::spawn(async move { store.admit(&auth, &req).await }));
-        until_waiting(&e.admin, key, i + 1).await;
+        tasks.push(queued_admission(&e, &s, &format!("w{i}"), key, i + 1).await);
     }
-    holder
-        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
-        .await
-        .expect("release");
+    release(&holder, key).await;
     let mut results = Vec::new();
     for t in tasks {
         results.push(t.await.expect("task"));
@@ -196,15 +215,8 @@ async fn a_forged_admitted_outcome_is_refused_and_nothing_is_reserved() {
     let e = Env::new().await;
     let s = setup(&e, 2, 10).await;
     let key = lock_key(&s.env);
-    let rogue = e.session().await;
-    rogue
-        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
-        .await
-        .expect("hold the lock");
-    let store = Arc::new(e.store());
-    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w0", "a1", 1, 1));
-    let task = tokio::spawn(async move { store.admit(&auth, &req).await });
-    until_waiting(&e.admin, key, 1).await;
+    let rogue = holding(&e, key).await;
+    let task = queued_admission(&e, &s, "w0", key, 1).await;
     // The lock's holder writes an outcome naming a reservation that does not exist.
     let request: (String, Vec<u8>) = {
         let r = rogue
@@ -239,10 +251,7 @@ async fn a_forged_admitted_outcome_is_refused_and_nothing_is_reserved() {
         )
         .await
         .expect("forged outcome");
-    rogue
-        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
-        .await
-        .expect("release");
+    release(&rogue, key).await;
     let err = task.await.expect("task").expect_err("a forged outcome");
     assert_eq!(err.code, StoreCode::StoredStateInvalid);
     let pool = s
@@ -264,15 +273,8 @@ async fn another_sessions_malformed_request_is_refused_alone_and_its_session_is_
     let e = Env::new().await;
     let s = setup(&e, 3, 10).await;
     let key = lock_key(&s.env);
-    let holder = e.session().await;
-    holder
-        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
-        .await
-        .expect("hold the lock");
-    let store = Arc::new(e.store());
-    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w0", "a1", 1, 1));
-    let honest = tokio::spawn(async move { store.admit(&auth, &req).await });
-    until_waiting(&e.admin, key, 1).await;
+    let holder = holding(&e, key).await;
+    let honest = queued_admission(&e, &s, "w0", key, 1).await;
     // A rogue session queues garbage in the honest decider's name, claiming another session's
     // process id, and waits behind the honest admission.
     let rogue = Arc::new(e.session().await);
@@ -318,10 +320,7 @@ async fn another_sessions_malformed_request_is_refused_alone_and_its_session_is_
             .await
     });
     until_waiting(&e.admin, key, 2).await;
-    holder
-        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
-        .await
-        .expect("release");
+    release(&holder, key).await;
     let r = honest.await.expect("task").expect("the honest admission");
     assert_eq!(r.workload.as_str(), "w0");
     rogue_wait.await.expect("task").expect("rogue waited");
@@ -345,11 +344,7 @@ async fn a_waiter_naming_another_decider_and_a_requester_that_left_are_never_dec
     let e = Env::new().await;
     let s = setup(&e, 4, 10).await;
     let key = lock_key(&s.env);
-    let holder = e.session().await;
-    holder
-        .batch_execute(&format!("SELECT pg_advisory_lock({key})"))
-        .await
-        .expect("hold the lock");
+    let holder = holding(&e, key).await;
     // A requester that queued and left: its request stays in the table, its session is gone.
     {
         let left = e.session().await;
@@ -366,19 +361,13 @@ async fn a_waiter_naming_another_decider_and_a_requester_that_left_are_never_dec
         .await
         .expect("queue and leave");
     }
-    let store = Arc::new(e.store());
-    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w0", "a1", 1, 1));
-    let checks_only = tokio::spawn(async move { store.admit(&auth, &req).await });
-    until_waiting(&e.admin, key, 1).await;
+    let checks_only = queued_admission(&e, &s, "w0", key, 1).await;
     let store = Arc::new(e.store());
     let (auth, req) = (s.auth.clone(), admission(&s.grant, "w1", "a1", 1, 1));
     let denying =
         tokio::spawn(async move { store.admit_decided(&auth, &req, b"{}", &DenyAll).await });
     until_waiting(&e.admin, key, 2).await;
-    holder
-        .batch_execute(&format!("SELECT pg_advisory_unlock({key})"))
-        .await
-        .expect("release");
+    release(&holder, key).await;
     checks_only.await.expect("task").expect("admitted");
     // Decided by its own decider (the holder's would have admitted it).
     match denying.await.expect("task").expect("decided") {
