@@ -123,12 +123,12 @@ pub enum Verdict {
         /// The reservation's deterministic id.
         reservation_id: String,
         /// The charges the decision was made on.
-        pool_before: PoolRecord,
+        pool_before: PoolStatus,
     },
     /// The decider denied; nothing was written.
     Denied {
         /// The charges the decision was made on.
-        pool_before: PoolRecord,
+        pool_before: PoolStatus,
     },
     /// Settled: recorded now, or the identical settlement was already recorded.
     Settled {
@@ -142,58 +142,6 @@ pub enum Verdict {
         /// Why.
         message: String,
     },
-}
-
-/// A pool's charges in an outcome.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PoolRecord {
-    /// [`PoolStatus::members`].
-    pub members: i64,
-    /// [`PoolStatus::attempts`].
-    pub attempts: i64,
-    /// [`PoolStatus::reserved_source_rows`].
-    pub reserved_source_rows: i64,
-    /// [`PoolStatus::reserved_source_bytes`].
-    pub reserved_source_bytes: i64,
-    /// [`PoolStatus::unresolved`].
-    pub unresolved: i64,
-    /// [`PoolStatus::measured_source_rows`].
-    pub measured_source_rows: i64,
-    /// [`PoolStatus::measured_source_bytes`].
-    pub measured_source_bytes: i64,
-    /// [`PoolStatus::measured_http_bytes`].
-    pub measured_http_bytes: i64,
-}
-
-impl From<&PoolStatus> for PoolRecord {
-    fn from(p: &PoolStatus) -> Self {
-        PoolRecord {
-            members: p.members,
-            attempts: p.attempts,
-            reserved_source_rows: p.reserved_source_rows,
-            reserved_source_bytes: p.reserved_source_bytes,
-            unresolved: p.unresolved,
-            measured_source_rows: p.measured_source_rows,
-            measured_source_bytes: p.measured_source_bytes,
-            measured_http_bytes: p.measured_http_bytes,
-        }
-    }
-}
-
-impl From<PoolRecord> for PoolStatus {
-    fn from(p: PoolRecord) -> Self {
-        PoolStatus {
-            members: p.members,
-            attempts: p.attempts,
-            reserved_source_rows: p.reserved_source_rows,
-            reserved_source_bytes: p.reserved_source_bytes,
-            unresolved: p.unresolved,
-            measured_source_rows: p.measured_source_rows,
-            measured_source_bytes: p.measured_source_bytes,
-            measured_http_bytes: p.measured_http_bytes,
-        }
-    }
 }
 
 fn malformed(what: &str) -> StoreError {
@@ -581,7 +529,7 @@ impl Batch {
         if !decider.admits(&facts, &pool) {
             return Ok((
                 Verdict::Denied {
-                    pool_before: PoolRecord::from(&pool),
+                    pool_before: pool.clone(),
                 },
                 None,
             ));
@@ -656,7 +604,7 @@ impl Batch {
         Ok((
             Verdict::Admitted {
                 reservation_id: id.as_str().to_owned(),
-                pool_before: PoolRecord::from(&pool),
+                pool_before: pool.clone(),
             },
             Some(write),
         ))

@@ -916,8 +916,10 @@ pub enum Selected {
     Reopened,
 }
 
-/// A pool's charges: what the protected counters say. Charges never decrease.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A pool's charges: what the protected counters say. Charges never decrease. (Serialized as
+/// the pool an outcome of the admission queue was decided on.)
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PoolStatus {
     /// Distinct workload membership charged.
     pub members: i64,

@@ -369,10 +369,10 @@ impl PgControlStore {
                         resolved_by_probe: probed,
                         ..found
                     },
-                    pool_before.into(),
+                    pool_before,
                 ))
             }
-            (Ask::Admit(_), Verdict::Denied { pool_before }) => Ok(Out::Denied(pool_before.into())),
+            (Ask::Admit(_), Verdict::Denied { pool_before }) => Ok(Out::Denied(pool_before)),
             (Ask::Settle(s), Verdict::Settled { reopened }) => {
                 let sql = format!(
                     "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, \
@@ -897,12 +897,10 @@ fn own_out(
                     attempt_seconds: seconds,
                     resolved_by_probe: false,
                 },
-                pool_before.into(),
+                pool_before,
             ))
         }
-        ((Verdict::Denied { pool_before }, None), Ask::Admit(_)) => {
-            Ok(Out::Denied(pool_before.into()))
-        }
+        ((Verdict::Denied { pool_before }, None), Ask::Admit(_)) => Ok(Out::Denied(pool_before)),
         ((Verdict::Settled { reopened }, _), Ask::Settle(_)) => Ok(Out::Settled(if reopened {
             Settled::Reopened
         } else {
