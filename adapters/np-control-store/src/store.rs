@@ -12,13 +12,17 @@
 //! classified on retry) retry up to a bound; then
 //! `DPONE_NP_STORE_SERIALIZATION_RETRIES_EXHAUSTED`.
 //!
+//! Admissions and settlements go through the admission queue instead (group admission,
+//! `queued`): its holder decides every waiting request in one such transaction.
+//!
 //! COMMIT goes through a [`CommitBoundary`]. When its acknowledgement is lost (the connection
-//! closed after COMMIT was sent), an admission keeps its deterministic reservation id and probes:
+//! closed after COMMIT was sent), a queued admission or settlement is resolved by its request:
 //! a fresh connection terminates the original backend and waits until it has ended, so its
-//! transaction is final, then reads the reservation by id. Found and equal: admitted (marked
-//! `resolved_by_probe`); absent: the transaction did not commit and the admission is retried
-//! under the same id; the probe itself failing: `DPONE_NP_STORE_OUTCOME_UNKNOWN` carrying the id.
-//! Other operations report `DPONE_NP_STORE_OUTCOME_UNKNOWN` after a lost acknowledgement.
+//! transaction is final, then reads the request's outcome. Found: that is the answer (an
+//! admission marked `resolved_by_probe`); absent: the transaction did not commit and the request
+//! is decided again (a reservation keeps its deterministic id, so it is charged once); the probe
+//! itself failing: `DPONE_NP_STORE_OUTCOME_UNKNOWN`. Other operations report
+//! `DPONE_NP_STORE_OUTCOME_UNKNOWN` after a lost acknowledgement.
 //!
 //! The reviewed DDL is verified on the store's first connection (and on demand with
 //! `verify_catalog`): a store over a missing or deviating catalog refuses every operation with
