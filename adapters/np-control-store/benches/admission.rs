@@ -24,7 +24,9 @@
 //!    every workload allows only 64 of the pool; it must admit exactly 64
 //!    (`workload_limit_round_admitted`), the rest refused `DPONE_NP_STORE_ATTEMPTS_EXCEEDED`.
 //! 4. **The server's floor for a batch** (`group_floor`): 64 admissions' reservation inserts in
-//!    one critical section, then their settlements, with no queue, decisions or wake-ups.
+//!    one critical section, then their settlements, with no queue, decisions or wake-ups. With
+//!    `DPONE_BENCH_FLOOR_WITHOUT_BACKSTOP=1` the floor's session skips every trigger (the
+//!    backstop's share of the floor; the output says `"backstop":"off …"`).
 //!
 //! Without a configured server it fails with the reason (it measures nothing).
 //!
@@ -374,6 +376,16 @@ async fn group_floor(s: &Setup) -> String {
         ),
     ];
     let admin = &s.env.admin;
+    // The backstop's share of the floor: with `DPONE_BENCH_FLOOR_WITHOUT_BACKSTOP=1` the floor's
+    // session skips every trigger (`session_replication_role = replica`: the backstop's and the
+    // foreign keys'; the test role is a superuser). A measurement knob, never the product.
+    let without_backstop = std::env::var_os("DPONE_BENCH_FLOOR_WITHOUT_BACKSTOP").is_some();
+    if without_backstop {
+        admin
+            .batch_execute("SET session_replication_role = replica")
+            .await
+            .expect("replica role");
+    }
     let mut admit_batches = Vec::new();
     let mut settle_batches = Vec::new();
     let mut wall = Duration::ZERO;
@@ -511,15 +523,26 @@ async fn group_floor(s: &Setup) -> String {
         assert_eq!(pool.attempts, 128, "every batched insert was kept");
         assert_eq!(pool.unresolved, 0, "every batched settlement was kept");
     }
+    if without_backstop {
+        admin
+            .batch_execute("RESET session_replication_role")
+            .await
+            .expect("reset");
+    }
     admit_batches.sort();
     settle_batches.sort();
     let admissions = admit_batches.len() * 64;
     format!(
-        "{{\"group_floor\":{{\"batch\":64,\"batches\":{},\
+        "{{\"group_floor\":{{\"backstop\":{},\"batch\":64,\"batches\":{},\
          \"admissions_per_second_with_settlements\":{:.1},\
          \"admit_batch_p50_ms\":{:.2},\"admit_batch_max_ms\":{:.2},\
          \"settle_batch_p50_ms\":{:.2},\"settle_batch_max_ms\":{:.2},\
          \"note\":\"server floor of one critical section per batch: no decision, no request or outcome rows, no wake-ups\"}}}}",
+        if without_backstop {
+            "\"off (every trigger skipped: DPONE_BENCH_FLOOR_WITHOUT_BACKSTOP)\""
+        } else {
+            "\"on\""
+        },
         admit_batches.len(),
         admissions as f64 / wall.as_secs_f64(),
         pct(&admit_batches, 0.5),
