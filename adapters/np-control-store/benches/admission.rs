@@ -26,7 +26,12 @@
 //! 4. **The server's floor for a batch** (`group_floor`): 64 admissions' reservation inserts in
 //!    one critical section, then their settlements, with no queue, decisions or wake-ups. With
 //!    `DPONE_BENCH_FLOOR_WITHOUT_BACKSTOP=1` the floor's session skips every trigger (the
-//!    backstop's share of the floor; the output says `"backstop":"off …"`).
+//!    backstop's share of the floor; the output says `"backstop":"off …"`). With
+//!    `DPONE_BENCH_FLOOR_SET_BACKSTOP=1` the floor measures a **prototype** of a set-based
+//!    backstop (`benches/prototype/set-backstop.sql`, applied to the bench's own schema only:
+//!    the reservation checks run once per statement over its transition table) and writes each
+//!    batch's 64 reservations in one multi-row `INSERT`; the output says `"backstop":"set
+//!    (prototype …)"`. Neither knob is the product's DDL.
 //!
 //! Without a configured server it fails with the reason (it measures nothing).
 //!
@@ -386,6 +391,22 @@ async fn group_floor(s: &Setup) -> String {
             .await
             .expect("replica role");
     }
+    // PROTOTYPE: the reservation backstop checked once per statement, the batch's reservations
+    // in one multi-row INSERT (`DPONE_BENCH_FLOOR_SET_BACKSTOP=1`; measurement only).
+    let set_backstop = std::env::var_os("DPONE_BENCH_FLOOR_SET_BACKSTOP").is_some();
+    if set_backstop {
+        let sql = include_str!("prototype/set-backstop.sql")
+            .replace("\"dpone_np_control\"", &format!("\"{schema}\""));
+        admin.batch_execute(&sql).await.expect("prototype backstop");
+    }
+    let insert_many = format!(
+        "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
+         grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
+         reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
+         SELECT u.id, $2::text::uuid, $3::text::uuid, 'execution', NULL, $4::text::uuid, $5, $6, \
+         u.w, u.a, 1, 1, 60, clock_timestamp() FROM unnest($1::text[], $7::text[], $8::text[]) AS u(id, w, a)",
+        t("np_reservation")
+    );
     let mut admit_batches = Vec::new();
     let mut settle_batches = Vec::new();
     let mut wall = Duration::ZERO;
@@ -462,9 +483,22 @@ async fn group_floor(s: &Setup) -> String {
                     ];
                     admin.execute(ins_r, &p).await
                 });
+                let ids_v: Vec<&str> = ids.iter().map(|(id, _, _)| id.as_str()).collect();
+                let ws: Vec<&str> = ids.iter().map(|(_, w, _)| w.as_str()).collect();
+                let atts: Vec<&str> = ids.iter().map(|(_, _, a)| a.as_str()).collect();
+                let many: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+                    &ids_v, &env_s, campaign, grant_id, digest, &revision, &ws, &atts,
+                ];
+                let inserted = async {
+                    if set_backstop {
+                        vec![admin.execute(&insert_many, &many).await]
+                    } else {
+                        futures_ordered(inserts).await
+                    }
+                };
                 let (written, commit, unlocked) = tokio::join!(
                     biased;
-                    futures_ordered(inserts),
+                    inserted,
                     admin.batch_execute("COMMIT"),
                     admin.batch_execute(&unlock)
                 );
@@ -540,6 +574,8 @@ async fn group_floor(s: &Setup) -> String {
          \"note\":\"server floor of one critical section per batch: no decision, no request or outcome rows, no wake-ups\"}}}}",
         if without_backstop {
             "\"off (every trigger skipped: DPONE_BENCH_FLOOR_WITHOUT_BACKSTOP)\""
+        } else if set_backstop {
+            "\"set (prototype, one multi-row insert: DPONE_BENCH_FLOOR_SET_BACKSTOP)\""
         } else {
             "\"on\""
         },
