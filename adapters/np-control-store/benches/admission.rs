@@ -399,14 +399,17 @@ async fn group_floor(s: &Setup) -> String {
             .replace("\"dpone_np_control\"", &format!("\"{schema}\""));
         admin.batch_execute(&sql).await.expect("prototype backstop");
     }
-    let insert_many = format!(
-        "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
-         grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
-         reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
-         SELECT u.id, $2::text::uuid, $3::text::uuid, 'execution', NULL, $4::text::uuid, $5, $6, \
-         u.w, u.a, 1, 1, 60, clock_timestamp() FROM unnest($1::text[], $7::text[], $8::text[]) AS u(id, w, a)",
-        t("np_reservation")
-    );
+    let insert_many = set_backstop.then(|| {
+        format!(
+            "INSERT INTO {} (reservation_id, environment_id, campaign_id, phase, route, \
+             grant_id, grant_digest, trust_revision, workload_id, attempt_id, \
+             reserved_source_rows, reserved_source_bytes, reserved_seconds, reserved_at_utc) \
+             SELECT u.id, $2::text::uuid, $3::text::uuid, 'execution', NULL, $4::text::uuid, $5, \
+             $6, u.w, u.a, 1, 1, 60, clock_timestamp() \
+             FROM unnest($1::text[], $7::text[], $8::text[]) AS u(id, w, a)",
+            t("np_reservation")
+        )
+    });
     let mut admit_batches = Vec::new();
     let mut settle_batches = Vec::new();
     let mut wall = Duration::ZERO;
@@ -483,18 +486,30 @@ async fn group_floor(s: &Setup) -> String {
                     ];
                     admin.execute(ins_r, &p).await
                 });
-                let ids_v: Vec<&str> = ids.iter().map(|(id, _, _)| id.as_str()).collect();
-                let ws: Vec<&str> = ids.iter().map(|(_, w, _)| w.as_str()).collect();
-                let atts: Vec<&str> = ids.iter().map(|(_, _, a)| a.as_str()).collect();
-                let many: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
-                    &ids_v, &env_s, campaign, grant_id, digest, &revision, &ws, &atts,
-                ];
+                // The prototype's one multi-row insert, or one insert per reservation.
                 let inserted = async {
-                    if set_backstop {
-                        vec![admin.execute(&insert_many, &many).await]
-                    } else {
-                        futures_ordered(inserts).await
-                    }
+                    let Some(sql) = &insert_many else {
+                        return futures_ordered(inserts).await;
+                    };
+                    let column = |pick: fn(&(String, String, String)) -> &str| -> Vec<&str> {
+                        ids.iter().map(pick).collect()
+                    };
+                    let (id_col, workload_col, attempt_col) = (
+                        column(|(id, _, _)| id),
+                        column(|(_, w, _)| w),
+                        column(|(_, _, a)| a),
+                    );
+                    let many: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+                        &id_col,
+                        &env_s,
+                        campaign,
+                        grant_id,
+                        digest,
+                        &revision,
+                        &workload_col,
+                        &attempt_col,
+                    ];
+                    vec![admin.execute(sql, &many).await]
                 };
                 let (written, commit, unlocked) = tokio::join!(
                     biased;
