@@ -19,7 +19,7 @@
 //!    charged with exactly 128), for `ROUNDS` fresh pools; prints admissions per second and
 //!    p50/p99 of one admission under contention, plus p50/p99 uncontended, and how the queue
 //!    grouped the run's requests (mean batch of admissions and of settlements, the largest
-//!    batch), as one JSON object.
+//!    batch; settlements no longer queue, so their count is 0), as one JSON object.
 //! 3. **The workload layer under contention**: one more round of the same 128 attempts where
 //!    every workload allows only 64 of the pool; it must admit exactly 64
 //!    (`workload_limit_round_admitted`), the rest refused `DPONE_NP_STORE_ATTEMPTS_EXCEEDED`.

@@ -1,7 +1,8 @@
-//! Group admission: the queue of admissions and settlements behind the environment lock.
+//! Group admission: the queue of admissions behind the environment lock.
 //!
-//! A request (an admission or a settlement) is appended to `np_admission_request` by its
-//! requester before it takes the environment lock. Whoever holds the lock decides, in one
+//! A request is appended to `np_admission_request` by its requester before it takes the
+//! environment lock. This store queues admissions only (a settlement is one insert without the
+//! lock); a queued settlement (an earlier release queued them) is still decided here. Whoever holds the lock decides, in one
 //! SERIALIZABLE transaction, its own request and the newest undecided request of every other
 //! live session, in arrival order: each on the pool as the requests before it left it, by the
 //! store's checks and (an admission) by a [`PoolDecider`] of the same identity as the one the

@@ -12,17 +12,26 @@
 //! classified on retry) retry up to a bound; then
 //! `DPONE_NP_STORE_SERIALIZATION_RETRIES_EXHAUSTED`.
 //!
-//! Admissions and settlements go through the admission queue instead (group admission,
-//! `queued`): its holder decides every waiting request in one such transaction.
+//! Admissions go through the admission queue instead (group admission, `queued`): its holder
+//! decides every waiting request in one such transaction. A settlement takes neither: its
+//! checks read only what is immutable once written (the reservation's bounds), and the
+//! settlement's primary key decides between two settlements of one reservation, so it is one
+//! read and one autocommit insert (`ON CONFLICT DO NOTHING`, then the recorded one compared);
+//! its backstop trigger re-checks the bounds. An admission's SERIALIZABLE snapshot sees a
+//! committed settlement whole or not at all, and one that returned before the admission was
+//! queued always: each answer is one-at-a-time admission's with the settlement before or
+//! after it. The insert is READ COMMITTED, so it takes no part in the admissions' conflict
+//! tracking and never aborts a batch.
 //!
 //! COMMIT goes through a [`CommitBoundary`]. When its acknowledgement is lost (the connection
-//! closed after COMMIT was sent), a queued admission or settlement is resolved by its request:
+//! closed after COMMIT was sent), a queued admission is resolved by its request:
 //! a fresh connection terminates the original backend and waits until it has ended, so its
 //! transaction is final, then reads the request's outcome. Found: that is the answer (an
 //! admission marked `resolved_by_probe`); absent: the transaction did not commit and the request
 //! is decided again (a reservation keeps its deterministic id, so it is charged once); the probe
 //! itself failing: `DPONE_NP_STORE_OUTCOME_UNKNOWN`. Other operations report
-//! `DPONE_NP_STORE_OUTCOME_UNKNOWN` after a lost acknowledgement.
+//! `DPONE_NP_STORE_OUTCOME_UNKNOWN` after a lost acknowledgement (a settlement's too: settling
+//! again is safe).
 //!
 //! The reviewed DDL is verified on the store's first connection (and on demand with
 //! `verify_catalog`): a store over a missing or deviating catalog refuses every operation with
@@ -372,8 +381,6 @@ enum Op<'r> {
         &'r [u8],
         &'r dyn PoolDecider,
     ),
-    /// A settlement, queued in the environment of its (immutable) reservation.
-    Settle(&'r Settlement, &'r str),
 }
 
 enum Out {
@@ -386,8 +393,6 @@ enum Out {
     Selected(Selected),
     /// An admitted reservation and the pool it was decided on.
     Reservation(Reservation, PoolStatus),
-    /// A settlement.
-    Settled(Settled),
 }
 
 /// A write a transaction's body decided on and left for the commit flight: a statement
@@ -687,8 +692,8 @@ impl PgControlStore {
             Op::Register(a, _) | Op::Consume(a, _, _) | Op::Select(a, _, _, _) => {
                 Some(a.environment().as_str())
             }
-            // Admissions and settlements queue (group admission).
-            Op::Admit(..) | Op::Settle(..) => return self.queued(op).await,
+            // Admissions queue (group admission).
+            Op::Admit(..) => return self.queued(op).await,
             Op::Candidate(_) => None,
         }
         .map(env_lock_key);
@@ -829,7 +834,7 @@ impl PgControlStore {
             Op::Consume(a, k, b) => self.consume_body(c, a, k, b).await.map(|()| Out::Unit),
             Op::Candidate(r) => self.candidate_body(c, r).await.map(Out::New),
             Op::Select(a, k, b, r) => self.select_body(c, a, k, b, r).await.map(Out::Selected),
-            Op::Admit(..) | Op::Settle(..) => Err(TxError::Refuse(StoreError::new(
+            Op::Admit(..) => Err(TxError::Refuse(StoreError::new(
                 StoreCode::StoredStateInvalid,
                 "a queued operation outside the queue",
             ))),
@@ -1346,6 +1351,23 @@ impl PgControlStore {
         Ok(Selected::Selected)
     }
 
+    /// The settlement of reservation `id`, if one is recorded: its measurements and outcome.
+    async fn settlement_by_id(c: &Db<'_>, t: &Names, id: &str) -> Tx<Option<RecordedSettlement>> {
+        let sql = format!(
+            "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, outcome \
+             FROM {} WHERE reservation_id = $1",
+            t.settlement
+        );
+        Ok(c.query_opt(&sql, &[&id])
+            .await?
+            .map(|r| RecordedSettlement {
+                source_rows: r.get(0),
+                source_bytes: r.get(1),
+                http_bytes: r.get(2),
+                outcome: r.get(3),
+            }))
+    }
+
     async fn reservation_by_id(c: &Db<'_>, t: &Names, id: &str) -> Tx<Option<Reservation>> {
         let row = c
             .query_opt(
@@ -1498,6 +1520,31 @@ async fn unlock(c: &Client, lock: Option<i64>) -> bool {
 }
 
 /// Ends a read: a lost connection is dropped so the next call reopens it.
+/// A settlement as recorded (`np_settlement`).
+struct RecordedSettlement {
+    source_rows: i64,
+    source_bytes: i64,
+    http_bytes: i64,
+    outcome: String,
+}
+
+/// Whether the recorded settlement is `s` (the same measurements and outcome reopen it; any
+/// other is `SettlementConflict`).
+fn same_settlement(s: &Settlement, found: &RecordedSettlement) -> Result<()> {
+    if found.source_rows == s.measured_source_rows
+        && found.source_bytes == s.measured_source_bytes
+        && found.http_bytes == s.measured_http_bytes
+        && found.outcome == s.outcome.as_str()
+    {
+        Ok(())
+    } else {
+        Err(StoreError::new(
+            StoreCode::SettlementConflict,
+            "the reservation was settled with other measurements",
+        ))
+    }
+}
+
 fn finish<T>(guard: &mut Option<Conn>, step: &str, r: Tx<T>) -> Result<T> {
     match r {
         Ok(v) => Ok(v),
@@ -1898,28 +1945,105 @@ impl ControlStorePort for PgControlStore {
                 ));
             }
         }
-        // The reservation's environment (immutable) picks the lock and the queue, so settlements
-        // queue with admissions instead of aborting them; the holder re-reads the reservation.
+        // Neither the environment lock nor the queue (module docs): what a settlement checks
+        // is immutable once written (the reservation's bounds) or decided by the settlement's
+        // primary key, so it is one read and one autocommit insert, like a run's claim.
         let id = settlement.reservation_id.as_str().to_owned();
-        let environment: Option<String> = read!(self, "read the reservation", |c, t| async {
-            let sql = format!(
-                "SELECT environment_id::text FROM {} WHERE reservation_id = $1",
-                t.reservation
+        let (reservation, existing) = read!(self, "read the reservation", |c, t| async {
+            let (reservation, existing) = tokio::join!(
+                Self::reservation_by_id(c, t, &id),
+                Self::settlement_by_id(c, t, &id)
             );
-            Ok(c.query_opt(&sql, &[&id]).await?.map(|r| r.get(0)))
+            Ok((reservation?, existing?))
         })?;
-        // No reservation has this id (in any environment): nothing to queue behind.
-        let Some(environment) = environment else {
+        let Some(reservation) = reservation else {
             return Err(StoreError::new(
                 StoreCode::ReservationUnknown,
                 "no reservation has this id",
             ));
         };
-        let out = self.transact(Op::Settle(settlement, &environment)).await?;
-        Self::expect(out, |o| match o {
-            Out::Settled(s) => Some(s),
-            _ => None,
-        })
+        if settlement.measured_source_rows > reservation.source_rows
+            || settlement.measured_source_bytes > reservation.source_bytes
+        {
+            return Err(StoreError::new(
+                StoreCode::SettleExceedsReservation,
+                "measured source usage exceeds the reservation",
+            ));
+        }
+        if let Some(found) = existing {
+            return same_settlement(settlement, &found).map(|()| Settled::Reopened);
+        }
+        let sql = format!(
+            "INSERT INTO {} (reservation_id, measured_source_rows, measured_source_bytes, \
+             measured_http_bytes, outcome, settled_at_utc) \
+             VALUES ($1, $2, $3, $4, $5, clock_timestamp()) \
+             ON CONFLICT (reservation_id) DO NOTHING",
+            self.t.settlement
+        );
+        let mut recorded = None;
+        for attempt in 0..=self.max_retries {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
+            }
+            let mut guard = self.connected().await?;
+            let Some(conn) = guard.as_ref() else {
+                return Err(StoreError::new(StoreCode::Unavailable, "no connection"));
+            };
+            let sent = conn
+                .client
+                .execute(
+                    &sql,
+                    &[
+                        &id,
+                        &settlement.measured_source_rows,
+                        &settlement.measured_source_bytes,
+                        &settlement.measured_http_bytes,
+                        &settlement.outcome.as_str(),
+                    ],
+                )
+                .await;
+            match sent {
+                Ok(n) => {
+                    recorded = Some(n == 1);
+                    break;
+                }
+                // A serialization failure or deadlock (a session whose default isolation is
+                // stricter than READ COMMITTED) wrote nothing: try again.
+                Err(e) if e.code().is_some_and(|s| retryable(s.code())) => continue,
+                // The insert went out and its answer did not come back: it may have committed.
+                // Settling again is safe (the same settlement reopens).
+                Err(e) if e.code().is_none() => {
+                    *guard = None;
+                    return Err(StoreError::new(
+                        StoreCode::OutcomeUnknown,
+                        "the settlement's acknowledgement was lost; settle again (the same \
+                         settlement reopens)",
+                    ));
+                }
+                Err(e) => return Err(db_error("record the settlement", &e)),
+            }
+        }
+        let Some(recorded) = recorded else {
+            return Err(StoreError::new(
+                StoreCode::SerializationRetriesExhausted,
+                "the settlement's insert kept failing serialization",
+            ));
+        };
+        if recorded {
+            return Ok(Settled::Recorded);
+        }
+        // Another settlement of the reservation won the primary key between the read and the
+        // insert: the same measurements reopen, others conflict.
+        let found = read!(self, "read the settlement", |c, t| async {
+            Self::settlement_by_id(c, t, &id).await
+        })?;
+        match found {
+            Some(found) => same_settlement(settlement, &found).map(|()| Settled::Reopened),
+            None => Err(StoreError::new(
+                StoreCode::StoredStateInvalid,
+                "the settlement's insert was skipped but no settlement is recorded",
+            )),
+        }
     }
 
     async fn pool_status(&self, pool: &PoolKey) -> Result<PoolStatus> {

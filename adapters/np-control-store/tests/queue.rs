@@ -2,7 +2,9 @@
 //! environment's lock are decided by its holder in one transaction, in arrival order, with
 //! exactly the answers one-at-a-time admission gives; an outcome is believed only when the
 //! store's rows agree; another session's malformed request, a decider of another identity and a
-//! requester that stopped waiting never change this session's answer.
+//! requester that stopped waiting never change this session's answer. A settlement takes no
+//! turn at the lock (one read and one insert; the primary key decides between concurrent
+//! ones), and one another session queued is still decided by the holder.
 //!
 //! Tier: real database integration (`cfg(dpone_live_pg)`). A test holds the environment's lock
 //! from its own session so that the admissions under test queue behind it, then releases it.
@@ -381,5 +383,247 @@ async fn a_waiter_naming_another_decider_and_a_requester_that_left_are_never_dec
         "the requester that left is never decided: {out:?}"
     );
     assert!(out.iter().all(|(_, o)| o.batch == 1), "{out:?}");
+    e.drop_schema().await;
+}
+
+/// A settlement of `reservation` with `rows` source rows measured.
+fn settlement(reservation: &Reservation, rows: i64, outcome: AttemptOutcome) -> Settlement {
+    Settlement {
+        reservation_id: reservation.reservation_id.clone(),
+        measured_source_rows: rows,
+        measured_source_bytes: 1,
+        measured_http_bytes: 7,
+        outcome,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_settlement_takes_no_turn_at_the_lock_and_the_admission_queued_after_it_sees_it() {
+    let e = Env::new().await;
+    let s = setup(&e, 5, 10).await;
+    let key = lock_key(&s.env);
+    let first = s
+        .store
+        .admit(&s.auth, &admission(&s.grant, "w0", "a1", 5, 5))
+        .await
+        .expect("the first attempt");
+    let holder = holding(&e, key).await;
+    // The lock is held by another session for the whole settlement: it must not wait for it.
+    let settled = tokio::time::timeout(
+        Duration::from_secs(30),
+        s.store
+            .settle(&settlement(&first, 3, AttemptOutcome::Succeeded)),
+    )
+    .await
+    .expect("the settlement waited for the environment lock")
+    .expect("settled");
+    assert_eq!(settled, Settled::Recorded);
+    // The workload's next attempt, queued after the settlement returned, is decided on a pool
+    // where the first attempt is resolved (not refused as still running).
+    let store = Arc::new(e.store());
+    let (auth, req) = (s.auth.clone(), admission(&s.grant, "w0", "a2", 5, 5));
+    let next = tokio::spawn(async move { store.admit(&auth, &req).await });
+    until_waiting(&e.admin, key, 1).await;
+    release(&holder, key).await;
+    let second = next.await.expect("task").expect("the next attempt");
+    assert_eq!(second.attempt.as_str(), "a2");
+    // Nothing about the settlement went through the queue.
+    let queued: i64 = e
+        .admin
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM \"{}\".np_admission_request WHERE kind = 'settle'",
+                e.schema
+            ),
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(queued, 0);
+    // The same settlement again reopens; other measurements conflict; more than reserved is
+    // refused; an unknown reservation is refused; nothing of these is written.
+    assert_eq!(
+        s.store
+            .settle(&settlement(&first, 3, AttemptOutcome::Succeeded))
+            .await
+            .expect("again"),
+        Settled::Reopened
+    );
+    let conflict = s
+        .store
+        .settle(&settlement(&first, 4, AttemptOutcome::Succeeded))
+        .await
+        .expect_err("other measurements");
+    assert_eq!(conflict.code, StoreCode::SettlementConflict);
+    let over = s
+        .store
+        .settle(&settlement(&second, 6, AttemptOutcome::Failed))
+        .await
+        .expect_err("more than reserved");
+    assert_eq!(over.code, StoreCode::SettleExceedsReservation);
+    let mut unknown = settlement(&second, 1, AttemptOutcome::Failed);
+    unknown.reservation_id =
+        Sha256Digest::parse("reservation_id", &format!("sha256:{}", "0".repeat(64)))
+            .expect("digest");
+    let unknown = s.store.settle(&unknown).await.expect_err("unknown");
+    assert_eq!(unknown.code, StoreCode::ReservationUnknown);
+    let settlements: i64 = e
+        .admin
+        .query_one(
+            &format!("SELECT count(*) FROM \"{}\".np_settlement", e.schema),
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(settlements, 1);
+    e.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn concurrent_settlements_of_one_reservation_record_exactly_one() {
+    let e = Env::new().await;
+    let s = setup(&e, 6, 10).await;
+    for (round, workload) in ["w1", "w2", "w3"].iter().enumerate() {
+        let r = s
+            .store
+            .admit(&s.auth, &admission(&s.grant, workload, "a1", 5, 5))
+            .await
+            .expect("admitted");
+        // Eight stores settle at once: in round 0 all with the same measurements, then half
+        // with other measurements.
+        let gate = Arc::new(tokio::sync::Barrier::new(8));
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let store = e.store();
+            let rows = if round > 0 && i % 2 == 1 { 2 } else { 1 };
+            let mine = settlement(&r, rows, AttemptOutcome::Succeeded);
+            let gate = gate.clone();
+            tasks.push(tokio::spawn(async move {
+                store.verify_catalog().await.expect("connected");
+                gate.wait().await;
+                (rows, store.settle(&mine).await)
+            }));
+        }
+        let mut answers = Vec::new();
+        for t in tasks {
+            answers.push(t.await.expect("task"));
+        }
+        let recorded: Vec<i64> = answers
+            .iter()
+            .filter(|(_, a)| matches!(a, Ok(Settled::Recorded)))
+            .map(|(rows, _)| *rows)
+            .collect();
+        assert_eq!(recorded.len(), 1, "round {round}: {answers:?}");
+        let stored: i64 = e
+            .admin
+            .query_one(
+                &format!(
+                    "SELECT measured_source_rows FROM \"{}\".np_settlement WHERE reservation_id = $1",
+                    e.schema
+                ),
+                &[&r.reservation_id.as_str()],
+            )
+            .await
+            .expect("the settlement")
+            .get(0);
+        assert_eq!(stored, recorded[0]);
+        for (rows, a) in &answers {
+            match a {
+                Ok(Settled::Recorded) => {}
+                Ok(Settled::Reopened) => assert_eq!(*rows, stored, "round {round}"),
+                Err(err) => {
+                    assert_ne!(*rows, stored, "round {round}: {err}");
+                    assert_eq!(err.code, StoreCode::SettlementConflict);
+                }
+            }
+        }
+    }
+    e.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn a_settlement_another_session_queued_is_still_decided_by_the_holder() {
+    use dpone_adapter_np_control_store::queue::{
+        Ask, QueuedRequest, QueuedSettlement, REQUEST_SCHEMA, SETTLEMENT_DECIDER,
+    };
+    let e = Env::new().await;
+    let s = setup(&e, 7, 10).await;
+    let key = lock_key(&s.env);
+    let first = s
+        .store
+        .admit(&s.auth, &admission(&s.grant, "w0", "a1", 5, 5))
+        .await
+        .expect("the first attempt");
+    let holder = holding(&e, key).await;
+    let honest = queued_admission(&e, &s, "w1", key, 1).await;
+    // Another session (as an earlier release did) queues a settlement and waits for the lock.
+    let other = Arc::new(e.session().await);
+    let record = to_bytes(&QueuedRequest {
+        schema: REQUEST_SCHEMA.to_owned(),
+        ask: Ask::Settle(QueuedSettlement {
+            reservation_id: first.reservation_id.as_str().to_owned(),
+            measured_source_rows: 2,
+            measured_source_bytes: 1,
+            measured_http_bytes: 0,
+            outcome: "succeeded".to_owned(),
+        }),
+    });
+    other
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
+                 decider, requester_pid, request, requested_at_utc) \
+                 VALUES ('00000000-0000-4000-8000-0000000000aa', $1::text::uuid, 'settle', \
+                 $2, 1, $3, now())",
+                e.schema
+            ),
+            &[&s.env.as_str(), &SETTLEMENT_DECIDER, &record],
+        )
+        .await
+        .expect("queue a settlement");
+    let waiter = other.clone();
+    let other_wait = tokio::spawn(async move {
+        waiter
+            .batch_execute(&format!(
+                "SELECT pg_advisory_lock({key}); SELECT pg_advisory_unlock({key})"
+            ))
+            .await
+    });
+    until_waiting(&e.admin, key, 2).await;
+    release(&holder, key).await;
+    honest.await.expect("task").expect("the honest admission");
+    other_wait.await.expect("task").expect("waited");
+    // The first attempt's own outcome, then the batch of two: the honest admission and the
+    // other session's settlement.
+    let out = outcomes(&e).await;
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert!(matches!(out[1].1.verdict, Verdict::Admitted { .. }));
+    assert!(
+        matches!(out[2].1.verdict, Verdict::Settled { reopened: false }),
+        "{out:?}"
+    );
+    assert!(out[1..].iter().all(|(_, o)| o.batch == 2), "{out:?}");
+    // The holder recorded it; the store's own settlement of it with the same measurements
+    // reopens.
+    let mut same = settlement(&first, 2, AttemptOutcome::Succeeded);
+    same.measured_http_bytes = 0;
+    assert_eq!(
+        s.store.settle(&same).await.expect("the same settlement"),
+        Settled::Reopened
+    );
     e.drop_schema().await;
 }

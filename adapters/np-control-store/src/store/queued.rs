@@ -1,4 +1,6 @@
-//! Admissions and settlements through the queue (group admission, [`crate::queue`]).
+//! Admissions through the queue (group admission, [`crate::queue`]). A settlement does not
+//! queue (`settle`: one read and one insert, without the lock); a settlement another session
+//! queued (an earlier release queued them) is still decided by the holder that batches it.
 //!
 //! 1. **Queue and wait** (one flight): the request is appended (autocommit, before the lock;
 //!    typed statements, so it is on the wire before the lock statement), the environment lock
@@ -24,9 +26,8 @@
 use super::*;
 use crate::queue::{
     Ask, Batch, GrantRow, GrantView, MAX_BATCH, OUTCOME_SCHEMA, PoolRow, PoolView, QueuedAdmission,
-    QueuedOutcome, QueuedRequest, QueuedSettlement, REQUEST_SCHEMA, ReservationRow,
-    SETTLEMENT_DECIDER, TrustView, Verdict, Write, digest_of, parse_outcome, parse_request,
-    refusal, to_bytes,
+    QueuedOutcome, QueuedRequest, REQUEST_SCHEMA, ReservationRow, TrustView, Verdict, Write,
+    digest_of, parse_outcome, parse_request, refusal, to_bytes,
 };
 use tokio_postgres::types::Type;
 
@@ -60,7 +61,7 @@ fn request_id() -> Result<String> {
 }
 
 impl PgControlStore {
-    /// Queues `op` (an admission or a settlement) and returns its outcome, decided by this
+    /// Queues `op` (an admission) and returns its outcome, decided by this
     /// session or by the holder of the environment lock it waited for.
     pub(super) async fn queued(&self, op: Op<'_>) -> Result<Out> {
         let mine = match op {
@@ -87,25 +88,10 @@ impl PgControlStore {
                     decide: Some(decider),
                 }
             }
-            Op::Settle(s, environment) => Mine {
-                environment,
-                request_id: request_id()?,
-                kind: "settle",
-                decider: SETTLEMENT_DECIDER,
-                record: Vec::new(),
-                ask: Ask::Settle(QueuedSettlement {
-                    reservation_id: s.reservation_id.as_str().to_owned(),
-                    measured_source_rows: s.measured_source_rows,
-                    measured_source_bytes: s.measured_source_bytes,
-                    measured_http_bytes: s.measured_http_bytes,
-                    outcome: s.outcome.as_str().to_owned(),
-                }),
-                decide: None,
-            },
             _ => {
                 return Err(StoreError::new(
                     StoreCode::StoredStateInvalid,
-                    "only admissions and settlements queue",
+                    "only admissions queue",
                 ));
             }
         };
@@ -373,29 +359,6 @@ impl PgControlStore {
                 ))
             }
             (Ask::Admit(_), Verdict::Denied { pool_before }) => Ok(Out::Denied(pool_before)),
-            (Ask::Settle(s), Verdict::Settled { reopened }) => {
-                let sql = format!(
-                    "SELECT measured_source_rows, measured_source_bytes, measured_http_bytes, \
-                     outcome FROM {} WHERE reservation_id = $1",
-                    self.t.settlement
-                );
-                let row = c
-                    .query_opt(&sql, &[&s.reservation_id])
-                    .await?
-                    .ok_or_else(forged)?;
-                let same = row.get::<_, i64>(0) == s.measured_source_rows
-                    && row.get::<_, i64>(1) == s.measured_source_bytes
-                    && row.get::<_, i64>(2) == s.measured_http_bytes
-                    && row.get::<_, &str>(3) == s.outcome;
-                if !same {
-                    return Err(forged());
-                }
-                Ok(Out::Settled(if reopened {
-                    Settled::Reopened
-                } else {
-                    Settled::Recorded
-                }))
-            }
             (_, Verdict::Refused { code, message }) => {
                 Err(TxError::Refuse(refusal(&code, &message)))
             }
@@ -901,11 +864,6 @@ fn own_out(
             ))
         }
         ((Verdict::Denied { pool_before }, None), Ask::Admit(_)) => Ok(Out::Denied(pool_before)),
-        ((Verdict::Settled { reopened }, _), Ask::Settle(_)) => Ok(Out::Settled(if reopened {
-            Settled::Reopened
-        } else {
-            Settled::Recorded
-        })),
         _ => Err(StoreError::new(
             StoreCode::StoredStateInvalid,
             "the queued decision is not of the kind asked",
