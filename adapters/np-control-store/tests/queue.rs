@@ -122,6 +122,41 @@ async fn release(c: &Client, key: i64) {
         .expect("release");
 }
 
+/// Another session's request `id` of `kind`, queued directly (not by a store) with the
+/// `decider` and record given, claiming process id 1 and the time `claimed_at` (the server
+/// replaces both).
+async fn queue_directly(
+    e: &Env,
+    c: &Client,
+    env: &Uuid,
+    (id, kind, decider): (&str, &str, &str),
+    record: &[u8],
+    claimed_at: &str,
+) {
+    c.execute(
+        &format!(
+            "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
+             decider, requester_pid, request, requested_at_utc) \
+             VALUES ($1::text::uuid, $2::text::uuid, $3, $4, 1, $5, $6::text::timestamptz)",
+            e.schema
+        ),
+        &[&id, &env.as_str(), &kind, &decider, &record, &claimed_at],
+    )
+    .await
+    .expect("queue directly");
+}
+
+/// `c` waits for the lock `key` and releases it at once.
+fn wait_for_lock(c: Arc<Client>, key: i64) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        c.batch_execute(&format!(
+            "SELECT pg_advisory_lock({key}); SELECT pg_advisory_unlock({key})"
+        ))
+        .await
+        .expect("waited for the lock");
+    })
+}
+
 /// `workload`'s first attempt admitted by a store of its own, once it is the `nth` session
 /// waiting for the lock `key`.
 async fn queued_admission(
@@ -280,19 +315,19 @@ async fn another_sessions_malformed_request_is_refused_alone_and_its_session_is_
     // A rogue session queues garbage in the honest decider's name, claiming another session's
     // process id, and waits behind the honest admission.
     let rogue = Arc::new(e.session().await);
-    rogue
-        .execute(
-            &format!(
-                "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
-                 decider, requester_pid, request, requested_at_utc) \
-                 VALUES ('00000000-0000-4000-8000-0000000000ee', $1::text::uuid, 'admit', \
-                 'dpone.np.store-checks-only.v1', 1, '\\x7b7d', '2000-01-01')",
-                e.schema
-            ),
-            &[&s.env.as_str()],
-        )
-        .await
-        .expect("queue garbage");
+    queue_directly(
+        &e,
+        &rogue,
+        &s.env,
+        (
+            "00000000-0000-4000-8000-0000000000ee",
+            "admit",
+            "dpone.np.store-checks-only.v1",
+        ),
+        b"{}",
+        "2000-01-01",
+    )
+    .await;
     let stamped: (i32, i32, bool) = {
         let r = rogue
             .query_one(
@@ -313,19 +348,12 @@ async fn another_sessions_malformed_request_is_refused_alone_and_its_session_is_
         "the server names the requesting session"
     );
     assert!(stamped.2, "the server stamps the time");
-    let waiter = rogue.clone();
-    let rogue_wait = tokio::spawn(async move {
-        waiter
-            .batch_execute(&format!(
-                "SELECT pg_advisory_lock({key}); SELECT pg_advisory_unlock({key})"
-            ))
-            .await
-    });
+    let rogue_wait = wait_for_lock(rogue.clone(), key);
     until_waiting(&e.admin, key, 2).await;
     release(&holder, key).await;
     let r = honest.await.expect("task").expect("the honest admission");
     assert_eq!(r.workload.as_str(), "w0");
-    rogue_wait.await.expect("task").expect("rogue waited");
+    rogue_wait.await.expect("rogue waited");
     let out = outcomes(&e).await;
     assert_eq!(out.len(), 2, "{out:?}");
     assert!(matches!(out[0].1.verdict, Verdict::Admitted { .. }));
@@ -350,18 +378,19 @@ async fn a_waiter_naming_another_decider_and_a_requester_that_left_are_never_dec
     // A requester that queued and left: its request stays in the table, its session is gone.
     {
         let left = e.session().await;
-        left.execute(
-            &format!(
-                "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
-                 decider, requester_pid, request, requested_at_utc) \
-                 VALUES ('00000000-0000-4000-8000-0000000000ff', $1::text::uuid, 'admit', \
-                 'dpone.np.store-checks-only.v1', 0, '\\x7b7d', now())",
-                e.schema
+        queue_directly(
+            &e,
+            &left,
+            &s.env,
+            (
+                "00000000-0000-4000-8000-0000000000ff",
+                "admit",
+                "dpone.np.store-checks-only.v1",
             ),
-            &[&s.env.as_str()],
+            b"{}",
+            "2000-01-01",
         )
-        .await
-        .expect("queue and leave");
+        .await;
     }
     let checks_only = queued_admission(&e, &s, "w0", key, 1).await;
     let store = Arc::new(e.store());
@@ -386,6 +415,21 @@ async fn a_waiter_naming_another_decider_and_a_requester_that_left_are_never_dec
     e.drop_schema().await;
 }
 
+/// A pool of environment `n` (ten attempts) where workload `w0`'s first attempt is admitted,
+/// then the environment's lock held by a session of its own: the setup, the lock's key, the
+/// reservation and the holding session.
+async fn admitted_then_held(e: &Env, n: u64) -> (Setup, i64, Reservation, Client) {
+    let s = setup(e, n, 10).await;
+    let key = lock_key(&s.env);
+    let first = s
+        .store
+        .admit(&s.auth, &admission(&s.grant, "w0", "a1", 5, 5))
+        .await
+        .expect("the first attempt");
+    let holder = holding(e, key).await;
+    (s, key, first, holder)
+}
+
 /// A settlement of `reservation` with `rows` source rows measured.
 fn settlement(reservation: &Reservation, rows: i64, outcome: AttemptOutcome) -> Settlement {
     Settlement {
@@ -404,14 +448,7 @@ fn settlement(reservation: &Reservation, rows: i64, outcome: AttemptOutcome) -> 
 )]
 async fn a_settlement_takes_no_turn_at_the_lock_and_the_admission_queued_after_it_sees_it() {
     let e = Env::new().await;
-    let s = setup(&e, 5, 10).await;
-    let key = lock_key(&s.env);
-    let first = s
-        .store
-        .admit(&s.auth, &admission(&s.grant, "w0", "a1", 5, 5))
-        .await
-        .expect("the first attempt");
-    let holder = holding(&e, key).await;
+    let (s, key, first, holder) = admitted_then_held(&e, 5).await;
     // The lock is held by another session for the whole settlement: it must not wait for it.
     let settled = tokio::time::timeout(
         Duration::from_secs(30),
@@ -561,14 +598,7 @@ async fn a_settlement_another_session_queued_is_still_decided_by_the_holder() {
         Ask, QueuedRequest, QueuedSettlement, REQUEST_SCHEMA, SETTLEMENT_DECIDER,
     };
     let e = Env::new().await;
-    let s = setup(&e, 7, 10).await;
-    let key = lock_key(&s.env);
-    let first = s
-        .store
-        .admit(&s.auth, &admission(&s.grant, "w0", "a1", 5, 5))
-        .await
-        .expect("the first attempt");
-    let holder = holding(&e, key).await;
+    let (s, key, first, holder) = admitted_then_held(&e, 7).await;
     let honest = queued_admission(&e, &s, "w1", key, 1).await;
     // Another session (as an earlier release did) queues a settlement and waits for the lock.
     let other = Arc::new(e.session().await);
@@ -582,31 +612,24 @@ async fn a_settlement_another_session_queued_is_still_decided_by_the_holder() {
             outcome: "succeeded".to_owned(),
         }),
     });
-    other
-        .execute(
-            &format!(
-                "INSERT INTO \"{}\".np_admission_request (request_id, environment_id, kind, \
-                 decider, requester_pid, request, requested_at_utc) \
-                 VALUES ('00000000-0000-4000-8000-0000000000aa', $1::text::uuid, 'settle', \
-                 $2, 1, $3, now())",
-                e.schema
-            ),
-            &[&s.env.as_str(), &SETTLEMENT_DECIDER, &record],
-        )
-        .await
-        .expect("queue a settlement");
-    let waiter = other.clone();
-    let other_wait = tokio::spawn(async move {
-        waiter
-            .batch_execute(&format!(
-                "SELECT pg_advisory_lock({key}); SELECT pg_advisory_unlock({key})"
-            ))
-            .await
-    });
+    queue_directly(
+        &e,
+        &other,
+        &s.env,
+        (
+            "00000000-0000-4000-8000-0000000000aa",
+            "settle",
+            SETTLEMENT_DECIDER,
+        ),
+        &record,
+        "2000-01-01",
+    )
+    .await;
+    let other_wait = wait_for_lock(other.clone(), key);
     until_waiting(&e.admin, key, 2).await;
     release(&holder, key).await;
     honest.await.expect("task").expect("the honest admission");
-    other_wait.await.expect("task").expect("waited");
+    other_wait.await.expect("waited");
     // The first attempt's own outcome, then the batch of two: the honest admission and the
     // other session's settlement.
     let out = outcomes(&e).await;
