@@ -2,12 +2,12 @@
 //!
 //! A request is appended to `np_admission_request` by its requester before it takes the
 //! environment lock. This store queues admissions only (a settlement is one insert without the
-//! lock); a queued settlement (an earlier release queued them) is still decided here. Whoever holds the lock decides, in one
-//! SERIALIZABLE transaction, its own request and the newest undecided request of every other
-//! live session, in arrival order: each on the pool as the requests before it left it, by the
-//! store's checks and (an admission) by a [`PoolDecider`] of the same identity as the one the
-//! request names; it writes their reservations and settlements and each request's outcome
-//! (`np_admission_outcome`) in that transaction. A waiter that finds its outcome when it gets
+//! lock); a queued settlement (an earlier release queued them) is still decided here. Whoever
+//! holds the lock decides, in one SERIALIZABLE transaction, its own request and the newest
+//! undecided request of every other live session, in arrival order: each on the pool as the
+//! requests before it left it, by the store's checks and (an admission) by a [`PoolDecider`] of
+//! the same identity as the one the request names; it writes their reservations and
+//! settlements and each request's outcome (`np_admission_outcome`) in that transaction. A waiter that finds its outcome when it gets
 //! the lock releases it in the same statement and leaves.
 //!
 //! This module holds what the queue carries and what a holder computes, without I/O: the

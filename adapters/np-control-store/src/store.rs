@@ -20,8 +20,9 @@
 //! its backstop trigger re-checks the bounds. An admission's SERIALIZABLE snapshot sees a
 //! committed settlement whole or not at all, and one that returned before the admission was
 //! queued always: each answer is one-at-a-time admission's with the settlement before or
-//! after it. The insert is READ COMMITTED, so it takes no part in the admissions' conflict
-//! tracking and never aborts a batch.
+//! after it. The insert runs at the session's default isolation: READ COMMITTED, unless an
+//! operator made it stricter, so it takes no part in the admissions' conflict tracking and
+//! never aborts a batch (under a stricter default, a serialization failure retries it).
 //!
 //! COMMIT goes through a [`CommitBoundary`]. When its acknowledgement is lost (the connection
 //! closed after COMMIT was sent), a queued admission is resolved by its request:
@@ -356,6 +357,14 @@ fn db_error(step: &str, e: &tokio_postgres::Error) -> StoreError {
         },
     };
     StoreError::new(StoreCode::Unavailable, format!("{step} failed ({how})"))
+}
+
+/// The pause before try `attempt` of a retried operation (none before the first; one more
+/// millisecond per try, at most 20).
+async fn retry_pause(attempt: u32) {
+    if attempt > 0 {
+        tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
+    }
 }
 
 fn retryable(state: &str) -> bool {
@@ -699,9 +708,7 @@ impl PgControlStore {
         .map(env_lock_key);
         let mut guard = self.conn.lock().await;
         for attempt in 0..=self.max_retries {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
-            }
+            retry_pause(attempt).await;
             if guard.is_none() {
                 *guard = Some(self.open().await?);
             }
@@ -1519,7 +1526,6 @@ async fn unlock(c: &Client, lock: Option<i64>) -> bool {
     }
 }
 
-/// Ends a read: a lost connection is dropped so the next call reopens it.
 /// A settlement as recorded (`np_settlement`).
 struct RecordedSettlement {
     source_rows: i64,
@@ -1545,6 +1551,7 @@ fn same_settlement(s: &Settlement, found: &RecordedSettlement) -> Result<()> {
     }
 }
 
+/// Ends a read: a lost connection is dropped so the next call reopens it.
 fn finish<T>(guard: &mut Option<Conn>, step: &str, r: Tx<T>) -> Result<T> {
     match r {
         Ok(v) => Ok(v),
@@ -1982,9 +1989,7 @@ impl ControlStorePort for PgControlStore {
         );
         let mut recorded = None;
         for attempt in 0..=self.max_retries {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
-            }
+            retry_pause(attempt).await;
             let mut guard = self.connected().await?;
             let Some(conn) = guard.as_ref() else {
                 return Err(StoreError::new(StoreCode::Unavailable, "no connection"));

@@ -9,6 +9,9 @@
 //! hold one RUNNING attempt at once; the limit under test is set to 16 on one layer and the other
 //! layers are left above it. Each process reserves 1,000 rows and 1,000 bytes.
 //!
+//! Settlements take no turn at the environment lock (one insert whose primary key decides), so
+//! 64 `campaign settle` processes of one reservation race too: exactly one is recorded.
+//!
 //! Tier: real database integration through the binary (`cfg(dpone_live_pg)`; without a
 //! configured server these tests are reported ignored with their SKIP reason, never passed).
 
@@ -194,25 +197,35 @@ fn admit_all(
 /// Runs `commands` with the race's decision deadline: all started before any is awaited
 /// (`together`) or one after another. Returns their outputs in order.
 fn run_all(commands: Vec<Command>, together: bool) -> Vec<Output> {
-    let mut commands = commands;
-    for c in &mut commands {
-        c.env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS);
-    }
     if !together {
         return commands
-            .iter_mut()
-            .map(|c| c.output().expect("run dpone-host"))
+            .into_iter()
+            .map(|mut c| {
+                c.env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
+                    .output()
+                    .expect("run dpone-host")
+            })
             .collect();
     }
-    let children: Vec<Child> = commands
-        .iter_mut()
-        .map(|c| {
-            c.stdout(std::process::Stdio::piped())
+    wait_all(spawn_all(commands))
+}
+
+/// Starts every command (with the race's decision deadline), none awaited.
+fn spawn_all(commands: Vec<Command>) -> Vec<Child> {
+    commands
+        .into_iter()
+        .map(|mut c| {
+            c.env("DPONE_POLICY_DEADLINE_MS", RACE_DEADLINE_MS)
+                .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("spawn dpone-host")
         })
-        .collect();
+        .collect()
+}
+
+/// Every child's output, in order.
+fn wait_all(children: Vec<Child>) -> Vec<Output> {
     children
         .into_iter()
         .map(|child| child.wait_with_output().expect("wait"))
@@ -332,6 +345,96 @@ async fn one_workload_holds_one_unresolved_attempt_against_64_concurrent_process
         refused,
         BTreeMap::from([("DPONE_NP_STORE_ATTEMPT_RUNNING".to_owned(), 63)])
     );
+    drop(run);
+    store.drop_schema().await;
+}
+
+/// 64 `campaign settle` processes of one reservation, half with one measured row count and half
+/// with another, lined up at the insert: a session holds the settlement table in SHARE mode (the
+/// processes' reads pass, their inserts wait) until all 64 wait, then lets them go. Exactly one
+/// is recorded (the others' inserts are skipped by the primary key and compared); every other process with its
+/// measurements answers `reopened` and every one with the other measurements is refused
+/// `DPONE_NP_STORE_SETTLEMENT_CONFLICT`; the pool holds the recorded measurements once, and the
+/// workload's next attempt is admitted (its first is resolved).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(dpone_live_pg),
+    ignore = "SKIP: no PostgreSQL server: set DPONE_TEST_PG_URL or run .ci/start-postgres"
+)]
+async fn one_reservation_is_settled_once_against_64_concurrent_settle_processes() {
+    let _one = ONE_RACE_AT_A_TIME.lock().await;
+    let docs = race_docs(4, Layer::Workload, Dimension::Attempts);
+    let (store, grant) = registered(&docs).await;
+    let run = Run::new(&store);
+    let admitted = ok(&run.admit(&docs, true, &grant, &workload_id(0), "a0", ROWS, BYTES));
+    let rid = id(&admitted["reservation"]["reservation_id"]);
+    let rows_of = |i: usize| if i.is_multiple_of(2) { 500 } else { 600 };
+    let gate = admin(&store.admin_url).await;
+    let table = format!("\"{}\".np_settlement", store.schema);
+    gate.batch_execute(&format!("BEGIN; LOCK TABLE {table} IN SHARE MODE"))
+        .await
+        .expect("hold the settlement table");
+    let children = spawn_all(
+        (0..64)
+            .map(|i| run.command(&Run::settle_args(&rid, rows_of(i), 10, 0)))
+            .collect(),
+    );
+    let waiting = || async {
+        gate.query_one(
+            "SELECT count(*) FROM pg_catalog.pg_locks \
+             WHERE NOT granted AND relation = $1::text::regclass",
+            &[&table],
+        )
+        .await
+        .expect("pg_locks")
+        .get::<_, i64>(0)
+    };
+    let mut lined_up = 0;
+    for _ in 0..1_200 {
+        lined_up = waiting().await;
+        if lined_up == 64 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    gate.batch_execute("COMMIT").await.expect("release");
+    let outputs = wait_all(children);
+    assert_eq!(lined_up, 64, "the processes never all reached their insert");
+    let mut recorded = Vec::new();
+    let mut reopened = Vec::new();
+    let mut conflicts = Vec::new();
+    for (i, out) in outputs.iter().enumerate() {
+        if out.status.success() {
+            let v: Value = serde_json::from_slice(&out.stdout).expect("settle prints JSON");
+            match v["result"].as_str() {
+                Some("recorded") => recorded.push(rows_of(i)),
+                Some("reopened") => reopened.push(rows_of(i)),
+                other => panic!("process {i}: {other:?}"),
+            }
+        } else {
+            assert_eq!(
+                refused_code(out),
+                "DPONE_NP_STORE_SETTLEMENT_CONFLICT",
+                "process {i}"
+            );
+            conflicts.push(rows_of(i));
+        }
+    }
+    assert_eq!(
+        recorded.len(),
+        1,
+        "reopened {reopened:?}, conflicts {conflicts:?}"
+    );
+    let won = recorded[0];
+    assert_eq!(reopened.len(), 31, "the winner's measurements reopen");
+    assert!(reopened.iter().all(|r| *r == won));
+    assert_eq!(conflicts.len(), 32, "the other measurements conflict");
+    assert!(conflicts.iter().all(|r| *r != won));
+    let st = ok(&run.status(&id(&docs.egrant["grant_id"]), "execution", &[]));
+    assert_eq!(st["pool"]["unresolved"], 0);
+    assert_eq!(st["pool"]["measured_source_rows"], won);
+    assert_eq!(st["pool"]["measured_source_bytes"], 10);
+    ok(&run.admit(&docs, true, &grant, &workload_id(0), "a1", ROWS, BYTES));
     drop(run);
     store.drop_schema().await;
 }

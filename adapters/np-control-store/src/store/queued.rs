@@ -31,15 +31,15 @@ use crate::queue::{
 };
 use tokio_postgres::types::Type;
 
-/// This store's request, as queued.
+/// This store's admission, as queued.
 struct Mine<'a> {
     environment: &'a str,
     request_id: String,
-    kind: &'static str,
-    decider: &'a str,
+    /// The request record (`dpone.np-queued-request.v1` of [`Mine::admission`]).
     record: Vec<u8>,
-    ask: Ask,
-    decide: Option<&'a dyn PoolDecider>,
+    admission: QueuedAdmission,
+    /// Decides this admission and the batch's admissions naming its identity.
+    decider: &'a dyn PoolDecider,
 }
 
 /// A random request id (UUID v4 text).
@@ -64,43 +64,33 @@ impl PgControlStore {
     /// Queues `op` (an admission) and returns its outcome, decided by this
     /// session or by the holder of the environment lock it waited for.
     pub(super) async fn queued(&self, op: Op<'_>) -> Result<Out> {
-        let mine = match op {
-            Op::Admit(auth, r, facts, decider) => {
-                let ask = Ask::Admit(QueuedAdmission {
-                    grant_id: r.grant.grant_id.as_str().to_owned(),
-                    phase: r.grant.phase.as_str().to_owned(),
-                    original_digest: digest_of(&r.original_bytes),
-                    trust_revision: auth.revision(),
-                    workload: r.workload.as_str().to_owned(),
-                    attempt: r.attempt.as_str().to_owned(),
-                    source_rows: r.source_rows,
-                    source_bytes: r.source_bytes,
-                    attempt_seconds: r.attempt_seconds,
-                    facts_hex: hex::encode(facts),
-                });
-                Mine {
-                    environment: auth.environment().as_str(),
-                    request_id: request_id()?,
-                    kind: "admit",
-                    decider: decider.identity(),
-                    record: Vec::new(),
-                    ask,
-                    decide: Some(decider),
-                }
-            }
-            _ => {
-                return Err(StoreError::new(
-                    StoreCode::StoredStateInvalid,
-                    "only admissions queue",
-                ));
-            }
+        let Op::Admit(auth, r, facts, decider) = op else {
+            return Err(StoreError::new(
+                StoreCode::StoredStateInvalid,
+                "only admissions queue",
+            ));
+        };
+        let admission = QueuedAdmission {
+            grant_id: r.grant.grant_id.as_str().to_owned(),
+            phase: r.grant.phase.as_str().to_owned(),
+            original_digest: digest_of(&r.original_bytes),
+            trust_revision: auth.revision(),
+            workload: r.workload.as_str().to_owned(),
+            attempt: r.attempt.as_str().to_owned(),
+            source_rows: r.source_rows,
+            source_bytes: r.source_bytes,
+            attempt_seconds: r.attempt_seconds,
+            facts_hex: hex::encode(facts),
         };
         let mine = Mine {
+            environment: auth.environment().as_str(),
+            request_id: request_id()?,
             record: to_bytes(&QueuedRequest {
                 schema: REQUEST_SCHEMA.to_owned(),
-                ask: mine.ask.clone(),
+                ask: Ask::Admit(admission.clone()),
             }),
-            ..mine
+            admission,
+            decider,
         };
         if mine.record.len() > crate::queue::MAX_REQUEST_BYTES {
             return Err(StoreError::new(
@@ -114,9 +104,7 @@ impl PgControlStore {
         let mut probed = false;
         let mut guard = self.conn.lock().await;
         for attempt in 0..=self.max_retries {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
-            }
+            retry_pause(attempt).await;
             if guard.is_none() {
                 *guard = Some(self.open().await?);
             }
@@ -295,8 +283,8 @@ impl PgControlStore {
             let p: [(&(dyn ToSql + Sync), Type); 5] = [
                 (&id, Type::TEXT),
                 (&mine.environment, Type::TEXT),
-                (&mine.kind, Type::TEXT),
-                (&mine.decider, Type::TEXT),
+                (&"admit", Type::TEXT),
+                (&mine.decider.identity(), Type::TEXT),
                 (&mine.record, Type::BYTEA),
             ];
             match c.client.query_typed(&insert, &p).await {
@@ -328,8 +316,8 @@ impl PgControlStore {
     }
 
     /// An outcome another holder (or this session, before a lost acknowledgement) wrote,
-    /// checked before it is believed: an admission against its reservation row, a settlement
-    /// against its settlement row, a decision of the kind that was asked.
+    /// checked before it is believed: an admitted one against its reservation row, and only an
+    /// admission's decisions.
     async fn believe(&self, c: &Db<'_>, mine: &Mine<'_>, bytes: &[u8], probed: bool) -> Tx<Out> {
         let outcome = parse_outcome(bytes)?;
         let forged = || {
@@ -338,17 +326,14 @@ impl PgControlStore {
                 "the queued outcome does not match the store's rows",
             ))
         };
-        match (&mine.ask, outcome.verdict) {
-            (
-                Ask::Admit(a),
-                Verdict::Admitted {
-                    reservation_id,
-                    pool_before,
-                },
-            ) => {
+        match outcome.verdict {
+            Verdict::Admitted {
+                reservation_id,
+                pool_before,
+            } => {
                 let found = Self::reservation_by_id(c, &self.t, &reservation_id)
                     .await?
-                    .filter(|r| crate::queue::is_reservation_of(r, a))
+                    .filter(|r| crate::queue::is_reservation_of(r, &mine.admission))
                     .ok_or_else(forged)?;
                 Ok(Out::Reservation(
                     Reservation {
@@ -358,11 +343,9 @@ impl PgControlStore {
                     pool_before,
                 ))
             }
-            (Ask::Admit(_), Verdict::Denied { pool_before }) => Ok(Out::Denied(pool_before)),
-            (_, Verdict::Refused { code, message }) => {
-                Err(TxError::Refuse(refusal(&code, &message)))
-            }
-            _ => Err(forged()),
+            Verdict::Denied { pool_before } => Ok(Out::Denied(pool_before)),
+            Verdict::Refused { code, message } => Err(TxError::Refuse(refusal(&code, &message))),
+            Verdict::Settled { .. } => Err(forged()),
         }
     }
 
@@ -446,30 +429,20 @@ impl PgControlStore {
             self.t.trust
         );
         let id = mine.request_id.as_str();
-        let decider = mine.decider;
+        let decider = mine.decider.identity();
         let batch_params: [&(dyn ToSql + Sync); 4] = [&id, &env, &decider, &!solo];
         let begin = c.client.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE");
-        let own_grant = match &mine.ask {
-            Ask::Admit(a) => Some((a.grant_id.clone(), a.phase.clone())),
-            Ask::Settle(_) => None,
-        };
-        let own_settle = match &mine.ask {
-            Ask::Settle(s) => vec![s.reservation_id.clone()],
-            Ask::Admit(_) => Vec::new(),
-        };
-        let (_, current, clock, rows, own_view, own_res, statements) = tokio::try_join!(
+        let own_grant = (
+            mine.admission.grant_id.clone(),
+            mine.admission.phase.clone(),
+        );
+        let (_, current, clock, rows, (own_view, own_pool), statements) = tokio::try_join!(
             biased;
             async { begin.await.map_err(TxError::from) },
             Self::trust_at(c, &self.t, env, None),
             async { Ok(c.query_one(&clock_sql, &[&env]).await?.get::<_, bool>(0)) },
             async { Ok(c.query(&batch_sql, &batch_params).await?) },
-            async {
-                match &own_grant {
-                    Some((g, p)) => Ok(Some(self.grant_reads(c, g, p).await?)),
-                    None => Ok(None),
-                }
-            },
-            self.settle_reads(c, &own_settle),
+            self.grant_reads(c, &own_grant.0, &own_grant.1),
             self.write_statements(c)
         )?;
         let mut batch = Batch {
@@ -482,13 +455,10 @@ impl PgControlStore {
             pools: HashMap::new(),
             reservations: HashMap::new(),
         };
-        if let (Some(k), Some((view, pool))) = (own_grant, own_view) {
-            batch.grants.insert(k, view);
-            if let Some((pk, pv)) = pool {
-                batch.pools.insert(pk, pv);
-            }
+        batch.grants.insert(own_grant, own_view);
+        if let Some((pk, pv)) = own_pool {
+            batch.pools.insert(pk, pv);
         }
-        batch.reservations.extend(own_res);
         // The batch's requests, parsed; the other requests' reads in one more flight.
         let requests: Vec<(String, std::result::Result<QueuedRequest, StoreError>)> = rows
             .iter()
@@ -551,13 +521,7 @@ impl PgControlStore {
             let decided = match request {
                 Err(e) => Err(e),
                 Ok(q) => match &q.ask {
-                    Ask::Admit(a) => match mine.decide {
-                        Some(d) => batch.admit(a, d),
-                        None => Err(StoreError::new(
-                            StoreCode::StoredStateInvalid,
-                            "no decider for a queued admission",
-                        )),
-                    },
+                    Ask::Admit(a) => batch.admit(a, mine.decider),
                     Ask::Settle(s) => batch.settle(s),
                 },
             };
@@ -583,7 +547,7 @@ impl PgControlStore {
                 ],
             });
             if is_mine {
-                own = Some(own_out(decided, &mine.ask));
+                own = Some(own_out(decided));
             }
         }
         let own = own.unwrap_or_else(|| {
@@ -818,29 +782,23 @@ impl PgControlStore {
 }
 
 /// This request's own result from its decision (it stands once the batch commits).
-fn own_out(
-    decided: std::result::Result<(Verdict, Option<Write>), StoreError>,
-    ask: &Ask,
-) -> Result<Out> {
-    match (decided?, ask) {
+fn own_out(decided: std::result::Result<(Verdict, Option<Write>), StoreError>) -> Result<Out> {
+    match decided? {
         (
-            (
-                Verdict::Admitted { pool_before, .. },
-                Some(Write::Reservation {
-                    id,
-                    grant_id,
-                    grant_digest,
-                    trust_revision,
-                    workload,
-                    attempt,
-                    rows,
-                    bytes,
-                    seconds,
-                    phase,
-                    ..
-                }),
-            ),
-            Ask::Admit(_),
+            Verdict::Admitted { pool_before, .. },
+            Some(Write::Reservation {
+                id,
+                grant_id,
+                grant_digest,
+                trust_revision,
+                workload,
+                attempt,
+                rows,
+                bytes,
+                seconds,
+                phase,
+                ..
+            }),
         ) => {
             let invalid = |_| StoreError::new(StoreCode::StoredStateInvalid, "a stored value");
             Ok(Out::Reservation(
@@ -863,7 +821,7 @@ fn own_out(
                 pool_before,
             ))
         }
-        ((Verdict::Denied { pool_before }, None), Ask::Admit(_)) => Ok(Out::Denied(pool_before)),
+        (Verdict::Denied { pool_before }, None) => Ok(Out::Denied(pool_before)),
         _ => Err(StoreError::new(
             StoreCode::StoredStateInvalid,
             "the queued decision is not of the kind asked",

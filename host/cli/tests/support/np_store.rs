@@ -328,7 +328,12 @@ impl<'a> Run<'a> {
     }
 
     pub fn settle(&self, reservation: &str, rows: u64, bytes: u64, http: u64) -> Output {
-        self.cli(&[
+        self.cli(&Self::settle_args(reservation, rows, bytes, http))
+    }
+
+    /// The arguments of one `campaign settle` (outcome `succeeded`).
+    pub fn settle_args(reservation: &str, rows: u64, bytes: u64, http: u64) -> Vec<String> {
+        vec![
             "settle".to_owned(),
             "--reservation".to_owned(),
             reservation.to_owned(),
@@ -340,7 +345,7 @@ impl<'a> Run<'a> {
             http.to_string(),
             "--outcome".to_owned(),
             "succeeded".to_owned(),
-        ])
+        ]
     }
 
     pub fn status(&self, grant_id: &str, phase: &str, reservations: &[&str]) -> Output {
